@@ -1,0 +1,27 @@
+# The two commands a new machine needs: `make demo` and `make test`. Each sets up what is missing first.
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test test-fast bench airflow lock clean
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	$(BIN)/lockstep demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: setup
+	$(BIN)/python -m tests.benchmarks.bench_stream
+
+lock:
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^lockstep' > constraints.txt.new
+	@echo "review constraints.txt.new and move it over constraints.txt"
+
+clean:
+	rm -rf state runs

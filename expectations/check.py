@@ -1,0 +1,199 @@
+"""`lockstep check`: run the Great Expectations suites at the consistency point, publish Data Docs,
+write report.json, and return the verdict ("pass" only when every expectation holds).
+
+The stream side is read at the sink version recorded by the stream step, so a check repeated
+later judges the same consistency point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import great_expectations as gx
+from great_expectations.checkpoint import UpdateDataDocsAction
+from great_expectations.core.expectation_suite import ExpectationSuite
+from great_expectations.data_context.types.base import ProgressBarsConfig
+from great_expectations.util import convert_to_json_serializable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, FloatType, StructField, StructType
+
+from expectations import suites
+from expectations.queries import BATCH_VIEW, STREAM_VIEW, Columns
+from jobs.changelog.kinds import CDF_CHANGE_TYPES
+from jobs.changelog.quarantine import read_quarantine
+from jobs.errors import RunStateError
+from jobs.plan.planner import QueryPlan
+from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, read_snapshot
+from jobs.runtime.layout import RunLayout
+from jobs.runtime.progress import Progress
+from jobs.runtime.spark import spark_session
+from jobs.spec.model import Settings
+from jobs.stream.aggregate import state_value_names
+from jobs.stream.job import read_consistency_point
+
+DATA_DOCS = "gx/uncommitted/data_docs/local_site/index.html"
+# Which expectation's unexpected rows count as which kind of difference in the report.
+DIFFERENCES = {"missing_rows": "expect_no_rows_missing_from_stream",
+               "extra_rows": "expect_no_extra_rows_in_stream",
+               "mismatched_rows": "expect_no_mismatched_values"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    suite: str
+    name: str
+    success: bool
+    unexpected: int | None
+    sample: list
+
+
+def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
+              progress: Progress | None = None) -> dict:
+    progress = progress or Progress(quiet=True)
+    started = time.monotonic()
+    if not layout.batch.exists():
+        raise RunStateError("no batch result: run `lockstep batch` first", where=str(layout.root))
+    point = read_consistency_point(layout)
+    spark = spark_session(settings.spark)
+    stream = read_snapshot(spark, layout.stream, point["sink_version"])
+    batch = read_snapshot(spark, layout.batch)
+    batch.createOrReplaceTempView(BATCH_VIEW)
+    stream.createOrReplaceTempView(STREAM_VIEW)
+    feed = read_change_feed(layout.stream)
+    feed = feed.filter(feed.column(COMMIT_VERSION).to_numpy() <= point["sink_version"])
+    data = {"stream_result": stream, "batch_result": batch,
+            "change_feed": spark.createDataFrame(feed)}
+    cols = _columns(plan, stream, settings)
+    specs = [suites.unity_suite(cols, batch.columns), suites.batch_suite(cols),
+             suites.retraction_suite(cols)]
+    if plan.aggregate is not None:
+        data["stream_state"] = _stream_state(spark, plan, layout)
+        specs.append(_state_suite(plan))
+    counts = {"stream_rows": stream.count(), "batch_rows": batch.count()}
+    context = _context(layout)
+    outcomes = []
+    for spec in specs:
+        outcomes += _validate(context, spec, data[spec.asset], counts, settings.check.sample_rows)
+    report = _report(plan, layout, point, counts, outcomes, feed, time.monotonic() - started)
+    _write_json(layout.report, report)
+    progress.say(f"check {plan.spec.name}: {report['verdict'].upper()} "
+                 f"({sum(o.success for o in outcomes)}/{len(outcomes)} expectations hold)")
+    return report
+
+
+def _columns(plan: QueryPlan, stream: DataFrame, settings: Settings) -> Columns:
+    key = plan.sink_key
+    values = tuple(c for c in stream.columns if c not in key)
+    floating = frozenset(f.name for f in stream.schema.fields
+                         if isinstance(f.dataType, (DoubleType, FloatType)))
+    return Columns(key, values, floating, settings.check.float_abs_tol, settings.check.float_rel_tol)
+
+
+def _stream_state(spark: SparkSession, plan: QueryPlan, layout: RunLayout) -> DataFrame:
+    """Spark's aggregation state after the last micro-batch, value fields named as lockstep names
+    them (Spark's state store calls every SUM buffer "sum")."""
+    spark.streams.active  # starts the state store coordinator the state reader talks to
+    state = spark.read.format("statestore").load(str(layout.checkpoint))
+    names = state_value_names(plan.aggregate)
+    value_type = state.schema["value"].dataType
+    renamed = StructType([StructField(n, f.dataType) for n, f in zip(names, value_type.fields)])
+    return state.select("key", F.col("value").cast(renamed).alias("value"))
+
+
+def _state_suite(plan: QueryPlan) -> suites.SuiteSpec:
+    node = plan.aggregate
+    group_sink_key = plan.notes.upsert_keys[plan.root.input]
+    has_slots = any(not call.invertible for call in node.aggregates)
+    return suites.state_suite(node.group_keys, group_sink_key, has_slots, node.is_global)
+
+
+def _context(layout: RunLayout):
+    context = gx.get_context(mode="file", project_root_dir=str(layout.root))
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return context
+
+
+def _validate(context, spec: suites.SuiteSpec, frame: DataFrame, counts: dict,
+              sample_rows: int) -> list[Outcome]:
+    source = context.data_sources.add_or_update_spark("lockstep")
+    asset = next((a for a in source.assets if a.name == spec.asset), None) or \
+        source.add_dataframe_asset(spec.asset)
+    definition = next((d for d in asset.batch_definitions if d.name == "whole"), None) or \
+        asset.add_batch_definition_whole_dataframe("whole")
+    suite = context.suites.add_or_update(ExpectationSuite(name=spec.name, expectations=list(spec.expectations)))
+    validation = context.validation_definitions.add_or_update(
+        gx.ValidationDefinition(name=spec.name, data=definition, suite=suite))
+    checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
+        name=spec.name, validation_definitions=[validation], result_format={"result_format": "COMPLETE"},
+        actions=[UpdateDataDocsAction(name="data_docs")]))
+    result = checkpoint.run(batch_parameters={"dataframe": frame}, expectation_parameters=counts)
+    outcomes = []
+    for run in result.run_results.values():
+        for item in run.results:
+            outcomes.append(_outcome(spec.name, convert_to_json_serializable(item.to_json_dict()),
+                                     sample_rows))
+    return outcomes
+
+
+def _outcome(suite: str, result: dict, sample_rows: int) -> Outcome:
+    details = result.get("result") or {}
+    observed = details.get("observed_value")
+    rows = (details.get("details") or {}).get("unexpected_rows") or []
+    unexpected = observed if isinstance(observed, int) and "unexpected_rows_query" in str(
+        result["expectation_config"]["kwargs"]) else None
+    if result.get("exception_info", {}).get("raised_exception"):
+        rows = [{"exception": result["exception_info"]["exception_message"]}]
+    return Outcome(suite, result["expectation_config"]["type"], bool(result["success"]), unexpected,
+                   [dict(r) for r in rows[:sample_rows]])
+
+
+def _report(plan: QueryPlan, layout: RunLayout, point: dict, counts: dict, outcomes: list[Outcome],
+            feed, seconds: float) -> dict:
+    by_name = {o.name: o for o in outcomes}
+    differences = {field: (by_name[name].unexpected or 0) if name in by_name else 0
+                   for field, name in DIFFERENCES.items()}
+    changes = Counter(feed.column(CHANGE_TYPE).to_pylist())
+    verdict = "pass" if all(o.success for o in outcomes) else "fail"
+    return {
+        "query": plan.spec.name,
+        "description": plan.spec.description,
+        "verdict": verdict,
+        **counts,
+        **differences,
+        "changelog": {kind.short: changes.get(name, 0) for name, kind in CDF_CHANGE_TYPES.items()},
+        "expectations": [{"suite": o.suite, "name": o.name, "success": o.success,
+                          "unexpected_rows": o.unexpected} for o in outcomes],
+        "samples": {o.name: o.sample for o in outcomes if not o.success and o.sample},
+        "consistency_point": {"sink_version": point["sink_version"], "sources": point["sources"]},
+        "quarantined_rows": read_quarantine(layout.quarantine).num_rows,
+        "micro_batches": _micro_batches(layout),
+        "sink": {"path": "stream", "primary_key": list(plan.sink_key), "version": point["sink_version"]},
+        "data_docs": DATA_DOCS,
+        "check_seconds": round(seconds, 2),
+        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _micro_batches(layout: RunLayout) -> list[dict]:
+    if not layout.batches_log.exists():
+        return []
+    latest = {}
+    for line in layout.batches_log.read_text().splitlines():
+        entry = json.loads(line)
+        latest[entry["batch"]] = entry
+    sizes_file = layout.state / "state_rows.json"
+    sizes = json.loads(sizes_file.read_text()) if sizes_file.exists() else {}
+    for batch, entry in latest.items():
+        entry["state_rows"] = sizes.get(str(batch))
+    return [latest[b] for b in sorted(latest)]
+
+
+def _write_json(path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)

@@ -1,0 +1,142 @@
+"""The SQL behind each expectation. Every query returns the rows that break its rule.
+
+{batch} is the data GX validates; the other side is a temporary view registered by check.py.
+Keys compare with <=> (NULL equals NULL: a NULL group key is a real group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BATCH_VIEW = "lockstep_batch_result"
+STREAM_VIEW = "lockstep_stream_table"
+RETRACTIONS = "('update_preimage', 'delete')"
+ADDITIONS = "('insert', 'update_postimage')"
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The sink's columns: its primary key, the other columns, and which of those are floating."""
+
+    key: tuple[str, ...]
+    values: tuple[str, ...]
+    floating: frozenset[str]
+    abs_tol: float
+    rel_tol: float
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return self.key + self.values
+
+
+def q(name: str) -> str:
+    return f"`{name}`"
+
+
+def _select(columns, alias: str = "") -> str:
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"{prefix}{q(c)}" for c in columns)
+
+
+def _key_match(key, left: str, right: str) -> str:
+    return " AND ".join(f"{left}.{q(k)} <=> {right}.{q(k)}" for k in key) or "TRUE"
+
+
+# -- unity -------------------------------------------------------------------------------------
+
+def missing_rows(cols: Columns) -> str:
+    return (f"SELECT b.* FROM {BATCH_VIEW} b LEFT ANTI JOIN {{batch}} s "
+            f"ON {_key_match(cols.key, 'b', 's')}")
+
+
+def extra_rows(cols: Columns) -> str:
+    return (f"SELECT s.* FROM {{batch}} s LEFT ANTI JOIN {BATCH_VIEW} b "
+            f"ON {_key_match(cols.key, 's', 'b')}")
+
+
+def mismatched_rows(cols: Columns) -> str:
+    sides = ", ".join(f"s.{q(v)} AS {q(v + '__stream')}, b.{q(v)} AS {q(v + '__batch')}" for v in cols.values)
+    equal = " AND ".join(_equal(v, cols) for v in cols.values)
+    key = _select(cols.key, "s")
+    head = f"{key}, " if key else ""
+    return (f"SELECT {head}{sides} FROM {{batch}} s JOIN {BATCH_VIEW} b "
+            f"ON {_key_match(cols.key, 's', 'b')} WHERE NOT ({equal})")
+
+
+def _equal(column: str, cols: Columns) -> str:
+    s, b = f"s.{q(column)}", f"b.{q(column)}"
+    if column not in cols.floating:
+        return f"({s} <=> {b})"
+    tolerance = f"{cols.abs_tol!r} + {cols.rel_tol!r} * GREATEST(ABS({s}), ABS({b}))"
+    return f"(({s} <=> {b}) OR COALESCE(ABS({s} - {b}) <= {tolerance}, FALSE))"
+
+
+def duplicate_keys(cols: Columns, table: str = "{batch}") -> str:
+    key = _select(cols.key)
+    group = f" GROUP BY {key}" if key else ""
+    head = f"{key}, " if key else ""
+    return f"SELECT {head}COUNT(*) AS copies FROM {table}{group} HAVING COUNT(*) > 1"
+
+
+# -- the change feed ---------------------------------------------------------------------------
+
+def _ordered_feed(cols: Columns) -> str:
+    """The feed with, per key, the previous and next change in commit order (retractions of a
+    commit before its additions)."""
+    image = "named_struct(" + ", ".join(f"'{c}', {q(c)}" for c in cols.all) + ")"
+    partition = f"PARTITION BY {_select(cols.key)} " if cols.key else ""
+    return (f"SELECT *, LAG(_change_type) OVER w AS __prev_type, LAG(__image) OVER w AS __prev_image, "
+            f"LAG(_commit_version) OVER w AS __prev_version, LEAD(_change_type) OVER w AS __next_type "
+            f"FROM (SELECT *, {image} AS __image, CASE WHEN _change_type IN {RETRACTIONS} THEN 0 "
+            f"ELSE 1 END AS __rank FROM {{batch}}) "
+            f"WINDOW w AS ({partition}ORDER BY _commit_version, __rank)")
+
+
+def _feed_rows(cols: Columns, condition: str) -> str:
+    return (f"SELECT {_select(cols.all)}, _change_type, _commit_version FROM ({_ordered_feed(cols)}) "
+            f"WHERE {condition}")
+
+
+def ghost_retractions(cols: Columns) -> str:
+    return _feed_rows(cols, f"__rank = 0 AND (__prev_type IS NULL OR __prev_type IN {RETRACTIONS})")
+
+
+def retraction_image_mismatch(cols: Columns) -> str:
+    return _feed_rows(cols, f"__rank = 0 AND __prev_type IN {ADDITIONS} AND NOT (__prev_image <=> __image)")
+
+
+def insert_over_live_row(cols: Columns) -> str:
+    return _feed_rows(cols, f"_change_type = 'insert' AND __prev_type IN {ADDITIONS}")
+
+
+def unpaired_updates(cols: Columns) -> str:
+    return _feed_rows(cols, "(_change_type = 'update_postimage' AND (__prev_type IS NULL OR "
+                            "__prev_type <> 'update_preimage' OR __prev_version <> _commit_version)) OR "
+                            "(_change_type = 'update_preimage' AND (__next_type IS NULL OR "
+                            "__next_type <> 'update_postimage'))")
+
+
+def replay_differs_from_table(cols: Columns) -> str:
+    partition = f"PARTITION BY {_select(cols.key)} " if cols.key else ""
+    last = (f"SELECT *, ROW_NUMBER() OVER ({partition}ORDER BY _commit_version DESC, "
+            f"CASE WHEN _change_type IN {RETRACTIONS} THEN 0 ELSE 1 END DESC) AS __last FROM {{batch}}")
+    replayed = f"SELECT {_select(cols.all)} FROM ({last}) WHERE __last = 1 AND _change_type IN {ADDITIONS}"
+    table = f"SELECT {_select(cols.all)} FROM {STREAM_VIEW}"
+    return (f"SELECT 'only in the replayed change feed' AS side, * FROM ({replayed} EXCEPT ALL {table}) "
+            f"UNION ALL SELECT 'only in the sink table' AS side, * FROM ({table} EXCEPT ALL {replayed})")
+
+
+# -- aggregate state -----------------------------------------------------------------------------
+
+def negative_counts(group_keys: tuple[str, ...], has_slots: bool) -> str:
+    slot = " AND key.__slot = 0" if has_slots else ""
+    keys = ", ".join(f"key.{q(k)} AS {q(k)}" for k in group_keys)
+    head = f"{keys}, " if keys else ""
+    return f"SELECT {head}value.__count AS live_rows FROM {{batch}} WHERE value.__count < 0{slot}"
+
+
+def empty_groups_in_sink(group_keys: tuple[str, ...], sink_key: tuple[str, ...], has_slots: bool) -> str:
+    slot = " AND st.key.__slot = 0" if has_slots else ""
+    match = " AND ".join(f"st.key.{q(g)} <=> t.{q(k)}" for g, k in zip(group_keys, sink_key))
+    return (f"SELECT t.* FROM {{batch}} st JOIN {STREAM_VIEW} t ON {match} "
+            f"WHERE st.value.__count = 0{slot}")

@@ -1,0 +1,33 @@
+"""Run the user's SQL text on Spark with each source registered as a temporary view.
+
+The batch side shares nothing with the stream side but the query text and the staged input:
+this is what makes it an independent reference.
+"""
+
+from __future__ import annotations
+
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs.errors import SqlError
+from jobs.plan.planner import QueryPlan
+
+
+def run_sql(spark: SparkSession, plan: QueryPlan, sources: dict[str, DataFrame]) -> DataFrame:
+    for name, frame in sources.items():
+        frame.createOrReplaceTempView(name)
+    try:
+        return spark.sql(plan.spec.sql)
+    except (AnalysisException, ParseException) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise SqlError(f"Spark rejected the SQL: {first}", where=str(plan.spec.spec_path)) from None
+
+
+def empty_sources(spark: SparkSession, plan: QueryPlan) -> dict[str, DataFrame]:
+    return {s.table: spark.createDataFrame([], s.schema.spark_ddl()) for s in plan.sources}
+
+
+def result_on_empty_input(spark: SparkSession, plan: QueryPlan) -> DataFrame:
+    """The query's result before any change arrives: its schema is the sink's schema, and its
+    rows (none, or a global aggregate's one row) are the sink's first content."""
+    return run_sql(spark, plan, empty_sources(spark, plan))

@@ -1,0 +1,1 @@
+"""The changelog model: row kinds and weights, source formats, validation and staging."""

@@ -1,0 +1,226 @@
+"""Parse one changelog file into change rows: the source columns, the row kind and the line.
+
+Formats:
+- changelog-json: JSON lines, the columns plus "op" in +I, -U, +U, -D;
+- debezium-json: JSON lines with "before", "after" and "op" in c, u, d, r; an update becomes
+  -U (before) then +U (after), both from the same line;
+- json: JSON lines of plain rows, each an insert (an append-only source).
+
+Arrow's JSON reader parses a whole file at once. When it rejects the file, the lines are bisected
+until each bad line is isolated, so a good file costs one fast parse and a bad one costs a few more
+per bad line, and the values that do parse are exactly what the fast path would have produced.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from jobs.changelog.kinds import SHORT_NAMES, RowKind
+from jobs.changelog.schema import KIND, SourceSchema
+
+LINE = "__line"
+
+
+@dataclass(frozen=True)
+class BadRow:
+    line: int
+    reason: str
+    raw: str
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    """Change rows in file order (columns + __kind + __line) and the rows that could not be read."""
+
+    rows: pa.Table
+    bad: tuple[BadRow, ...]
+
+
+def parse_file(path: Path, fmt: str, schema: SourceSchema) -> ParsedFile:
+    lines = _non_blank_lines(path.read_bytes())
+    reader = _FORMATS[fmt](schema)
+    tables, bad = _parse_bisect(lines, reader)
+    rows = pa.concat_tables(tables) if tables else reader.empty()
+    rows, bad_kinds = reader.to_changes(rows)
+    return ParsedFile(rows, _with_raw_text(bad + bad_kinds, lines))
+
+
+def _with_raw_text(bad: list[BadRow], lines: list[tuple[int, bytes]]) -> tuple[BadRow, ...]:
+    if not bad:
+        return ()
+    text = dict(lines)
+    return tuple(BadRow(b.line, b.reason, b.raw or text[b.line].decode("utf-8", errors="replace"))
+                 for b in sorted(bad, key=lambda b: b.line))
+
+
+def _non_blank_lines(data: bytes) -> list[tuple[int, bytes]]:
+    return [(number, text) for number, text in enumerate(data.split(b"\n"), start=1) if text.strip()]
+
+
+def _parse_bisect(lines: list[tuple[int, bytes]], reader: _Reader) -> tuple[list[pa.Table], list[BadRow]]:
+    if not lines:
+        return [], []
+    try:
+        table = reader.read(b"\n".join(text for _, text in lines))
+    except pa.ArrowInvalid as exc:
+        if len(lines) == 1:
+            number, text = lines[0]
+            raw = text.decode("utf-8", errors="replace")
+            return [], [BadRow(number, reader.diagnose(raw, str(exc)), raw)]
+        middle = len(lines) // 2
+        left_tables, left_bad = _parse_bisect(lines[:middle], reader)
+        right_tables, right_bad = _parse_bisect(lines[middle:], reader)
+        return left_tables + right_tables, left_bad + right_bad
+    numbers = pa.array([number for number, _ in lines], pa.int32())
+    return [table.append_column(LINE, numbers)], []
+
+
+class _Reader:
+    """What differs between formats: the JSON shape and how a JSON row becomes change rows."""
+
+    def __init__(self, schema: SourceSchema):
+        self.schema = schema
+        self.json_schema = self._json_schema()
+
+    def _json_schema(self) -> pa.Schema:
+        raise NotImplementedError
+
+    def to_changes(self, table: pa.Table) -> tuple[pa.Table, list[BadRow]]:
+        raise NotImplementedError
+
+    def read(self, data: bytes) -> pa.Table:
+        options = pj.ParseOptions(explicit_schema=self.json_schema, unexpected_field_behavior="ignore")
+        return pj.read_json(io.BytesIO(data), parse_options=options)
+
+    def empty(self) -> pa.Table:
+        return self.json_schema.empty_table().append_column(LINE, pa.array([], pa.int32()))
+
+    def change_rows(self, table: pa.Table, kinds: pa.Array) -> pa.Table:
+        columns = {c.name: table.column(c.name) for c in self.schema.columns}
+        columns[KIND] = kinds
+        columns[LINE] = table.column(LINE)
+        return pa.table(columns)
+
+    def diagnose(self, raw: str, arrow_message: str) -> str:
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return f"malformed JSON: {exc.msg} at column {exc.colno}"
+        if not isinstance(value, dict):
+            return f"expected a JSON object, got {type(value).__name__}"
+        types = {c.name: c.spark_type for c in self.schema.columns}
+        return _first_bad_field(value, self.json_schema, types) or _clean(arrow_message)
+
+
+class _ChangelogJson(_Reader):
+    def _json_schema(self) -> pa.Schema:
+        return self.schema.arrow().append(pa.field("op", pa.string()))
+
+    def to_changes(self, table):
+        kinds = pc.index_in(table.column("op"), value_set=pa.array(SHORT_NAMES))
+        ok = pc.fill_null(pc.is_valid(kinds), False)
+        bad = [BadRow(line, _bad_op(op, "+I, -U, +U, -D"), "")
+               for line, op in _rows_where(table, pc.invert(ok), "op")]
+        good = table.filter(ok)
+        return self.change_rows(good, pc.cast(kinds.filter(ok), pa.int8())), bad
+
+
+class _PlainJson(_Reader):
+    def _json_schema(self) -> pa.Schema:
+        return self.schema.arrow()
+
+    def to_changes(self, table):
+        kinds = pa.array([RowKind.INSERT] * table.num_rows, pa.int8())
+        return self.change_rows(table, kinds), []
+
+
+class _DebeziumJson(_Reader):
+    """c/r: +I(after); u: -U(before), +U(after); d: -D(before)."""
+
+    def _json_schema(self) -> pa.Schema:
+        image = pa.struct(list(self.schema.arrow()))
+        return pa.schema([("before", image), ("after", image), ("op", pa.string())])
+
+    def to_changes(self, table):
+        op = table.column("op")
+        known = pc.fill_null(pc.is_in(op, value_set=pa.array(["c", "r", "u", "d"])), False)
+        needs_before = pc.is_in(op, value_set=pa.array(["u", "d"]))
+        needs_after = pc.is_in(op, value_set=pa.array(["c", "r", "u"]))
+        missing_before = pc.and_(needs_before, pc.is_null(table.column("before")))
+        missing_after = pc.and_(needs_after, pc.is_null(table.column("after")))
+        bad = [BadRow(line, _bad_op(value, "c, r, u, d"), "")
+               for line, value in _rows_where(table, pc.invert(known), "op")]
+        bad += [BadRow(line, f"op '{value}' needs a 'before' image", "")
+                for line, value in _rows_where(table, pc.fill_null(missing_before, False), "op")]
+        bad += [BadRow(line, f"op '{value}' needs an 'after' image", "")
+                for line, value in _rows_where(table, pc.fill_null(missing_after, False), "op")]
+        ok = pc.and_(known, pc.invert(pc.or_(pc.fill_null(missing_before, False),
+                                             pc.fill_null(missing_after, False))))
+        good = table.filter(ok)
+        return self._expand(good), bad
+
+    def _expand(self, table: pa.Table) -> pa.Table:
+        op = table.column("op")
+        before = self._images(table, "before", pc.is_in(op, value_set=pa.array(["u", "d"])),
+                              pc.if_else(pc.equal(op, "u"), RowKind.UPDATE_BEFORE, RowKind.DELETE))
+        after = self._images(table, "after", pc.is_in(op, value_set=pa.array(["c", "r", "u"])),
+                             pc.if_else(pc.equal(op, "u"), RowKind.UPDATE_AFTER, RowKind.INSERT))
+        both = pa.concat_tables([before, after])
+        # Stable sort by line, then kind: -U (1) comes before +U (2) from the same line.
+        order = pc.sort_indices(both, sort_keys=[(LINE, "ascending"), (KIND, "ascending")])
+        return both.take(order)
+
+    def _images(self, table: pa.Table, side: str, mask, kinds) -> pa.Table:
+        picked = table.filter(mask)
+        image = picked.column(side).combine_chunks()
+        columns = {c.name: image.field(c.name) for c in self.schema.columns}
+        columns[KIND] = pc.cast(kinds.filter(mask), pa.int8())
+        columns[LINE] = picked.column(LINE)
+        return pa.table(columns)
+
+
+_FORMATS = {"changelog-json": _ChangelogJson, "debezium-json": _DebeziumJson, "json": _PlainJson}
+
+
+def _rows_where(table: pa.Table, mask, column: str) -> list[tuple[int, object]]:
+    picked = table.filter(mask)
+    return list(zip(picked.column(LINE).to_pylist(), picked.column(column).to_pylist()))
+
+
+def _bad_op(value: object, expected: str) -> str:
+    return "missing op" if value is None else f"unknown op {value!r} (expected one of {expected})"
+
+
+def _first_bad_field(value: dict, schema: pa.Schema, types: dict[str, str],
+                     prefix: str = "") -> str | None:
+    """Parse each field on its own to name the one whose value does not fit its type."""
+    for field in schema:
+        if field.name not in value or value[field.name] is None:
+            continue
+        item = value[field.name]
+        if pa.types.is_struct(field.type) and isinstance(item, dict):
+            nested = _first_bad_field(item, pa.schema(list(field.type)), types,
+                                      f"{prefix}{field.name}.")
+            if nested:
+                return nested
+            continue
+        options = pj.ParseOptions(explicit_schema=pa.schema([field]),
+                                  unexpected_field_behavior="ignore")
+        try:
+            pj.read_json(io.BytesIO(json.dumps({field.name: item}).encode()), parse_options=options)
+        except pa.ArrowInvalid:
+            wanted = types.get(field.name, str(field.type))
+            return f"column '{prefix}{field.name}': value {json.dumps(item)} does not fit {wanted}"
+    return None
+
+
+def _clean(message: str) -> str:
+    return re.sub(r"\s+in row \d+$", "", message.strip())

@@ -1,0 +1,102 @@
+"""The rows a source has alive, used to check that every retraction retracts something.
+
+With a primary key, a source is a table keyed by it: +I needs the key absent, -U and -D need the
+key present with exactly the retracted image, +U needs the key absent (after its -U, or new).
+Without one, a source is a multiset: -U and -D need at least one live copy of the identical row.
+A retraction that retracts nothing would make the weighted changelog count a row below zero,
+so it is a bad row, reported with its file and line like a malformed one.
+
+The state is a dict on the driver, one entry per live key: cheap at millions of keys, and saved
+beside the staged changelog so a later `lockstep stream` continues checking where this one ended.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from jobs.changelog.kinds import RowKind
+from jobs.changelog.schema import KIND, SourceSchema
+
+COUNT = "__count"
+
+
+class LiveRows:
+    def __init__(self, schema: SourceSchema, primary_key: tuple[str, ...]):
+        self.schema = schema
+        self.primary_key = primary_key
+        self._key_positions = [schema.names.index(k) for k in primary_key]
+        self._live: dict[tuple, object] = {}
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def apply(self, kind: RowKind, row: tuple) -> str | None:
+        """Apply one change; return why it is invalid (and leave the state alone) or None."""
+        if self.primary_key:
+            return self._apply_keyed(kind, row)
+        return self._apply_multiset(kind, row)
+
+    def _apply_keyed(self, kind: RowKind, row: tuple) -> str | None:
+        key = tuple(row[i] for i in self._key_positions)
+        if any(part is None for part in key):
+            return f"primary key {self._describe(key)} has a null column"
+        live = self._live.get(key)
+        if kind is RowKind.INSERT and live is not None:
+            return f"+I for key {self._describe(key)}, which is already present"
+        if kind is RowKind.UPDATE_AFTER and live is not None:
+            return f"+U for key {self._describe(key)} without a preceding -U"
+        if kind.is_retraction:
+            if live is None:
+                return f"{kind.short} for key {self._describe(key)}, which was never inserted or is already gone"
+            if live != row:
+                return f"{kind.short} for key {self._describe(key)} does not match its live row {live}"
+            del self._live[key]
+            return None
+        self._live[key] = row
+        return None
+
+    def _apply_multiset(self, kind: RowKind, row: tuple) -> str | None:
+        count = self._live.get(row, 0)
+        if kind.is_retraction:
+            if not count:
+                return f"{kind.short} for row {row}, which has no live copy to retract"
+            if count == 1:
+                del self._live[row]
+            else:
+                self._live[row] = count - 1
+            return None
+        self._live[row] = count + 1
+        return None
+
+    def _describe(self, key: tuple) -> str:
+        return "(" + ", ".join(f"{k}={v!r}" for k, v in zip(self.primary_key, key)) + ")"
+
+    def check(self, rows: pa.Table) -> Iterable[tuple[int, str]]:
+        """Apply the rows in order; yield (row index, reason) for each one that is invalid."""
+        columns = [rows.column(name).to_pylist() for name in self.schema.names]
+        kinds = rows.column(KIND).to_pylist()
+        for index, (kind, row) in enumerate(zip(kinds, zip(*columns))):
+            reason = self.apply(RowKind(kind), row)
+            if reason:
+                yield index, reason
+
+    def save(self, path: Path) -> None:
+        rows = list(self._live.values()) if self.primary_key else list(self._live)
+        columns = list(zip(*rows)) if rows else [[] for _ in self.schema.names]
+        table = pa.table({c.name: pa.array(values, c.arrow_type)
+                          for c, values in zip(self.schema.columns, columns)})
+        if not self.primary_key:
+            table = table.append_column(COUNT, pa.array(list(self._live.values()), pa.int64()))
+        pq.write_table(table, path)
+
+    def load(self, path: Path) -> None:
+        table = pq.read_table(path)
+        rows = zip(*(table.column(name).to_pylist() for name in self.schema.names))
+        if self.primary_key:
+            self._live = {tuple(row[i] for i in self._key_positions): row for row in rows}
+        else:
+            self._live = dict(zip(rows, table.column(COUNT).to_pylist()))

@@ -1,0 +1,41 @@
+"""The quarantine table: changelog rows that a source with `on_bad_rows: quarantine` set aside.
+
+A Delta table beside the sink, one row per bad line with the reason and the raw text. Appends are
+idempotent: each staging generation commits under its own transaction id, so a staging run that
+crashed after this append and is repeated does not add the rows twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.transaction import CommitProperties, Transaction
+
+SCHEMA = pa.schema([("source", pa.string()), ("file", pa.string()), ("line", pa.int32()),
+                    ("reason", pa.string()), ("raw", pa.string())])
+
+
+def append_quarantine(path: Path, rows: Sequence, *, app_id: str, version: int) -> None:
+    if not rows:
+        return
+    if _already_committed(path, app_id, version):
+        return
+    table = pa.Table.from_pylist([vars(r) for r in rows], schema=SCHEMA)
+    write_deltalake(str(path), table, mode="append",
+                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+
+
+def read_quarantine(path: Path) -> pa.Table:
+    if not DeltaTable.is_deltatable(str(path)):
+        return SCHEMA.empty_table()
+    return DeltaTable(str(path)).to_pyarrow_table()
+
+
+def _already_committed(path: Path, app_id: str, version: int) -> bool:
+    if not DeltaTable.is_deltatable(str(path)):
+        return False
+    done = DeltaTable(str(path)).transaction_version(app_id)
+    return done is not None and done >= version

@@ -1,0 +1,251 @@
+"""Stage a source folder's new changelog files: parse, validate, number, and store them.
+
+The staged changelog is what both jobs read: the stream replays it in micro-batches, the batch job
+reads it up to the consistency point. Each row gets `__seq`, its position in the whole changelog
+(files in name order, rows in file order), so "what the stream consumed" is a single number.
+
+Layout under the run's state folder, per source:
+    manifest.json            what has been staged; rewritten atomically last (the commit point)
+    seg-<first seq>.parquet  the rows staged by one run
+    live-<generation>.parquet the live rows after that run (see live.py)
+
+A file already staged must not change: appending to a changelog means adding files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from jobs.changelog.formats import LINE, BadRow, parse_file
+from jobs.changelog.live import LiveRows
+from jobs.changelog.quarantine import append_quarantine
+from jobs.changelog.schema import KIND, SEQ, SourceSchema, parse_schema
+from jobs.errors import InputError, RunStateError, place
+from jobs.spec.model import SourceSpec
+
+FILE = "__file"
+HIDDEN_PREFIXES = (".", "_")
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    source: str
+    file: str
+    line: int
+    reason: str
+    raw: str
+
+
+@dataclass
+class StageResult:
+    source: str
+    new_files: list[str] = field(default_factory=list)
+    new_rows: int = 0
+    total_rows: int = 0
+    quarantined: list[Quarantined] = field(default_factory=list)
+
+
+class StagedChangelog:
+    """Read access to one source's staged rows."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        manifest = _read_manifest(directory)
+        if manifest is None:
+            raise RunStateError("no staged changelog here; run `lockstep stream` first",
+                                where=str(directory))
+        self.manifest = manifest
+
+    @property
+    def schema(self) -> SourceSchema:
+        return parse_schema(self.manifest["schema"], where=str(self.directory / "manifest.json"))
+
+    @property
+    def total_rows(self) -> int:
+        return self.manifest["rows"]
+
+    def segments(self) -> list[dict]:
+        return self.manifest["segments"]
+
+    def read(self, start: int, end: int, columns: list[str] | None = None) -> pa.Table:
+        """Rows with start <= __seq < end, in order."""
+        pieces = []
+        for seg in self.segments():
+            lo, hi = seg["first_seq"], seg["first_seq"] + seg["rows"]
+            if hi <= start or lo >= end:
+                continue
+            table = pq.read_table(self.directory / seg["file"], columns=columns)
+            pieces.append(table.slice(max(start - lo, 0), min(end, hi) - max(start, lo)))
+        if not pieces:
+            return _select(self.empty(), columns)
+        return pa.concat_tables(pieces)
+
+    def empty(self) -> pa.Table:
+        fields = list(self.schema.arrow()) + [pa.field(KIND, pa.int8()), pa.field(LINE, pa.int32()),
+                                              pa.field(SEQ, pa.int64()), pa.field(FILE, pa.string())]
+        return pa.schema(fields).empty_table()
+
+
+def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path, *,
+                 display_root: Path | None = None) -> tuple[StageResult, Callable[[], None]]:
+    """Parse and validate the source's new files; return the result and a commit function.
+
+    Nothing is written until the commit function is called, so a bad row in fail mode leaves the
+    run folder exactly as it was.
+    """
+    schema = parse_schema(spec.schema_ddl, where=f"source {name}: schema")
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest = _read_manifest(directory) or _new_manifest(name, spec)
+    _check_same_source(manifest, name, spec, directory)
+    files = _list_files(spec.path, name)
+    _check_consumed_unchanged(manifest, files, spec.path)
+    live = LiveRows(schema, spec.primary_key)
+    if manifest["live_state"]:
+        live.load(directory / manifest["live_state"])
+    result = StageResult(source=name, total_rows=manifest["rows"])
+    consumed = {f["name"] for f in manifest["files"]}
+    tables, file_entries = [], []
+    for path in (p for p in files if _relative(p, spec.path) not in consumed):
+        rows, bad = _validated_rows(path, spec, schema, live)
+        if bad and spec.on_bad_rows == "fail":
+            first = bad[0]
+            raise InputError(first.reason, where=place(_display(path, display_root), first.line))
+        rel = _relative(path, spec.path)
+        result.quarantined += [Quarantined(name, rel, b.line, b.reason, b.raw) for b in bad]
+        first_seq = result.total_rows
+        rows = rows.append_column(SEQ, pa.array(range(first_seq, first_seq + rows.num_rows), pa.int64()))
+        rows = rows.append_column(FILE, pa.array([rel] * rows.num_rows, pa.string()))
+        tables.append(rows)
+        stat = path.stat()
+        file_entries.append({"name": rel, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+                             "first_seq": first_seq, "rows": rows.num_rows, "bad_rows": len(bad)})
+        result.new_files.append(rel)
+        result.new_rows += rows.num_rows
+        result.total_rows += rows.num_rows
+
+    def commit() -> None:
+        if file_entries:
+            _write_generation(directory, manifest, tables, file_entries, live, result, quarantine)
+
+    return result, commit
+
+
+def _validated_rows(path: Path, spec: SourceSpec, schema: SourceSchema, live: LiveRows
+                    ) -> tuple[pa.Table, list[BadRow]]:
+    parsed = parse_file(path, spec.format, schema)
+    bad = list(parsed.bad)
+    if bad and spec.on_bad_rows == "fail":
+        return parsed.rows, bad
+    rows = parsed.rows
+    invalid = list(live.check(rows))
+    if invalid:
+        lines = rows.column(LINE).to_pylist()
+        bad += [BadRow(lines[i], reason, "") for i, reason in invalid]
+        keep = pc.invert(pc.is_in(pa.array(range(rows.num_rows)), value_set=pa.array([i for i, _ in invalid])))
+        rows = rows.filter(keep)
+        bad = _fill_raw(sorted(bad, key=lambda b: b.line), path)
+    return rows, bad
+
+
+def _fill_raw(bad: list[BadRow], path: Path) -> list[BadRow]:
+    wanted = {b.line for b in bad if not b.raw}
+    if not wanted:
+        return bad
+    text = {n: line for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace")
+                                              .split("\n"), start=1) if n in wanted}
+    return [b if b.raw else BadRow(b.line, b.reason, text.get(b.line, "")) for b in bad]
+
+
+def _write_generation(directory: Path, manifest: dict, tables: list[pa.Table],
+                      file_entries: list[dict], live: LiveRows, result: StageResult,
+                      quarantine: Path) -> None:
+    generation = manifest["generation"] + 1
+    append_quarantine(quarantine, result.quarantined, app_id=f"lockstep-staging-{result.source}",
+                      version=generation)
+    first_seq = file_entries[0]["first_seq"]
+    segment = f"seg-{first_seq:012d}.parquet"
+    pq.write_table(pa.concat_tables(tables), directory / segment)
+    live_file = f"live-{generation:06d}.parquet"
+    live.save(directory / live_file)
+    previous_live = manifest["live_state"]
+    manifest.update(generation=generation, rows=result.total_rows, live_state=live_file,
+                    files=manifest["files"] + file_entries,
+                    segments=manifest["segments"] + [{"file": segment, "first_seq": first_seq,
+                                                      "rows": result.new_rows}],
+                    quarantined=manifest["quarantined"] + len(result.quarantined))
+    _write_json_atomically(directory / "manifest.json", manifest)
+    if previous_live and previous_live != live_file:
+        (directory / previous_live).unlink(missing_ok=True)
+
+
+def _new_manifest(name: str, spec: SourceSpec) -> dict:
+    return {"source": name, "format": spec.format, "schema": spec.schema_ddl,
+            "primary_key": list(spec.primary_key), "generation": 0, "rows": 0, "quarantined": 0,
+            "files": [], "segments": [], "live_state": None}
+
+
+def _read_manifest(directory: Path) -> dict | None:
+    path = directory / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _check_same_source(manifest: dict, name: str, spec: SourceSpec, directory: Path) -> None:
+    now = {"format": spec.format, "schema": spec.schema_ddl, "primary_key": list(spec.primary_key)}
+    for key, value in now.items():
+        if manifest[key] != value:
+            raise RunStateError(f"source {name}: {key} changed since this run folder was started "
+                                f"({manifest[key]!r} -> {value!r}); use a new --out folder or "
+                                f"`lockstep rebuild`", where=str(directory))
+
+
+def _list_files(folder: Path, name: str) -> list[Path]:
+    if not folder.is_dir():
+        raise InputError(f"source {name}: folder does not exist", where=str(folder))
+    return sorted((p for p in folder.rglob("*") if p.is_file() and not _hidden(p, folder)),
+                  key=lambda p: _relative(p, folder))
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(HIDDEN_PREFIXES) for part in path.relative_to(root).parts)
+
+
+def _check_consumed_unchanged(manifest: dict, files: list[Path], folder: Path) -> None:
+    present = {_relative(p, folder): p for p in files}
+    for entry in manifest["files"]:
+        path = present.get(entry["name"])
+        if path is None:
+            raise InputError("file was consumed by an earlier run and has since been removed",
+                             where=str(folder / entry["name"]))
+        stat = path.stat()
+        if stat.st_size != entry["size"] or stat.st_mtime_ns != entry["mtime_ns"]:
+            raise InputError("file changed after an earlier run consumed it; changelog files are "
+                             "append-only (add a new file instead)", where=str(path))
+
+
+def _relative(path: Path, folder: Path) -> str:
+    return path.relative_to(folder).as_posix()
+
+
+def _display(path: Path, root: Path | None) -> str:
+    try:
+        return str(path.relative_to(root)) if root else str(path)
+    except ValueError:
+        return str(path)
+
+
+def _write_json_atomically(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def _select(table: pa.Table, columns: list[str] | None) -> pa.Table:
+    return table.select(columns) if columns else table

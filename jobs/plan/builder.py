@@ -1,0 +1,296 @@
+"""Build plan nodes from a parsed SELECT.
+
+    SELECT <items> FROM <source> [WHERE c]                      -> Sink(Calc(Source))
+    SELECT <items> FROM <source> [WHERE c] GROUP BY k [HAVING h] -> Sink([Calc](GroupAggregate([Calc](Source))))
+
+The pre-aggregate Calc computes group keys and aggregate arguments that are expressions; the
+post-aggregate Calc applies HAVING and the SELECT expressions. Either is left out when it would
+only pass columns through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+
+from jobs.changelog.schema import SourceSchema, parse_schema
+from jobs.errors import SqlError
+from jobs.plan.nodes import AggCall, Calc, ChangelogSource, GroupAggregate, Node, Sink
+from jobs.plan.sql import where_in_spec
+from jobs.spec.model import QuerySpec
+
+AGGREGATES = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
+
+
+def build_plan(spec: QuerySpec, select: exp.Select) -> Sink:
+    source = _source(spec, select)
+    builder = _Builder(spec, select, source)
+    body = builder.aggregate() if builder.is_aggregate() else builder.projection()
+    return Sink(body, spec.name, spec.sink.primary_key, spec.sink.upsert_materialize)
+
+
+def _source(spec: QuerySpec, select: exp.Select) -> ChangelogSource:
+    table = select.args.get("from_") or select.args.get("from")
+    if table is None:
+        raise SqlError("the query reads no table (FROM is missing)", where=where_in_spec(spec, select))
+    relation = table.this
+    if not isinstance(relation, exp.Table):
+        raise SqlError("unsupported construct: FROM must name a source table",
+                       where=where_in_spec(spec, relation))
+    name = relation.name
+    match = next((n for n in spec.sources if n.lower() == name.lower()), None)
+    if match is None:
+        known = ", ".join(spec.sources)
+        raise SqlError(f"unknown table {name!r} (the spec's sources are: {known})",
+                       where=where_in_spec(spec, relation))
+    source = spec.sources[match]
+    schema = parse_schema(source.schema_ddl, where=f"{spec.spec_path}: sources.{match}.schema")
+    for key in source.primary_key:
+        if schema.column(key) is None:
+            raise SqlError(f"primary key column {key!r} is not in the schema of {match}",
+                           where=f"{spec.spec_path}: sources.{match}.primary_key")
+    return ChangelogSource(match, schema, source.format, source.primary_key)
+
+
+@dataclass
+class _Builder:
+    spec: QuerySpec
+    select: exp.Select
+    source: ChangelogSource
+
+    def __post_init__(self):
+        self.alias_names = {self._qualifier()} | {self.source.table.lower()}
+        self._check_columns()
+        self.items = self._select_items()
+
+    # -- the two query shapes -------------------------------------------------------------------
+
+    def is_aggregate(self) -> bool:
+        has_group = self.select.args.get("group") is not None
+        return has_group or bool(self._aggregate_nodes()) or bool(self.select.args.get("distinct"))
+
+    def projection(self) -> Node:
+        condition = self._where()
+        return Calc(self.source, tuple(self.items), condition)
+
+    def aggregate(self) -> Node:
+        group_exprs = self._group_expressions()
+        pre: dict[str, exp.Expression] = {}
+        key_names = tuple(self._pre_column(pre, e, f"__g{i}") for i, e in enumerate(group_exprs))
+        calls = self._aggregate_calls(pre)
+        condition = self._where()
+        trivial_pre = condition is None and all(isinstance(e, exp.Column) and e.name == n
+                                                for n, e in pre.items())
+        agg_input = self.source if trivial_pre else Calc(self.source, tuple(pre.items()), condition)
+        aggregate = GroupAggregate(agg_input, key_names, tuple(calls.values()))
+        post = [(name, self._rewrite(e, group_exprs, key_names, calls)) for name, e in self.items]
+        having = self._having()
+        having = self._rewrite(having, group_exprs, key_names, calls) if having is not None else None
+        if having is None and self._is_passthrough(post, aggregate):
+            return aggregate
+        return Calc(aggregate, tuple(post), having)
+
+    # -- SELECT items and names -------------------------------------------------------------------
+
+    def _select_items(self) -> list[tuple[str, exp.Expression]]:
+        items: list[tuple[str, exp.Expression]] = []
+        for item in self.select.expressions:
+            if isinstance(item, exp.Star):
+                items += [(c.name, exp.column(c.name)) for c in self.source.schema.columns]
+                continue
+            items.append((self._output_name(item), item.unalias()))
+        seen: set[str] = set()
+        for name, _ in items:
+            if name.lower() in seen:
+                raise SqlError(f"output column {name!r} appears twice; give each a distinct alias",
+                               where=where_in_spec(self.spec, self.select))
+            seen.add(name.lower())
+        return items
+
+    def _output_name(self, item: exp.Expression) -> str:
+        if isinstance(item, exp.Alias):
+            return item.alias
+        if isinstance(item, exp.Column):
+            return self.source.schema.column(item.name).name
+        raise SqlError(f"select expression {item.sql('spark')} needs an alias (AS name): it becomes "
+                       f"a column of the Delta sink", where=where_in_spec(self.spec, item))
+
+    def _check_columns(self) -> None:
+        select_aliases = {a.alias.lower() for a in self.select.expressions if isinstance(a, exp.Alias)}
+        for column in self.select.find_all(exp.Column):
+            if column.table and column.table.lower() not in self.alias_names:
+                raise SqlError(f"unknown table or alias {column.table!r} in {column.sql('spark')}",
+                               where=where_in_spec(self.spec, column))
+            if self.source.schema.column(column.name) is None and not (
+                    self._in_group_or_having(column) and column.name.lower() in select_aliases):
+                raise SqlError(f"unknown column {column.name!r} (columns of {self.source.table}: "
+                               f"{', '.join(self.source.schema.names)})",
+                               where=where_in_spec(self.spec, column))
+
+    def _qualifier(self) -> str:
+        table = (self.select.args.get("from_") or self.select.args.get("from")).this
+        return (table.alias or table.name).lower()
+
+    def _in_group_or_having(self, node: exp.Expression) -> bool:
+        return node.find_ancestor(exp.Group, exp.Having) is not None
+
+    def _where(self) -> exp.Expression | None:
+        where = self.select.args.get("where")
+        if where is None:
+            return None
+        self._no_aggregates_in(where.this, "WHERE")
+        return self._unqualify(where.this)
+
+    def _having(self) -> exp.Expression | None:
+        having = self.select.args.get("having")
+        return self._resolve_aliases(having.this) if having is not None else None
+
+    # -- aggregates ---------------------------------------------------------------------------------
+
+    def _aggregate_nodes(self) -> list[exp.Expression]:
+        scopes = list(self.select.expressions)
+        if self.select.args.get("having") is not None:
+            scopes.append(self.select.args["having"])
+        found = []
+        for scope in scopes:
+            for node in scope.find_all(exp.AggFunc):
+                self._check_aggregate(node)
+                found.append(node)
+        return found
+
+    def _check_aggregate(self, node: exp.Expression) -> None:
+        if type(node) not in AGGREGATES:
+            raise SqlError(f"unsupported aggregate function {node.sql('spark')}: lockstep supports "
+                           f"SUM, COUNT, AVG, MIN, MAX and COUNT(DISTINCT ...)",
+                           where=where_in_spec(self.spec, node))
+        inner = next(node.this.find_all(exp.AggFunc), None) if node.this is not None else None
+        if inner is not None:
+            raise SqlError(f"nested aggregate {node.sql('spark')}", where=where_in_spec(self.spec, node))
+
+    def _aggregate_calls(self, pre: dict[str, exp.Expression]) -> dict[str, AggCall]:
+        calls: dict[str, AggCall] = {}
+        aliases = {self._key(a.this): a.alias for a in self.select.expressions
+                   if isinstance(a, exp.Alias) and type(a.this) in AGGREGATES}
+        for node in self._aggregate_nodes():
+            key = self._key(node)
+            if key in calls:
+                continue
+            func, arg, distinct = self._aggregate_parts(node)
+            arg_name = None if arg is None else self._pre_column(pre, arg, f"__a{len(calls)}")
+            name = aliases.get(key) or f"__agg{len(calls)}"
+            calls[key] = AggCall(func, arg_name, distinct, name)
+        return calls
+
+    def _aggregate_parts(self, node: exp.Expression) -> tuple[str, exp.Expression | None, bool]:
+        func = AGGREGATES[type(node)]
+        arg = node.this
+        distinct = isinstance(arg, exp.Distinct)
+        if distinct:
+            if len(arg.expressions) != 1:
+                raise SqlError(f"{node.sql('spark')}: DISTINCT over several columns is not supported",
+                               where=where_in_spec(self.spec, node))
+            arg = arg.expressions[0]
+        if isinstance(arg, exp.Star):
+            if func != "COUNT":
+                raise SqlError(f"{func}(*) is not valid SQL", where=where_in_spec(self.spec, node))
+            return func, None, False
+        return func, self._unqualify(arg), distinct
+
+    def _no_aggregates_in(self, node: exp.Expression, clause: str) -> None:
+        agg = next(iter(node.find_all(exp.AggFunc)), None)
+        if agg is not None:
+            raise SqlError(f"aggregate {agg.sql('spark')} is not allowed in {clause}",
+                           where=where_in_spec(self.spec, agg))
+
+    # -- GROUP BY ------------------------------------------------------------------------------------
+
+    def _group_expressions(self) -> list[exp.Expression]:
+        group = self.select.args.get("group")
+        if group is None and self.select.args.get("distinct"):
+            if self._aggregate_nodes():
+                raise SqlError("SELECT DISTINCT with aggregates is not supported",
+                               where=where_in_spec(self.spec, self.select))
+            return [self._unqualify(e) for _, e in self.items]
+        if group is None:
+            return []
+        exprs = []
+        for expr in group.expressions:
+            self._no_aggregates_in(expr, "GROUP BY")
+            exprs.append(self._unqualify(self._resolve_group_item(expr)))
+        return exprs
+
+    def _resolve_group_item(self, expr: exp.Expression) -> exp.Expression:
+        if isinstance(expr, exp.Literal) and not expr.is_string:
+            position = int(expr.this)
+            if not 1 <= position <= len(self.items):
+                raise SqlError(f"GROUP BY position {position} is not in the select list",
+                               where=where_in_spec(self.spec, expr))
+            return self.items[position - 1][1]
+        return self._resolve_aliases(expr)
+
+    def _resolve_aliases(self, expr: exp.Expression) -> exp.Expression:
+        """Replace references to select aliases that are not source columns (Spark allows them)."""
+        by_alias = {name.lower(): e for name, e in self.items}
+
+        def swap(node):
+            if (isinstance(node, exp.Column) and not node.table
+                    and self.source.schema.column(node.name) is None
+                    and node.name.lower() in by_alias):
+                return by_alias[node.name.lower()].copy()
+            return node
+
+        return expr.copy().transform(swap)
+
+    # -- rewriting SELECT / HAVING over the aggregate's output ---------------------------------------
+
+    def _pre_column(self, pre: dict[str, exp.Expression], expr: exp.Expression, fallback: str) -> str:
+        expr = self._unqualify(expr)
+        for name, existing in pre.items():
+            if self._key(existing) == self._key(expr):
+                return name
+        name = self.source.schema.column(expr.name).name if isinstance(expr, exp.Column) else fallback
+        pre[name] = exp.column(name) if isinstance(expr, exp.Column) else expr
+        return name
+
+    def _rewrite(self, expr: exp.Expression, group_exprs: list[exp.Expression],
+                 key_names: tuple[str, ...], calls: dict[str, AggCall]) -> exp.Expression:
+        groups = {self._key(g): name for g, name in zip(group_exprs, key_names)}
+
+        def swap(node):
+            key = self._key(node) if isinstance(node, exp.Expression) else None
+            if key in calls:
+                return exp.column(calls[key].name)
+            if key in groups:
+                return exp.column(groups[key])
+            return node
+
+        rewritten = self._unqualify(self._resolve_aliases(expr)).transform(swap)
+        allowed = {n.lower() for n in key_names} | {c.name.lower() for c in calls.values()}
+        for column in rewritten.find_all(exp.Column):
+            if column.name.lower() not in allowed:
+                raise SqlError(f"column {column.name!r} is neither in GROUP BY nor inside an aggregate",
+                               where=where_in_spec(self.spec, self._original_column(column.name)))
+        return rewritten
+
+    def _original_column(self, name: str) -> exp.Expression:
+        return next((c for c in self.select.find_all(exp.Column) if c.name == name), self.select)
+
+    def _is_passthrough(self, post: list[tuple[str, exp.Expression]], aggregate: GroupAggregate) -> bool:
+        produced = [e.name if isinstance(e, exp.Column) else None for _, e in post]
+        return [n for n, _ in post] == list(aggregate.output_names) == produced
+
+    # -- helpers --------------------------------------------------------------------------------------
+
+    def _unqualify(self, expr: exp.Expression) -> exp.Expression:
+        def strip(node):
+            if isinstance(node, exp.Column) and node.table:
+                return exp.column(node.name)
+            return node
+        return expr.copy().transform(strip)
+
+    @staticmethod
+    def _key(expr: exp.Expression) -> str:
+        """A comparison key for expressions: identifiers are case-insensitive in Spark."""
+        return normalize_identifiers(expr.copy(), dialect="spark").sql("spark")

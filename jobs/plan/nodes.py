@@ -1,0 +1,137 @@
+"""Plan nodes: what the query computes, independent of how the stream or batch job runs it.
+
+Nodes are frozen and compared by identity, so passes can key their annotations by node.
+Class-level markers say what a pass needs to know about a kind of node, instead of isinstance
+chains: `stateful` (keeps state across micro-batches), `passes_changes` (emits what it receives,
+row by row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterator
+
+from sqlglot import exp
+
+from jobs.changelog.schema import SourceSchema
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    stateful: ClassVar[bool] = False
+    passes_changes: ClassVar[bool] = False
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return ()
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def walk(self) -> Iterator[Node]:
+        """Children first, then the node: the order bottom-up passes need."""
+        for child in self.inputs:
+            yield from child.walk()
+        yield self
+
+
+@dataclass(frozen=True, eq=False)
+class ChangelogSource(Node):
+    table: str
+    schema: SourceSchema
+    format: str
+    primary_key: tuple[str, ...]
+
+    @property
+    def output_names(self):
+        return self.schema.names
+
+    @property
+    def insert_only(self) -> bool:
+        return self.format == "json"
+
+
+@dataclass(frozen=True, eq=False)
+class Calc(Node):
+    """Filter then project, row by row (Flink's Calc). Keeps each row's weight."""
+
+    input: Node
+    projections: tuple[tuple[str, exp.Expression], ...]
+    condition: exp.Expression | None = None
+    passes_changes: ClassVar[bool] = True
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    @property
+    def output_names(self):
+        return tuple(name for name, _ in self.projections)
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """One aggregate over an input column (None for COUNT(*))."""
+
+    func: str  # SUM, COUNT, AVG, MIN, MAX
+    arg: str | None
+    distinct: bool
+    name: str
+
+    @property
+    def invertible(self) -> bool:
+        """Can a retraction be applied by subtracting? (MIN, MAX and DISTINCT cannot.)"""
+        return self.func in ("SUM", "COUNT", "AVG") and not self.distinct
+
+    def sql(self) -> str:
+        inner = "*" if self.arg is None else ("DISTINCT " if self.distinct else "") + self.arg
+        return f"{self.func}({inner})"
+
+
+@dataclass(frozen=True, eq=False)
+class GroupAggregate(Node):
+    input: Node
+    group_keys: tuple[str, ...]
+    aggregates: tuple[AggCall, ...]
+    stateful: ClassVar[bool] = True
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    @property
+    def output_names(self):
+        return self.group_keys + tuple(a.name for a in self.aggregates)
+
+    @property
+    def is_global(self) -> bool:
+        """An aggregate without GROUP BY: always exactly one output row, as in batch SQL."""
+        return not self.group_keys
+
+
+@dataclass(frozen=True, eq=False)
+class Sink(Node):
+    input: Node
+    table: str
+    primary_key: tuple[str, ...] | None  # None: the query's upsert key
+    upsert_materialize: str
+    passes_changes: ClassVar[bool] = True
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    @property
+    def output_names(self):
+        return self.input.output_names
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """What the passes found, per node."""
+
+    modify_kinds: dict[Node, frozenset] = field(default_factory=dict)
+    update_kinds: dict[Node, str] = field(default_factory=dict)
+    upsert_keys: dict[Node, tuple[str, ...] | None] = field(default_factory=dict)
+    sink_key: list[tuple[str, ...]] = field(default_factory=list)  # set once by sink_check

@@ -1,0 +1,41 @@
+"""Upsert keys: the columns whose values identify an output row.
+
+A source's key is its primary key; a Calc keeps a key when it projects every key column
+unchanged; an aggregate's key is its group keys (empty for a global aggregate: one row).
+None means the output has no key: it is a multiset.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from jobs.plan.nodes import Annotations, Calc, ChangelogSource, GroupAggregate, Node, Sink
+
+
+def run(root: Node, notes: Annotations) -> None:
+    for node in root.walk():
+        notes.upsert_keys[node] = _key(node, notes)
+
+
+def _key(node: Node, notes: Annotations) -> tuple[str, ...] | None:
+    if isinstance(node, ChangelogSource):
+        return node.primary_key or None
+    if isinstance(node, GroupAggregate):
+        return node.group_keys
+    if isinstance(node, Calc):
+        return _through_projection(node, notes.upsert_keys[node.input])
+    if isinstance(node, Sink):
+        return notes.upsert_keys[node.input]
+    raise TypeError(f"no upsert-key rule for {type(node).__name__}")
+
+
+def _through_projection(calc: Calc, key: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if key is None:
+        return None
+    renamed = {}
+    for name, expr in calc.projections:
+        if isinstance(expr, exp.Column) and expr.name.lower() not in renamed:
+            renamed[expr.name.lower()] = name
+    if all(k.lower() in renamed for k in key):
+        return tuple(renamed[k.lower()] for k in key)
+    return None

@@ -1,0 +1,98 @@
+"""Parse the spec's SQL with sqlglot (Spark dialect) and reject what lockstep cannot run as a stream.
+
+Errors name the YAML line of the construct: the SQL's own line plus the line the `sql:` block
+starts on.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+from jobs.errors import SqlError, place
+from jobs.spec.model import QuerySpec
+
+# A query whose result depends on when or where it runs can never show stream/batch unity.
+NON_DETERMINISTIC = ("Rand", "Randn", "Uuid", "CurrentDate", "CurrentTimestamp", "CurrentTime",
+                     "CurrentDatetime", "Localtimestamp", "Shuffle", "Random")
+NON_DETERMINISTIC_NAMES = {"rand", "randn", "random", "uuid", "now", "shuffle", "current_timestamp",
+                           "current_date", "localtimestamp", "monotonically_increasing_id",
+                           "spark_partition_id", "input_file_name", "current_timezone"}
+
+UNSUPPORTED = {
+    exp.Join: "JOIN",
+    exp.Subquery: "a subquery",
+    exp.Window: "a window function (OVER ...)",
+    exp.Order: "ORDER BY",
+    exp.Limit: "LIMIT",
+    exp.Lateral: "LATERAL VIEW",
+    exp.With: "WITH (common table expressions)",
+    exp.Filter: "an aggregate FILTER clause",
+    exp.Qualify: "QUALIFY",
+    exp.Explode: "EXPLODE",
+}
+
+
+def parse_select(spec: QuerySpec) -> exp.Select:
+    try:
+        statements = [s for s in sqlglot.parse(spec.sql, read="spark") if s is not None]
+    except sqlglot.errors.ParseError as exc:
+        info = (exc.errors or [{}])[0]
+        raise SqlError(f"SQL does not parse: {info.get('description', exc)}",
+                       where=_where(spec, info.get("line"))) from None
+    if len(statements) != 1:
+        raise SqlError(f"expected one SELECT statement, found {len(statements)}", where=_where(spec, 1))
+    statement = statements[0]
+    if not isinstance(statement, exp.Select):
+        raise SqlError(f"unsupported statement: {_describe(statement)} (lockstep runs one SELECT)",
+                       where=_where(spec, line_of(statement)))
+    check_supported(spec, statement)
+    return statement
+
+
+def check_supported(spec: QuerySpec, select: exp.Select) -> None:
+    for node in select.walk():
+        kind = _unsupported_kind(node)
+        if kind:
+            raise SqlError(f"unsupported construct: {kind}", where=_where(spec, line_of(node)))
+        if _non_deterministic(node):
+            raise SqlError(f"non-deterministic function {node.sql('spark')}: its result differs "
+                           f"between the stream and the batch run, so unity cannot be checked",
+                           where=_where(spec, line_of(node)))
+
+
+def _unsupported_kind(node: exp.Expression) -> str | None:
+    for cls, name in UNSUPPORTED.items():
+        if isinstance(node, cls):
+            return name
+    if isinstance(node, (exp.Union, exp.Intersect, exp.Except)):
+        return node.key.upper()
+    return None
+
+
+def _non_deterministic(node: exp.Expression) -> bool:
+    if type(node).__name__ in NON_DETERMINISTIC:
+        return True
+    return isinstance(node, exp.Anonymous) and str(node.this).lower() in NON_DETERMINISTIC_NAMES
+
+
+def line_of(node: exp.Expression) -> int | None:
+    """The SQL line of a node: its own, or that of the first descendant that knows it."""
+    for part in node.walk():
+        line = getattr(part, "meta", {}).get("line")
+        if line:
+            return line
+    return None
+
+
+def where_in_spec(spec: QuerySpec, node: exp.Expression | None) -> str:
+    return _where(spec, line_of(node) if node is not None else None)
+
+
+def _where(spec: QuerySpec, sql_line: int | None) -> str:
+    line = spec.sql_line + sql_line - 1 if sql_line else spec.sql_line
+    return place(spec.spec_path, line)
+
+
+def _describe(statement: exp.Expression) -> str:
+    return statement.key.upper()

@@ -1,0 +1,1 @@
+"""What every step shares: the Spark session, the run folder layout, progress output."""

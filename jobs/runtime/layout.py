@@ -1,0 +1,80 @@
+"""Where a query's run keeps what: one folder per query under the runs folder.
+
+    runs/<query>/
+      stream/          the streaming sink: Delta table, change data feed on
+      batch/           the batch result: Delta table
+      quarantine/      rows set aside by `on_bad_rows: quarantine` (Delta table)
+      report.json      the check's verdict and figures
+      gx/              the Great Expectations project; Data Docs under gx/uncommitted/data_docs
+      _state/          what the stream needs to continue: staged changelogs, Spark checkpoint,
+                       aggregate value multisets, the consistency point
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    root: Path
+
+    @classmethod
+    def for_query(cls, runs_dir: Path, name: str) -> RunLayout:
+        return cls(Path(runs_dir) / name)
+
+    @property
+    def stream(self) -> Path:
+        return self.root / "stream"
+
+    @property
+    def batch(self) -> Path:
+        return self.root / "batch"
+
+    @property
+    def quarantine(self) -> Path:
+        return self.root / "quarantine"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.json"
+
+    @property
+    def gx(self) -> Path:
+        return self.root / "gx"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "_state"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.state / "checkpoint"
+
+    @property
+    def agg_values(self) -> Path:
+        return self.state / "agg_values"
+
+    @property
+    def consistency(self) -> Path:
+        return self.state / "consistency.json"
+
+    @property
+    def batches_log(self) -> Path:
+        return self.state / "batches.jsonl"
+
+    def staged(self, source: str) -> Path:
+        return self.state / "staged" / source
+
+    def app_id(self, query: str) -> str:
+        """The sink's transaction application id: stable for the life of the checkpoint.
+
+        Spark numbers micro-batches from 0 for a new checkpoint, so the id changes with it.
+        """
+        path = self.state / "app_id"
+        if not path.exists() or not self.checkpoint.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"lockstep-{query}-{uuid.uuid4().hex[:12]}")
+        return path.read_text().strip()

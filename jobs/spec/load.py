@@ -1,0 +1,105 @@
+"""Load YAML specs and settings, turning every problem into one SpecError naming file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from jobs.errors import SpecError, place
+from jobs.spec.model import QuerySpec, Settings
+
+DEFAULT_SETTINGS = Path("conf/settings.yaml")
+
+
+def load_spec(path: str | Path) -> QuerySpec:
+    path = Path(path)
+    data, root = _read_yaml(path)
+    spec = _validate(QuerySpec, data, root, path)
+    sources = {name: src.model_copy(update={"path": (path.parent / src.path).resolve()})
+               for name, src in spec.sources.items()}
+    return spec.model_copy(update={"sources": sources, "spec_path": path,
+                                   "sql_line": _sql_start_line(root)})
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Settings from `path`, or conf/settings.yaml when present, or the embedded defaults."""
+    path = Path(path) if path else DEFAULT_SETTINGS
+    if not path.exists():
+        if path != DEFAULT_SETTINGS:
+            raise SpecError("settings file not found", where=str(path))
+        return Settings()
+    data, root = _read_yaml(path)
+    settings = _validate(Settings, data, root, path)
+    return settings.model_copy(update={"settings_path": path})
+
+
+def _read_yaml(path: Path) -> tuple[dict[str, Any], yaml.Node | None]:
+    if not path.is_file():
+        raise SpecError("file not found", where=str(path))
+    text = path.read_text(encoding="utf-8")
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else None
+        raise SpecError(f"invalid YAML: {exc.problem}", where=place(path, line)) from None
+    if not isinstance(data, dict):
+        raise SpecError("expected a mapping of keys at the top level", where=str(path))
+    for forbidden in ("spec_path", "sql_line", "settings_path"):
+        if forbidden in data:
+            raise SpecError(f"unknown key '{forbidden}'", where=place(path, _line_of(root, (forbidden,))))
+    return data, root
+
+
+def _validate(model: type[BaseModel], data: dict[str, Any], root: yaml.Node | None, path: Path):
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(first["loc"])
+        dotted = ".".join(str(part) for part in loc) or "(top level)"
+        more = len(exc.errors()) - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise SpecError(f"{dotted}: {_describe(first)}{suffix}",
+                        where=place(path, _line_of(root, loc))) from None
+
+
+def _describe(error: dict[str, Any]) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return f"must be one of {expected} (got {error['input']!r})"
+    return error["msg"].removeprefix("Value error, ")
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the deepest mapping key along `loc` that exists in the YAML."""
+    node, line = root, None
+    for part in loc:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        match = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+        if match is None:
+            break
+        line, node = match[0].start_mark.line + 1, match[1]
+    if line is None and root is not None:
+        line = root.start_mark.line + 1
+    return line
+
+
+def _sql_start_line(root: yaml.Node | None) -> int:
+    """The YAML line on which the first line of the SQL text sits."""
+    if not isinstance(root, yaml.MappingNode):
+        return 1
+    for key, value in root.value:
+        if key.value == "sql":
+            block = getattr(value, "style", None) in ("|", ">")
+            return value.start_mark.line + (2 if block else 1)
+    return 1

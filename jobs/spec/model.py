@@ -1,0 +1,86 @@
+"""The query spec (conf/queries/*.yaml) and the settings file (conf/settings.yaml).
+
+Pydantic only at this edge: unknown keys are rejected (extra="forbid") and every model is frozen.
+Paths in a spec are relative to the spec file; `load_spec` resolves them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceSpec(Strict):
+    """One changelog source: a folder of files read in name order, rows in file order."""
+
+    path: Path
+    format: Literal["changelog-json", "debezium-json", "json"]
+    schema_ddl: str = Field(alias="schema")
+    primary_key: tuple[str, ...] = ()
+    on_bad_rows: Literal["fail", "quarantine"] = "fail"
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class SinkSpec(Strict):
+    # None: the query's upsert key (the group keys, or the source key for a projection).
+    primary_key: tuple[str, ...] | None = None
+    upsert_materialize: Literal["auto", "none", "force"] = "auto"
+
+
+class StreamSpec(Strict):
+    rows_per_batch: int = Field(default=1000, ge=1)
+
+
+class QuerySpec(Strict):
+    name: str = Field(pattern=IDENTIFIER)
+    description: str = ""
+    sql: str
+    sources: dict[str, SourceSpec] = Field(min_length=1)
+    sink: SinkSpec = SinkSpec()
+    stream: StreamSpec = StreamSpec()
+    # Set by the loader, not by the YAML: where the spec came from and where its SQL starts,
+    # so that errors in the SQL can name the YAML line.
+    spec_path: Path = Path("<memory>")
+    sql_line: int = 1
+
+    @field_validator("sources")
+    @classmethod
+    def _source_names_are_identifiers(cls, sources: dict[str, SourceSpec]) -> dict[str, SourceSpec]:
+        for name in sources:
+            if not name.isidentifier():
+                raise ValueError(f"source name {name!r} is not a SQL identifier")
+        return sources
+
+
+class SparkSettings(Strict):
+    master: str = "local[2]"
+    shuffle_partitions: int = Field(default=2, ge=1)
+    driver_memory: str = "4g"
+    # Timestamps without a zone are read and shown in this zone, so a run gives the same
+    # result on any machine.
+    session_time_zone: str = "UTC"
+    extra: dict[str, str] = {}
+
+
+class CheckSettings(Strict):
+    # Floating columns (AVG, SUM over DOUBLE) may differ in the last bits between an incremental
+    # and a one-shot computation: |a - b| <= abs_tol + rel_tol * max(|a|, |b|).
+    float_abs_tol: float = Field(default=1e-9, ge=0)
+    float_rel_tol: float = Field(default=1e-9, ge=0)
+    sample_rows: int = Field(default=20, ge=1)
+
+
+class Settings(Strict):
+    runs_dir: Path = Path("runs")
+    spark: SparkSettings = SparkSettings()
+    check: CheckSettings = CheckSettings()
+    settings_path: Path = Path("<defaults>")

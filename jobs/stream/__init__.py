@@ -1,0 +1,1 @@
+"""The streaming changelog job: staged changelog -> Spark Structured Streaming -> Delta upsert sink."""

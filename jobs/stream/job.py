@@ -1,0 +1,231 @@
+"""`lockstep stream`: stage the sources' new files, replay them through Spark Structured
+Streaming in micro-batches, MERGE each micro-batch's change into the Delta sink, and record the
+consistency point the batch job will compute on.
+
+Incremental: the Spark checkpoint and the staged changelog live in the run folder, so a second
+`lockstep stream` processes only files added since the first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs.changelog.schema import KIND, SEQ, WEIGHT
+from jobs.changelog.staging import StageResult, StagedChangelog, stage_source
+from jobs.errors import LockstepError, RunStateError
+from jobs.plan.nodes import Calc, ChangelogSource, GroupAggregate, Node
+from jobs.plan.planner import QueryPlan
+from jobs.runtime.layout import RunLayout
+from jobs.runtime.progress import Progress, counts
+from jobs.runtime.spark import spark_session
+from jobs.spec.model import Settings
+from jobs.stream.aggregate import AggregateState, streaming_aggregate
+from jobs.stream.batches import batches_for
+from jobs.stream.calc import apply_calc
+from jobs.stream.multiset import ValueMultisets
+from jobs.stream.sink import DeltaUpsertSink
+
+# Fault injection for the exactly-once tests: exit the process right after the sink commit of
+# this micro-batch, before Spark records the batch as done (the moment a crash hurts most).
+FAULT_AFTER_COMMIT = "LOCKSTEP_FAULT_AFTER_SINK_COMMIT"
+
+
+@dataclass
+class StreamResult:
+    staged: list[StageResult]
+    batches: int = 0
+    input_rows: int = 0
+    changelog: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+    sink_version: int = 0
+
+
+def run_stream(plan: QueryPlan, settings: Settings, layout: RunLayout,
+               progress: Progress | None = None) -> StreamResult:
+    progress = progress or Progress(quiet=True)
+    result = StreamResult(staged=stage_sources(plan, layout, progress))
+    spark = spark_session(settings.spark)
+    from jobs.batch.query import result_on_empty_input
+
+    initial = result_on_empty_input(spark, plan)
+    sink = DeltaUpsertSink(layout.stream, plan.sink_key, layout.app_id(plan.spec.name))
+    _ensure_sink(sink, initial, plan, layout)
+    frame, state = _streaming_frame(spark, plan.root.input, plan, layout)
+    multisets = ValueMultisets(layout.agg_values, state, sink.app_id) if state and state.has_slots else None
+    handler = _MicroBatches(plan, sink, batches_for(plan, state, multisets, initial.schema),
+                            layout, progress, spark, result)
+    started = time.monotonic()
+    _run_query(frame, plan, layout, handler)
+    result.seconds = time.monotonic() - started
+    result.sink_version = sink.version()
+    write_consistency_point(plan, layout, result.sink_version)
+    progress.say(f"stream {plan.spec.name}: {result.batches} micro-batches, "
+                 f"{result.input_rows:,} changelog rows in {result.seconds:.1f} s; "
+                 f"sink changes {counts(result.changelog)}")
+    return result
+
+
+def stage_sources(plan: QueryPlan, layout: RunLayout, progress: Progress) -> list[StageResult]:
+    """Validate every source's new files first, then commit them all: a bad row in one source
+    leaves the whole run folder untouched."""
+    pending = [stage_source(s.table, plan.spec.sources[s.table], layout.staged(s.table),
+                            layout.quarantine) for s in plan.sources]
+    for staged, commit in pending:
+        commit()
+        note = f", {len(staged.quarantined)} quarantined" if staged.quarantined else ""
+        progress.say(f"source {staged.source}: {len(staged.new_files)} new file(s), "
+                     f"{staged.new_rows:,} new rows{note}, {staged.total_rows:,} in all")
+    return [staged for staged, _ in pending]
+
+
+def _ensure_sink(sink: DeltaUpsertSink, initial: DataFrame, plan: QueryPlan, layout: RunLayout) -> None:
+    rows = initial.toArrow()
+    if not sink.exists():
+        sink.create(rows, description=f"lockstep stream sink of {plan.spec.name}")
+        return
+    from deltalake import DeltaTable
+
+    existing = [f.name for f in pa.schema(DeltaTable(str(layout.stream)).schema().to_arrow())]
+    if existing != rows.column_names:
+        raise RunStateError(f"the sink has columns {existing} but the query now outputs "
+                            f"{rows.column_names}; use a new --out folder", where=str(layout.stream))
+
+
+def _streaming_frame(spark: SparkSession, node: Node, plan: QueryPlan, layout: RunLayout
+                     ) -> tuple[DataFrame, AggregateState | None]:
+    """The streaming DataFrame up to and including the stateful operator."""
+    if isinstance(node, ChangelogSource):
+        return (spark.readStream.format("lockstep_changelog")
+                .option("staged", str(layout.staged(node.table)))
+                .option("rows_per_batch", str(plan.spec.stream.rows_per_batch))
+                .option("partitions", spark.conf.get("spark.sql.shuffle.partitions"))
+                .load()), None
+    if isinstance(node, Calc) and isinstance(node.input, GroupAggregate):
+        return _streaming_frame(spark, node.input, plan, layout)  # applied per micro-batch
+    child, state = _streaming_frame(spark, node.inputs[0], plan, layout)
+    if isinstance(node, Calc):
+        return apply_calc(child, node, [WEIGHT, SEQ, KIND]), state
+    if isinstance(node, GroupAggregate):
+        state = AggregateState.of(node, child)
+        return streaming_aggregate(child, state), state
+    raise TypeError(f"no streaming rule for {type(node).__name__}")
+
+
+def _run_query(frame: DataFrame, plan: QueryPlan, layout: RunLayout, handler: _MicroBatches) -> None:
+    mode = "update" if plan.aggregate is not None else "append"
+    query = (frame.writeStream.outputMode(mode).queryName(f"lockstep_{plan.spec.name}")
+             .option("checkpointLocation", str(layout.checkpoint))
+             .foreachBatch(handler).start())
+    try:
+        query.processAllAvailable()
+    except StreamingQueryException:
+        if handler.error is not None:
+            raise handler.error from None
+        raise
+    finally:
+        query.stop()
+    handler.record_state_sizes(query.recentProgress)
+
+
+class _MicroBatches:
+    """The foreachBatch function: compute the micro-batch's changes, MERGE them, report."""
+
+    def __init__(self, plan, sink, batches, layout: RunLayout, progress: Progress, spark, result):
+        self.plan, self.sink, self.batches, self.layout = plan, sink, batches, layout
+        self.progress, self.spark, self.result = progress, spark, result
+        self.error: LockstepError | None = None
+        self.total = sum(StagedChangelog(layout.staged(s.table)).total_rows for s in plan.sources)
+        self.log: list[dict] = []
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        try:
+            self._process(frame, batch_id)
+        except LockstepError as exc:
+            self.error = exc
+            raise
+
+    def _process(self, frame: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        start, end = _batch_range(self.layout, batch_id)
+        frame.persist()
+        try:
+            changes = self.batches.changes(self.spark, frame, batch_id)
+            merged = self.sink.apply(changes, batch_id)
+        finally:
+            frame.unpersist()
+        if os.environ.get(FAULT_AFTER_COMMIT) == str(batch_id) and not merged.skipped_replay:
+            os._exit(70)
+        seconds = time.monotonic() - started
+        self.result.batches += 1
+        self.result.input_rows += end - start
+        self.result.changelog.update(merged.changelog())
+        entry = {"batch": batch_id, "start_seq": start, "end_seq": end, "rows": end - start,
+                 "changelog": merged.changelog(), "seconds": round(seconds, 3),
+                 "replayed": merged.skipped_replay}
+        _append_log(self.layout, entry)
+        replay = " (replayed: already committed, skipped)" if merged.skipped_replay else ""
+        share = f" ({100 * end / self.total:.0f}%)" if self.total else ""
+        self.progress.say(f"  batch {batch_id}: rows {start:,}-{end:,} of {self.total:,}{share}, "
+                          f"sink {counts(merged.changelog())}, {seconds:.2f} s{replay}")
+
+    def record_state_sizes(self, progress_entries) -> None:
+        sizes = {}
+        for entry in progress_entries:
+            operators = entry.stateOperators or []
+            if operators:
+                sizes[entry.batchId] = sum(op.numRowsTotal for op in operators)
+        if sizes:
+            with open(self.layout.state / "state_rows.json", "w") as out:
+                json.dump(sizes, out)
+
+
+def _batch_range(layout: RunLayout, batch_id: int) -> tuple[int, int]:
+    """Rows the micro-batch covers, from Spark's own offset log (summed over sources)."""
+    end = _offset(layout, batch_id)
+    start = _offset(layout, batch_id - 1) if batch_id > 0 else 0
+    return start, end
+
+
+def _offset(layout: RunLayout, batch_id: int) -> int:
+    path = layout.checkpoint / "offsets" / str(batch_id)
+    lines = path.read_text().splitlines()[2:]
+    return sum(json.loads(line).get("seq", 0) for line in lines if line.strip().startswith("{"))
+
+
+def _append_log(layout: RunLayout, entry: dict) -> None:
+    with open(layout.batches_log, "a") as out:
+        out.write(json.dumps(entry) + "\n")
+
+
+def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: int) -> None:
+    """What the stream had consumed when it stopped: the batch job computes on exactly this."""
+    commits = layout.checkpoint / "commits"
+    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
+    consumed = _consumed_per_source(layout, done[-1], plan) if done else {s.table: 0 for s in plan.sources}
+    point = {"query": plan.spec.name, "sink_version": sink_version,
+             "last_batch": done[-1] if done else None,
+             "sources": {name: {"rows": rows} for name, rows in consumed.items()},
+             "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    tmp = layout.consistency.with_suffix(".tmp")
+    tmp.write_text(json.dumps(point, indent=1))
+    os.replace(tmp, layout.consistency)
+
+
+def _consumed_per_source(layout: RunLayout, batch_id: int, plan: QueryPlan) -> dict[str, int]:
+    lines = (layout.checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[2:]
+    offsets = [json.loads(line).get("seq", 0) for line in lines if line.strip().startswith("{")]
+    return {s.table: seq for s, seq in zip(plan.sources, offsets)}
+
+
+def read_consistency_point(layout: RunLayout) -> dict:
+    if not layout.consistency.exists():
+        raise RunStateError("no consistency point: run `lockstep stream` first", where=str(layout.root))
+    return json.loads(layout.consistency.read_text())
