@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.schema import KIND, SEQ, WEIGHT
 from jobs.changelog.staging import StageResult, StagedChangelog, stage_source
-from jobs.errors import LockstepError, RunStateError
+from jobs.errors import RunStateError
 from jobs.plan.nodes import Calc, ChangelogSource, GroupAggregate, Node
 from jobs.plan.planner import QueryPlan
 from jobs.runtime.layout import RunLayout
@@ -87,7 +87,7 @@ def stage_sources(plan: QueryPlan, layout: RunLayout, progress: Progress) -> lis
 
 
 def _ensure_sink(sink: DeltaUpsertSink, initial: DataFrame, plan: QueryPlan, layout: RunLayout) -> None:
-    rows = initial.toArrow()
+    rows = _nullable(initial.toArrow())
     if not sink.exists():
         sink.create(rows, description=f"lockstep stream sink of {plan.spec.name}")
         return
@@ -97,6 +97,13 @@ def _ensure_sink(sink: DeltaUpsertSink, initial: DataFrame, plan: QueryPlan, lay
     if existing != rows.column_names:
         raise RunStateError(f"the sink has columns {existing} but the query now outputs "
                             f"{rows.column_names}; use a new --out folder", where=str(layout.stream))
+
+
+def _nullable(table: pa.Table) -> pa.Table:
+    """Every sink column nullable. Spark marks COUNT(*) NOT NULL, and delta-rs's MERGE checks that
+    constraint even on source rows it does not write (a group created and emptied within one
+    micro-batch arrives as a delete with NULL values)."""
+    return table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
 
 
 def _streaming_frame(spark: SparkSession, node: Node, plan: QueryPlan, layout: RunLayout
@@ -141,14 +148,15 @@ class _MicroBatches:
     def __init__(self, plan, sink, batches, layout: RunLayout, progress: Progress, spark, result):
         self.plan, self.sink, self.batches, self.layout = plan, sink, batches, layout
         self.progress, self.spark, self.result = progress, spark, result
-        self.error: LockstepError | None = None
+        self.error: Exception | None = None
         self.total = sum(StagedChangelog(layout.staged(s.table)).total_rows for s in plan.sources)
         self.log: list[dict] = []
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         try:
             self._process(frame, batch_id)
-        except LockstepError as exc:
+        except Exception as exc:
+            # Kept so the caller can raise it as it was: Spark would wrap it in a Java trace.
             self.error = exc
             raise
 

@@ -1,0 +1,63 @@
+"""A deterministic synthetic changelog for the demo and the benchmark.
+
+Orders (order_id, pId, income) arrive as a changelog-json stream of `events` logical events:
+inserts of new orders, updates of live orders (as -U/+U pairs; a quarter of them move the order
+to another product) and deletes of live orders, in the given shares. With the defaults:
+300,000 events over 20,000 products, 25% updates, 15% deletes: about 375,000 changelog rows.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+SCHEMA = "order_id BIGINT, pId BIGINT, income BIGINT"
+
+
+def generate_changelog(folder: Path, *, events: int = 300_000, groups: int = 20_000,
+                       update_share: float = 0.25, delete_share: float = 0.15, files: int = 10,
+                       seed: int = 7) -> int:
+    """Write the changelog into `folder` (replacing what is there); return the number of rows."""
+    rows = list(_changes(events, groups, update_share, delete_share, random.Random(seed)))
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("part-*.json"):
+        old.unlink()
+    per_file = -(-len(rows) // files)
+    for index in range(files):
+        chunk = rows[index * per_file:(index + 1) * per_file]
+        text = "\n".join(json.dumps(r, separators=(",", ":")) for r in chunk)
+        (folder / f"part-{index:05d}.json").write_text(text + "\n" if chunk else "")
+    return len(rows)
+
+
+def _changes(events, groups, update_share, delete_share, rng: random.Random):
+    live: list[list[int]] = []  # [order_id, pId, income]
+    next_id = 0
+    for _ in range(events):
+        draw = rng.random()
+        if live and draw < delete_share:
+            yield _row(_take(live, rng), "-D")
+        elif live and draw < delete_share + update_share:
+            index = rng.randrange(len(live))
+            before = live[index]
+            after = [before[0], rng.randrange(groups) if rng.random() < 0.25 else before[1],
+                     rng.randrange(1, 1000)]
+            live[index] = after
+            yield _row(before, "-U")
+            yield _row(after, "+U")
+        else:
+            row = [next_id, rng.randrange(groups), rng.randrange(1, 1000)]
+            next_id += 1
+            live.append(row)
+            yield _row(row, "+I")
+
+
+def _take(live: list, rng: random.Random) -> list[int]:
+    index = rng.randrange(len(live))
+    live[index], live[-1] = live[-1], live[index]
+    return live.pop()
+
+
+def _row(values: list[int], op: str) -> dict:
+    return {"order_id": values[0], "pId": values[1], "income": values[2], "op": op}

@@ -1,0 +1,117 @@
+"""One function per `lockstep` command; each returns the process exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from jobs.cli import summary
+from jobs.errors import SpecError
+from jobs.runtime.progress import Progress
+
+
+def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
+    if name == "demo":
+        command.add_argument("--queries", type=Path, default=Path("conf/queries"),
+                             help="folder of query specs to run (default: conf/queries)")
+    if name == "generate":
+        command.add_argument("--events", type=int, default=300_000, help="logical events (default 300000)")
+        command.add_argument("--groups", type=int, default=20_000, help="distinct products (default 20000)")
+        command.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+        command.add_argument("--to", type=Path, default=Path("conf/queries/data/generated/large_orders"),
+                             help="folder to write (default: conf/queries/data/generated/large_orders)")
+
+
+def _context(args):
+    from jobs.plan import plan_query
+    from jobs.runtime.layout import RunLayout
+    from jobs.spec import load_settings, load_spec
+
+    settings = load_settings(args.settings)
+    spec = load_spec(args.spec)
+    plan = plan_query(spec)
+    out = args.out if getattr(args, "out", None) else settings.runs_dir
+    return plan, settings, RunLayout.for_query(out, spec.name), Progress(quiet=args.quiet)
+
+
+def cmd_explain(args) -> int:
+    from jobs.plan.explain import explain
+    from jobs.plan import plan_query
+    from jobs.spec import load_spec
+
+    print(explain(plan_query(load_spec(args.spec))), end="")
+    return 0
+
+
+def cmd_stream(args) -> int:
+    from jobs.stream.job import run_stream
+
+    plan, settings, layout, progress = _context(args)
+    run_stream(plan, settings, layout, progress)
+    return 0
+
+
+def cmd_batch(args) -> int:
+    from jobs.batch.job import run_batch
+
+    plan, settings, layout, progress = _context(args)
+    run_batch(plan, settings, layout, progress)
+    return 0
+
+
+def cmd_check(args) -> int:
+    from expectations.check import run_check
+
+    plan, settings, layout, progress = _context(args)
+    report = run_check(plan, settings, layout, progress)
+    print(summary.verdict_lines(report, layout), file=sys.stdout)
+    return 0 if report["verdict"] == "pass" else 1
+
+
+def cmd_run(args) -> int:
+    plan, settings, layout, progress = _context(args)
+    report = run_all(plan, settings, layout, progress)
+    print(summary.verdict_lines(report, layout))
+    return 0 if report["verdict"] == "pass" else 1
+
+
+def run_all(plan, settings, layout, progress) -> dict:
+    """Stream, batch and check in one process (one SparkSession)."""
+    from expectations.check import run_check
+    from jobs.batch.job import run_batch
+    from jobs.stream.job import run_stream
+
+    run_stream(plan, settings, layout, progress)
+    run_batch(plan, settings, layout, progress)
+    return run_check(plan, settings, layout, progress)
+
+
+def cmd_demo(args) -> int:
+    from jobs.cli.demo import run_demo
+
+    return run_demo(args)
+
+
+def cmd_generate(args) -> int:
+    from jobs.changelog.generate import generate_changelog
+
+    rows = generate_changelog(args.to, events=args.events, groups=args.groups, seed=args.seed)
+    Progress(quiet=args.quiet).say(f"wrote {rows:,} changelog rows to {args.to}")
+    return 0
+
+
+def require_file(path: Path) -> None:
+    if not path.exists():
+        raise SpecError("file not found", where=str(path))
+
+
+COMMANDS = [
+    ("run", cmd_run, "stream, batch and check one query (exit 0 pass, 1 fail, 2 invalid)", True),
+    ("stream", cmd_stream, "replay the sources' new changelog files into the Delta sink", True),
+    ("batch", cmd_batch, "compute the query in batch on what the stream consumed", True),
+    ("check", cmd_check, "run the Great Expectations suites and write report.json", True),
+    ("explain", cmd_explain, "print the plan with each operator's changelog mode", True),
+    ("demo", cmd_demo, "run every query in conf/queries on the bundled data", False),
+    ("generate", cmd_generate, "write the large synthetic changelog used by the demo and benchmark", False),
+]

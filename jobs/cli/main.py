@@ -1,0 +1,65 @@
+"""`lockstep`: run a query as a stream and as a batch job, and check that they agree.
+
+Exit codes: 0 the check passed, 1 stream and batch disagree (or a retraction rule broke),
+2 invalid spec, SQL or input (one line on stderr naming the file, line or construct).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+
+from jobs.errors import LockstepError
+
+EXIT_PASS, EXIT_FAIL, EXIT_INVALID = 0, 1, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_INVALID
+    try:
+        return args.handler(args)
+    except LockstepError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"lockstep: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("lockstep: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    from jobs.cli import commands
+
+    parser = argparse.ArgumentParser(
+        prog="lockstep", description=__doc__.split("\n\n")[0],
+        epilog="Exit codes: 0 pass, 1 stream and batch disagree, 2 invalid spec, SQL or input.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, handler, help_text, with_spec in commands.COMMANDS:
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        if with_spec:
+            command.add_argument("spec", type=Path, help="query spec (YAML), e.g. conf/queries/income_per_product.yaml")
+        _common(command, with_out=name != "explain")
+        commands.extra_arguments(name, command)
+        command.set_defaults(handler=handler)
+    return parser
+
+
+def _common(command: argparse.ArgumentParser, with_out: bool) -> None:
+    if with_out:
+        command.add_argument("--out", type=Path, default=None,
+                             help="runs folder (default: runs_dir from the settings, 'runs')")
+    command.add_argument("--settings", type=Path, default=None,
+                         help="settings file (default: conf/settings.yaml if present)")
+    command.add_argument("--quiet", action="store_true", help="no progress output")
+    command.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

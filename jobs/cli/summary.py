@@ -1,0 +1,25 @@
+"""The short summary a run prints at the end."""
+
+from __future__ import annotations
+
+from jobs.runtime.layout import RunLayout
+from jobs.runtime.progress import counts
+
+
+def verdict_lines(report: dict, layout: RunLayout) -> str:
+    held = sum(e["success"] for e in report["expectations"])
+    total = len(report["expectations"])
+    head = (f"{report['query']}: {report['verdict'].upper()}  stream {report['stream_rows']:,} rows, "
+            f"batch {report['batch_rows']:,} rows; {held}/{total} expectations hold")
+    lines = [head, f"  output changelog: {counts(report['changelog'])}"]
+    if report["verdict"] != "pass":
+        lines.append(f"  differences: {report['missing_rows']:,} missing from the stream, "
+                     f"{report['extra_rows']:,} extra in the stream, "
+                     f"{report['mismatched_rows']:,} with different values")
+        failed = [e["name"] for e in report["expectations"] if not e["success"]]
+        lines.append(f"  failed: {', '.join(failed)}")
+    if report.get("quarantined_rows"):
+        lines.append(f"  quarantined input rows: {report['quarantined_rows']:,} (see {layout.quarantine})")
+    lines.append(f"  report: {layout.report}")
+    lines.append(f"  Data Docs: {layout.root / report['data_docs']}")
+    return "\n".join(lines)
