@@ -152,20 +152,16 @@ class _DebeziumJson(_Reader):
     def to_changes(self, table):
         op = table.column("op")
         known = pc.fill_null(pc.is_in(op, value_set=pa.array(["c", "r", "u", "d"])), False)
-        needs_before = pc.is_in(op, value_set=pa.array(["u", "d"]))
-        needs_after = pc.is_in(op, value_set=pa.array(["c", "r", "u"]))
-        missing_before = pc.and_(needs_before, pc.is_null(table.column("before")))
-        missing_after = pc.and_(needs_after, pc.is_null(table.column("after")))
-        bad = [BadRow(line, _bad_op(value, "c, r, u, d"), "")
-               for line, value in _rows_where(table, pc.invert(known), "op")]
-        bad += [BadRow(line, f"op '{value}' needs a 'before' image", "")
-                for line, value in _rows_where(table, pc.fill_null(missing_before, False), "op")]
-        bad += [BadRow(line, f"op '{value}' needs an 'after' image", "")
-                for line, value in _rows_where(table, pc.fill_null(missing_after, False), "op")]
-        ok = pc.and_(known, pc.invert(pc.or_(pc.fill_null(missing_before, False),
-                                             pc.fill_null(missing_after, False))))
-        good = table.filter(ok)
-        return self._expand(good), bad
+        missing_before = pc.fill_null(pc.and_(pc.is_in(op, value_set=pa.array(["u", "d"])),
+                                              pc.is_null(table.column("before"))), False)
+        missing_after = pc.fill_null(pc.and_(pc.is_in(op, value_set=pa.array(["c", "r", "u"])),
+                                             pc.is_null(table.column("after"))), False)
+        ok = pc.and_(known, pc.invert(pc.or_(missing_before, missing_after)))
+        rejected = table.filter(pc.invert(ok))
+        bad = [BadRow(line, _debezium_problem(value, no_before), "") for line, value, no_before in zip(
+            rejected.column(LINE).to_pylist(), rejected.column("op").to_pylist(),
+            missing_before.filter(pc.invert(ok)).to_pylist())]
+        return self._expand(table.filter(ok)), bad
 
     def _expand(self, table: pa.Table) -> pa.Table:
         op = table.column("op")
@@ -193,6 +189,12 @@ _FORMATS = {"changelog-json": _ChangelogJson, "debezium-json": _DebeziumJson, "j
 def _rows_where(table: pa.Table, mask, column: str) -> list[tuple[int, object]]:
     picked = table.filter(mask)
     return list(zip(picked.column(LINE).to_pylist(), picked.column(column).to_pylist()))
+
+
+def _debezium_problem(op: object, missing_before: bool) -> str:
+    if op not in ("c", "r", "u", "d"):
+        return _bad_op(op, "c, r, u, d")
+    return f"op '{op}' needs a 'before' image" if missing_before else f"op '{op}' needs an 'after' image"
 
 
 def _bad_op(value: object, expected: str) -> str:

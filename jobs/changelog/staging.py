@@ -235,10 +235,11 @@ def _relative(path: Path, folder: Path) -> str:
 
 
 def _display(path: Path, root: Path | None) -> str:
-    try:
-        return str(path.relative_to(root)) if root else str(path)
-    except ValueError:
-        return str(path)
+    """The path as the user would type it: relative to `root` or the working folder if inside."""
+    for base in (root, Path.cwd()):
+        if base is not None and path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)
 
 
 def _write_json_atomically(path: Path, data: dict) -> None:

@@ -58,10 +58,13 @@ def _validate(model: type[BaseModel], data: dict[str, Any], root: yaml.Node | No
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
+        # A misspelt key shows up twice: as unknown, and as the required key that is missing.
+        # The unknown one says what to fix.
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        first = errors[0]
         loc = tuple(first["loc"])
         dotted = ".".join(str(part) for part in loc) or "(top level)"
-        more = len(exc.errors()) - 1
+        more = len(errors) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
         raise SpecError(f"{dotted}: {_describe(first)}{suffix}",
                         where=place(path, _line_of(root, loc))) from None

@@ -1,0 +1,95 @@
+import json
+
+import pytest
+
+from jobs.changelog.formats import parse_file
+from jobs.changelog.schema import parse_schema
+from jobs.errors import SpecError
+
+SCHEMA = parse_schema("order_id BIGINT, pId BIGINT, income BIGINT", where="test")
+
+
+def write(tmp_path, lines, name="f.json"):
+    path = tmp_path / name
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def kinds_and_lines(parsed):
+    return list(zip(parsed.rows.column("__kind").to_pylist(), parsed.rows.column("__line").to_pylist()))
+
+
+def test_changelog_json_rows_keep_file_order_kinds_and_line_numbers(tmp_path):
+    path = write(tmp_path, [{"order_id": 1, "pId": 1, "income": 5, "op": "+I"}, "",
+                            {"order_id": 1, "pId": 1, "income": 5, "op": "-U"},
+                            {"order_id": 1, "pId": 1, "income": 7, "op": "+U"},
+                            {"order_id": 1, "pId": 1, "income": 7, "op": "-D"}])
+    parsed = parse_file(path, "changelog-json", SCHEMA)
+    assert parsed.bad == ()
+    assert kinds_and_lines(parsed) == [(0, 1), (1, 3), (2, 4), (3, 5)]
+    assert parsed.rows.column("income").to_pylist() == [5, 5, 7, 7]
+
+
+@pytest.mark.parametrize("line, reason", [
+    ('{"order_id": 2, "pId": 1, "income": 5, "op": "+X"}', "unknown op '+X'"),
+    ('{"order_id": 2, "pId": 1, "income": 5}', "missing op"),
+    ('{"order_id": 2, "pId": "one", "income": 5, "op": "+I"}', "column 'pId': value \"one\" does not fit BIGINT"),
+    ('{"order_id": 2, "pId": 1, "income": 5.5, "op": "+I"}', "column 'income': value 5.5 does not fit BIGINT"),
+    ('{"order_id": 2, "pId": 1', "malformed JSON"),
+    ('[1, 2]', "expected a JSON object"),
+])
+def test_each_bad_line_is_named_with_its_line_and_reason_and_good_lines_survive(tmp_path, line, reason):
+    good = {"order_id": 1, "pId": 1, "income": 5, "op": "+I"}
+    path = write(tmp_path, [good, line, good])
+    parsed = parse_file(path, "changelog-json", SCHEMA)
+    assert [b.line for b in parsed.bad] == [2]
+    assert reason in parsed.bad[0].reason
+    assert parsed.bad[0].raw == line
+    assert kinds_and_lines(parsed) == [(0, 1), (0, 3)]
+
+
+def test_debezium_update_becomes_update_before_then_after_from_the_same_line(tmp_path):
+    image = {"order_id": 1, "pId": 1, "income": 5}
+    path = write(tmp_path, [
+        {"before": None, "after": image, "op": "c"},
+        {"before": image, "after": {**image, "income": 9}, "op": "u"},
+        {"before": {**image, "income": 9}, "after": None, "op": "d"},
+        {"before": None, "after": {**image, "order_id": 2}, "op": "r"},
+    ])
+    parsed = parse_file(path, "debezium-json", SCHEMA)
+    assert kinds_and_lines(parsed) == [(0, 1), (1, 2), (2, 2), (3, 3), (0, 4)]
+    assert parsed.rows.column("income").to_pylist() == [5, 5, 9, 9, 5]
+
+
+def test_debezium_rows_missing_their_image_are_bad(tmp_path):
+    path = write(tmp_path, [{"before": None, "after": None, "op": "d"},
+                            {"before": None, "after": None, "op": "u"},
+                            {"before": None, "after": None, "op": "x"}])
+    reasons = [b.reason for b in parse_file(path, "debezium-json", SCHEMA).bad]
+    assert reasons == ["op 'd' needs a 'before' image", "op 'u' needs a 'before' image",
+                       "unknown op 'x' (expected one of c, r, u, d)"]
+
+
+def test_plain_json_rows_are_all_inserts(tmp_path):
+    path = write(tmp_path, [{"order_id": 1, "pId": 1, "income": 5}, {"order_id": 2, "pId": 2, "income": 6}])
+    assert kinds_and_lines(parse_file(path, "json", SCHEMA)) == [(0, 1), (0, 2)]
+
+
+def test_timestamps_and_decimals_parse_from_json_strings(tmp_path):
+    schema = parse_schema("id BIGINT, ts TIMESTAMP, price DECIMAL(10,2)", where="test")
+    path = write(tmp_path, [{"id": 1, "ts": "2026-11-21 09:01:30", "price": "3.25", "op": "+I"},
+                            {"id": 2, "ts": "2026-11-21T10:00:00+01:00", "price": 1.5, "op": "+I"}])
+    rows = parse_file(path, "changelog-json", schema).rows.to_pylist()
+    assert [r["ts"].isoformat() for r in rows] == ["2026-11-21T09:01:30+00:00", "2026-11-21T09:00:00+00:00"]
+    assert [str(r["price"]) for r in rows] == ["3.25", "1.50"]
+
+
+@pytest.mark.parametrize("ddl, message", [
+    ("id BIGINT, id STRING", "declared twice"),
+    ("__w INT", "reserved"),
+    ("id ARRAY<INT>", "not supported"),
+    ("id BIGINT (", "does not parse"),
+])
+def test_bad_schemas_are_spec_errors(ddl, message):
+    with pytest.raises(SpecError, match=message):
+        parse_schema(ddl, where="q.yaml: sources.orders.schema")

@@ -1,0 +1,94 @@
+import pytest
+
+from jobs.errors import SqlError
+from jobs.plan import plan_query
+from jobs.plan.nodes import Calc, GroupAggregate
+from jobs.spec import load_spec
+from tests.conftest import orders_spec
+
+
+def plan(tmp_path, sql, **kw):
+    return plan_query(load_spec(orders_spec(tmp_path, sql, **kw)))
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("SELECT pId, SUM(income) AS s FROM orders o JOIN orders p ON o.pId = p.pId GROUP BY pId", "JOIN"),
+    ("SELECT order_id, ROW_NUMBER() OVER (PARTITION BY pId ORDER BY income) AS rn FROM orders", "window function"),
+    ("SELECT pId, SUM(income) AS s FROM (SELECT * FROM orders) GROUP BY pId", "subquery"),
+    ("SELECT order_id, rand() AS r FROM orders", "non-deterministic function RAND()"),
+    ("SELECT order_id, current_timestamp() AS t FROM orders", "non-deterministic"),
+    ("SELECT pId, STDDEV(income) AS s FROM orders GROUP BY pId", "unsupported aggregate function STDDEV"),
+    ("SELECT pId, SUM(incme) AS s FROM orders GROUP BY pId", "unknown column 'incme'"),
+    ("SELECT pId, SUM(income) AS s FROM order GROUP BY pId", "unknown table 'order'"),
+    ("SELECT pId, SUM(income) FROM orders GROUP BY pId", "needs an alias"),
+    ("SELECT pId, income, SUM(income) AS s FROM orders GROUP BY pId", "'income' is neither in GROUP BY"),
+    ("SELECT pId FROM orders ORDER BY pId", "ORDER BY"),
+    ("SELECT pId, SUM(SUM(income)) AS s FROM orders GROUP BY pId", "nested aggregate"),
+    ("SELECT pId FROM orders WHERE SUM(income) > 1", "not allowed in WHERE"),
+    ("SELECT pId, COUNT(DISTINCT order_id, income) AS c FROM orders GROUP BY pId", "several columns"),
+    ("SELECT pId FROM orders; SELECT 1", "one SELECT statement"),
+    ("SELECT pId FROM orders WHERE (", "does not parse"),
+])
+def test_unsupported_or_invalid_sql_names_the_construct_and_the_yaml_line(tmp_path, sql, message):
+    with pytest.raises(SqlError, match=message) as info:
+        plan(tmp_path, sql)
+    assert info.value.where.endswith("q.yaml:2")  # the YAML line of the one-line SQL
+
+
+def test_errors_in_multi_line_sql_name_the_yaml_line_of_the_construct(tmp_path):
+    path = orders_spec(tmp_path, "x")
+    text = path.read_text().replace("sql: x", "sql: |\n  SELECT pId,\n    SUM(income) AS s,\n    STDDEV(income) AS d\n  FROM orders GROUP BY pId")
+    path.write_text(text)
+    with pytest.raises(SqlError) as info:
+        plan_query(load_spec(path))
+    assert info.value.where.endswith("q.yaml:5")
+    assert "STDDEV" in info.value.message
+
+
+def test_a_projection_without_the_source_key_has_no_upsert_key(tmp_path):
+    with pytest.raises(SqlError, match="no unique key"):
+        plan(tmp_path, "SELECT pId, income FROM orders")
+
+
+def test_a_sink_keyed_by_other_columns_needs_the_materializer(tmp_path):
+    with pytest.raises(SqlError, match="is not the query's upsert key \\[pId\\].*upsert materializer"):
+        plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId", sink={"primary_key": ["s"]})
+
+
+def test_force_materialize_is_rejected_until_the_materializer_exists(tmp_path):
+    with pytest.raises(SqlError, match="force"):
+        plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId",
+             sink={"upsert_materialize": "force"})
+
+
+def test_an_unknown_sink_key_column_is_named(tmp_path):
+    with pytest.raises(SqlError, match="sink.primary_key: pid2 not among"):
+        plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId", sink={"primary_key": ["pid2"]})
+
+
+def test_group_by_alias_and_position_resolve_to_the_select_expression(tmp_path):
+    for group in ("bucket", "1"):
+        p = plan(tmp_path, f"SELECT pId % 10 AS bucket, SUM(income) AS s FROM orders GROUP BY {group}")
+        assert p.sink_key == ("bucket",)
+        assert isinstance(p.root.input, Calc) and isinstance(p.root.input.input, GroupAggregate)
+
+
+def test_repeated_aggregates_are_computed_once(tmp_path):
+    p = plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId HAVING SUM(income) > 3")
+    assert [a.sql() for a in p.aggregate.aggregates] == ["SUM(income)"]
+
+
+def test_min_max_and_distinct_are_not_invertible(tmp_path):
+    p = plan(tmp_path, "SELECT pId, MIN(income) AS a, MAX(income) AS b, COUNT(DISTINCT order_id) AS c, "
+                       "SUM(income) AS d, AVG(income) AS e, COUNT(income) AS f FROM orders GROUP BY pId")
+    assert [a.invertible for a in p.aggregate.aggregates] == [False, False, False, True, True, True]
+
+
+def test_changelog_modes_follow_the_inference_rules(tmp_path):
+    p = plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId")
+    source = p.sources[0]
+    assert str(p.changelog_mode(source)) == "[I,UB,UA,D]"
+    assert str(p.changelog_mode(p.aggregate)) == "[I,UA,D]"
+    insert_only = plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId",
+                       source={"format": "json"})
+    assert str(insert_only.changelog_mode(insert_only.aggregate)) == "[I,UA]"

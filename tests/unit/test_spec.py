@@ -1,0 +1,60 @@
+import pytest
+
+from jobs.errors import SpecError
+from jobs.spec import load_settings, load_spec
+from tests.conftest import write_spec
+
+VALID = """
+name: income_per_product
+sql: |
+  SELECT pId, SUM(income) AS total
+  FROM orders GROUP BY pId
+sources:
+  orders:
+    path: data/orders
+    format: changelog-json
+    schema: "order_id BIGINT, pId BIGINT, income BIGINT"
+    primary_key: [order_id]
+"""
+
+
+def test_a_valid_spec_resolves_paths_against_its_own_folder_and_knows_where_its_sql_starts(tmp_path):
+    spec = load_spec(write_spec(tmp_path, VALID))
+    assert spec.sources["orders"].path == (tmp_path / "data/orders").resolve()
+    assert spec.sql_line == 3
+    assert spec.sink.upsert_materialize == "auto" and spec.sink.primary_key is None
+    assert spec.stream.rows_per_batch == 1000
+
+
+@pytest.mark.parametrize("change, message", [
+    (("    format: changelog-json", "    formt: changelog-json"), r"q.yaml:8: sources.orders.formt: unknown key"),
+    (("    format: changelog-json", "    format: csv"), r"q.yaml:8: sources.orders.format: must be one of"),
+    (("name: income_per_product", "name: income per product"), r"q.yaml:1: name:"),
+    (("    primary_key: [order_id]", "    primary_key: [order_id]\nstream:\n  rows_per_batch: 0"),
+     r"q.yaml:12: stream.rows_per_batch:"),
+    (("    primary_key: [order_id]", "    primary_key: [order_id]\nsink:\n  upsert_materialize: sometimes"),
+     r"q.yaml:12: sink.upsert_materialize: must be one of 'auto', 'none' or 'force'"),
+])
+def test_spec_errors_name_the_file_the_line_and_the_key(tmp_path, change, message):
+    path = write_spec(tmp_path, VALID.replace(*change), name="q.yaml")
+    with pytest.raises(SpecError, match=message):
+        load_spec(path)
+
+
+def test_a_missing_required_key_is_named(tmp_path):
+    path = write_spec(tmp_path, VALID.replace("name: income_per_product\n", ""), name="q.yaml")
+    with pytest.raises(SpecError, match="name: required key is missing"):
+        load_spec(path)
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    path = write_spec(tmp_path, VALID + "  - broken: [\n", name="q.yaml")
+    with pytest.raises(SpecError, match=r"q.yaml:\d+: invalid YAML"):
+        load_spec(path)
+
+
+def test_settings_default_when_no_file_and_reject_unknown_keys(tmp_path):
+    assert load_settings(None).spark.master.startswith("local")
+    path = write_spec(tmp_path, "spark:\n  cores: 8\n", name="settings.yaml")
+    with pytest.raises(SpecError, match="settings.yaml:2: spark.cores: unknown key"):
+        load_settings(path)

@@ -1,0 +1,93 @@
+import json
+import os
+
+import pytest
+
+from jobs.changelog.quarantine import read_quarantine
+from jobs.changelog.staging import StagedChangelog, stage_source
+from jobs.errors import InputError
+from jobs.spec.model import SourceSpec
+from tests.conftest import change, write_changelog
+
+
+def source(tmp_path, on_bad_rows="fail", key=("order_id",)):
+    return SourceSpec(path=tmp_path / "orders", format="changelog-json",
+                      schema="order_id BIGINT, pId BIGINT, income BIGINT", primary_key=key,
+                      on_bad_rows=on_bad_rows)
+
+
+def stage(tmp_path, spec):
+    result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine")
+    commit()
+    return result
+
+
+def test_rows_are_numbered_across_files_in_name_order_and_later_runs_stage_only_new_files(tmp_path):
+    spec = source(tmp_path)
+    write_changelog(tmp_path / "orders", "b.json", [change("+I", 2, 1, 5)])
+    write_changelog(tmp_path / "orders", "a.json", [change("+I", 1, 1, 5)])
+    first = stage(tmp_path, spec)
+    assert (first.new_files, first.total_rows) == (["a.json", "b.json"], 2)
+    write_changelog(tmp_path / "orders", "c.json", [change("-D", 1, 1, 5), change("+I", 3, 2, 1)])
+    second = stage(tmp_path, spec)
+    assert (second.new_files, second.new_rows, second.total_rows) == (["c.json"], 2, 4)
+    staged = StagedChangelog(tmp_path / "staged")
+    rows = staged.read(0, 4)
+    assert rows.column("__seq").to_pylist() == [0, 1, 2, 3]
+    assert rows.column("order_id").to_pylist() == [1, 2, 1, 3]
+    assert staged.read(1, 3).column("__seq").to_pylist() == [1, 2]
+    assert stage(tmp_path, spec).new_rows == 0
+
+
+def test_a_bad_row_fails_the_whole_staging_and_writes_nothing(tmp_path):
+    spec = source(tmp_path)
+    write_changelog(tmp_path / "orders", "a.json", [change("+I", 1, 1, 5)])
+    stage(tmp_path, spec)
+    before = sorted(os.listdir(tmp_path / "staged"))
+    write_changelog(tmp_path / "orders", "b.json", [change("+I", 2, 1, 5), change("-D", 9, 1, 5)])
+    with pytest.raises(InputError, match=r"b.json:2: -D for key \(order_id=9\), which was never inserted"):
+        stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine")
+    assert sorted(os.listdir(tmp_path / "staged")) == before
+    assert json.loads((tmp_path / "staged" / "manifest.json").read_text())["rows"] == 1
+
+
+def test_quarantine_sets_bad_rows_aside_counts_them_and_keeps_the_rest(tmp_path):
+    spec = source(tmp_path, on_bad_rows="quarantine")
+    folder = tmp_path / "orders"
+    write_changelog(folder, "a.json", [change("+I", 1, 1, 5), change("-D", 9, 1, 5)])
+    with open(folder / "a.json", "a") as f:
+        f.write('{"order_id": 3, "op": "??"}\n')
+    result = stage(tmp_path, spec)
+    assert result.total_rows == 1
+    assert [(q.line, q.reason.split(" ")[0]) for q in result.quarantined] == [(2, "-D"), (3, "unknown")]
+    table = read_quarantine(tmp_path / "quarantine")
+    assert table.column("line").to_pylist() == [2, 3]
+    assert table.column("raw").to_pylist()[1] == '{"order_id": 3, "op": "??"}'
+
+
+def test_a_consumed_file_that_changes_is_refused(tmp_path):
+    spec = source(tmp_path)
+    path = write_changelog(tmp_path / "orders", "a.json", [change("+I", 1, 1, 5)])
+    stage(tmp_path, spec)
+    path.write_text(path.read_text() + json.dumps(change("+I", 2, 1, 5)) + "\n")
+    with pytest.raises(InputError, match="changed after an earlier run consumed it"):
+        stage(tmp_path, spec)
+
+
+def test_retraction_checks_continue_across_staging_runs(tmp_path):
+    spec = source(tmp_path)
+    write_changelog(tmp_path / "orders", "a.json", [change("+I", 1, 1, 5)])
+    stage(tmp_path, spec)
+    write_changelog(tmp_path / "orders", "b.json", [change("-U", 1, 1, 5), change("+U", 1, 2, 6)])
+    assert stage(tmp_path, spec).new_rows == 2
+    write_changelog(tmp_path / "orders", "c.json", [change("-D", 1, 1, 5)])
+    with pytest.raises(InputError, match="does not match its live row"):
+        stage(tmp_path, spec)
+
+
+def test_hidden_files_are_not_changelog_files(tmp_path):
+    spec = source(tmp_path)
+    write_changelog(tmp_path / "orders", "a.json", [change("+I", 1, 1, 5)])
+    (tmp_path / "orders" / "_SUCCESS").write_text("")
+    (tmp_path / "orders" / ".a.json.crc").write_text("x")
+    assert stage(tmp_path, spec).new_files == ["a.json"]
