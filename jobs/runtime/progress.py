@@ -7,15 +7,21 @@ import time
 
 
 class Progress:
-    def __init__(self, quiet: bool = False, stream=None):
+    def __init__(self, quiet: bool = False, stream=None, emit=None):
+        """Lines go to `emit` (e.g. an Airflow task's logger) if given, else to `stream`."""
         self.quiet = quiet
         self.stream = stream or sys.stderr
+        self.emit = emit
         self._started = time.monotonic()
 
     def say(self, message: str) -> None:
-        if not self.quiet:
-            elapsed = time.monotonic() - self._started
-            print(f"[{elapsed:6.1f}s] {message}", file=self.stream, flush=True)
+        if self.quiet:
+            return
+        if self.emit is not None:
+            self.emit(message)
+            return
+        elapsed = time.monotonic() - self._started
+        print(f"[{elapsed:6.1f}s] {message}", file=self.stream, flush=True)
 
 
 def counts(changelog: dict[str, int]) -> str:

@@ -6,6 +6,7 @@ stream, batch and check steps, and the tests share one across the whole run.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -40,6 +41,7 @@ def spark_session(settings: SparkSettings | None = None):
     for key, value in settings.extra.items():
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown chatter outlives stderr
     _session.sparkContext.setLogLevel("ERROR")
     from jobs.stream.source import ChangelogDataSource
 

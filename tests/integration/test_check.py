@@ -1,0 +1,100 @@
+"""The Great Expectations check: it passes on agreeing results and each suite fails, with the
+rows to show for it, when the results or the change feed are wrong."""
+
+import json
+import shutil
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from expectations.check import run_check
+from jobs.plan import plan_query
+from jobs.spec import load_spec
+from jobs.spec.model import Settings
+from tests.conftest import ROOT
+from tests.integration.conftest import run_both
+
+
+@pytest.fixture(scope="module")
+def demo_run(spark, tmp_path_factory):
+    """The income_per_product demo, streamed and batched once for the module."""
+    folder = tmp_path_factory.mktemp("demo")
+    shutil.copytree(ROOT / "conf" / "queries" / "data" / "orders", folder / "data" / "orders")
+    spec = folder / "income_per_product.yaml"
+    shutil.copy(ROOT / "conf" / "queries" / "income_per_product.yaml", spec)
+    result = run_both(spec, folder / "runs")
+    return plan_query(load_spec(spec)), result.layout
+
+
+@pytest.fixture
+def run(demo_run, tmp_path):
+    """A private copy of the demo run, free to tamper with."""
+    plan, layout = demo_run
+    copy = type(layout)(tmp_path / layout.root.name)
+    shutil.copytree(layout.root, copy.root)
+    return plan, copy
+
+
+def names_failed(report):
+    return sorted(e["name"] for e in report["expectations"] if not e["success"])
+
+
+def test_agreeing_results_pass_with_a_complete_report_and_data_docs(run):
+    plan, layout = run
+    report = run_check(plan, Settings(), layout)
+    assert report["verdict"] == "pass"
+    assert (report["stream_rows"], report["batch_rows"]) == (3, 3)
+    assert (report["missing_rows"], report["extra_rows"], report["mismatched_rows"]) == (0, 0, 0)
+    assert report["changelog"] == {"+I": 4, "-U": 4, "+U": 4, "-D": 1}
+    assert {e["suite"] for e in report["expectations"]} == {"unity", "batch_result", "retraction", "state"}
+    assert (layout.root / report["data_docs"]).exists()
+    assert json.loads(layout.report.read_text()) == json.loads(json.dumps(report, default=str))
+
+
+def test_a_row_the_batch_has_and_the_stream_lacks_fails_unity_with_a_sample(run):
+    plan, layout = run
+    batch = DeltaTable(str(layout.batch)).to_pyarrow_table()
+    extra = pa.table({"pId": pa.array([9], pa.int64()), "total": pa.array([1], pa.int64())})
+    write_deltalake(str(layout.batch), pa.concat_tables([batch, extra]), mode="overwrite")
+    report = run_check(plan, Settings(), layout)
+    assert report["verdict"] == "fail" and report["missing_rows"] == 1
+    assert "expect_no_rows_missing_from_stream" in names_failed(report)
+    assert report["samples"]["expect_no_rows_missing_from_stream"] == [{"pId": 9, "total": 1}]
+
+
+def test_a_value_that_differs_is_a_mismatch_showing_both_sides(run):
+    plan, layout = run
+    batch = DeltaTable(str(layout.batch)).to_pyarrow_table().to_pylist()
+    changed = [dict(r, total=r["total"] + 1) if r["pId"] == 2 else r for r in batch]
+    write_deltalake(str(layout.batch), pa.Table.from_pylist(changed, schema=pa.schema(
+        [("pId", pa.int64()), ("total", pa.int64())])), mode="overwrite")
+    report = run_check(plan, Settings(), layout)
+    assert names_failed(report) == ["expect_no_mismatched_values"]
+    assert report["samples"]["expect_no_mismatched_values"] == [
+        {"pId": 2, "total__stream": 13, "total__batch": 14}]
+
+
+def test_a_second_live_row_for_a_key_in_the_sink_breaks_the_retraction_rules(run):
+    plan, layout = run
+    duplicate = pa.table({"pId": pa.array([1], pa.int64()), "total": pa.array([99], pa.int64())})
+    write_deltalake(str(layout.stream), duplicate, mode="append")
+    consistency = json.loads(layout.consistency.read_text())
+    consistency["sink_version"] = DeltaTable(str(layout.stream)).version()
+    layout.consistency.write_text(json.dumps(consistency))
+    report = run_check(plan, Settings(), layout)
+    failed = names_failed(report)
+    assert "expect_no_insert_over_live_row" in failed
+    assert "expect_sink_key_unique" in failed
+
+
+def test_a_group_whose_rows_were_all_retracted_must_not_be_in_the_sink(run):
+    plan, layout = run
+    ghost = pa.table({"pId": pa.array([4], pa.int64()), "total": pa.array([0], pa.int64())})
+    write_deltalake(str(layout.stream), ghost, mode="append")  # product 4: inserted, then emptied
+    consistency = json.loads(layout.consistency.read_text())
+    consistency["sink_version"] = DeltaTable(str(layout.stream)).version()
+    layout.consistency.write_text(json.dumps(consistency))
+    report = run_check(plan, Settings(), layout)
+    assert "expect_no_empty_group_in_sink" in names_failed(report)
+    assert report["extra_rows"] == 1

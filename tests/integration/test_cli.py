@@ -1,0 +1,72 @@
+"""The `lockstep` command as a user runs it: exit codes, one-line errors, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, change, orders_spec, write_changelog
+
+LOCKSTEP = [sys.executable, "-m", "jobs.cli.main"]
+
+
+def lockstep(*args, cwd: Path, env: dict | None = None, timeout: int = 600):
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([*LOCKSTEP, *map(str, args)], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+GOOD = [change("+I", 1, 1, 5), change("+I", 2, 1, 6)]
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"order_id": 3, "pId": 1, "income": 5, "op": "+X"}', "orders/002.json:2: unknown op '+X'"),
+    ('{"order_id": 3, "pId": 1, "income": 5', "orders/002.json:2: malformed JSON"),
+    ('{"order_id": 3, "pId": "one", "income": 5, "op": "+I"}',
+     "orders/002.json:2: column 'pId': value \"one\" does not fit BIGINT"),
+    ('{"order_id": 9, "pId": 1, "income": 5, "op": "-D"}',
+     "orders/002.json:2: -D for key (order_id=9), which was never inserted"),
+])
+def test_a_bad_changelog_row_exits_2_with_one_line_naming_file_and_line(tmp_path, line, message):
+    write_changelog(tmp_path / "orders", "001.json", GOOD)
+    (tmp_path / "orders" / "002.json").write_text(json.dumps(change("+I", 5, 2, 1)) + "\n" + line + "\n")
+    spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId")
+    result = lockstep("run", spec, "--out", tmp_path / "runs", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [f"lockstep: error: {message}" + _rest(result, message)]
+    assert not (tmp_path / "runs" / "q" / "stream").exists()
+    assert not (tmp_path / "runs" / "q" / "_state" / "staged" / "orders" / "manifest.json").exists()
+
+
+def _rest(result, message):
+    line = result.stderr.strip().splitlines()[-1]
+    return line[len("lockstep: error: ") + len(message):]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("format: changelog-json", "formt: changelog-json"), "q.yaml:6: sources.orders.formt: unknown key"),
+    (("sql: SELECT", "sql: SELECT rand() AS r,"), "q.yaml:2: non-deterministic function RAND()"),
+])
+def test_an_invalid_spec_or_sql_exits_2_before_anything_runs(tmp_path, edit, message):
+    write_changelog(tmp_path / "orders", "001.json", GOOD)
+    spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId")
+    spec.write_text(spec.read_text().replace(*edit))
+    result = lockstep("run", spec, "--out", tmp_path / "runs", cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lockstep: error: ") and message in lines[0]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_explain_and_help_work_without_spark(tmp_path):
+    spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId")
+    explained = lockstep("explain", spec, cwd=tmp_path)
+    assert explained.returncode == 0
+    assert "GroupAggregate(groupBy=[pId]" in explained.stdout and "changelogMode=[I,UA,D]" in explained.stdout
+    for command in ("run", "stream", "batch", "check", "explain", "demo", "generate"):
+        assert lockstep(command, "--help", cwd=tmp_path).returncode == 0
