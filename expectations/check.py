@@ -14,7 +14,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 import great_expectations as gx
-from great_expectations.checkpoint import UpdateDataDocsAction
 from great_expectations.core.expectation_suite import ExpectationSuite
 from great_expectations.data_context.types.base import ProgressBarsConfig
 from great_expectations.util import convert_to_json_serializable
@@ -22,8 +21,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType, StructField, StructType
 
-from expectations import suites
-from expectations.queries import BATCH_VIEW, STREAM_VIEW, Columns
+import pyarrow.parquet as pq
+
+from expectations import queries, suites
+from expectations.queries import BATCH_VIEW, FEED_VIEW, STREAM_VIEW, Columns
 from jobs.changelog.kinds import CDF_CHANGE_TYPES
 from jobs.changelog.quarantine import read_quarantine
 from jobs.errors import RunStateError
@@ -60,30 +61,47 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
         raise RunStateError("no batch result: run `lockstep batch` first", where=str(layout.root))
     point = read_consistency_point(layout)
     spark = spark_session(settings.spark)
-    stream = read_snapshot(spark, layout.stream, point["sink_version"])
-    batch = read_snapshot(spark, layout.batch)
+    # Each expectation is a query or two over these: cached once, scanned from memory after.
+    stream = read_snapshot(spark, layout.stream, point["sink_version"]).cache()
+    batch = read_snapshot(spark, layout.batch).cache()
     batch.createOrReplaceTempView(BATCH_VIEW)
     stream.createOrReplaceTempView(STREAM_VIEW)
+    cols = _columns(plan, stream, settings)
     feed = read_change_feed(layout.stream)
     feed = feed.filter(feed.column(COMMIT_VERSION).to_numpy() <= point["sink_version"])
     data = {"stream_result": stream, "batch_result": batch,
-            "change_feed": spark.createDataFrame(feed)}
-    cols = _columns(plan, stream, settings)
+            "change_feed": _ordered_feed(spark, feed, cols, layout).cache()}
     specs = [suites.unity_suite(cols, batch.columns), suites.batch_suite(cols),
              suites.retraction_suite(cols)]
     if plan.aggregate is not None:
-        data["stream_state"] = _stream_state(spark, plan, layout)
+        data["stream_state"] = _stream_state(spark, plan, layout).cache()
         specs.append(_state_suite(plan))
     counts = {"stream_rows": stream.count(), "batch_rows": batch.count()}
     context = _context(layout)
     outcomes = []
-    for spec in specs:
-        outcomes += _validate(context, spec, data[spec.asset], counts, settings.check.sample_rows)
+    try:
+        for spec in specs:
+            outcomes += _validate(context, spec, data[spec.asset], counts, settings.check.sample_rows)
+    finally:
+        for frame in data.values():
+            frame.unpersist()
+    context.build_data_docs()
     report = _report(plan, layout, point, counts, outcomes, feed, time.monotonic() - started)
     _write_json(layout.report, report)
     progress.say(f"check {plan.spec.name}: {report['verdict'].upper()} "
                  f"({sum(o.success for o in outcomes)}/{len(outcomes)} expectations hold)")
     return report
+
+
+def _ordered_feed(spark: SparkSession, feed, cols: Columns, layout: RunLayout) -> DataFrame:
+    """The change feed (up to the consistency point) with each key's previous and next change.
+
+    Handed to Spark as a Parquet file: createDataFrame from Arrow is far slower at this size."""
+    path = layout.state / "check" / "change_feed.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(feed, path)
+    spark.read.parquet(str(path)).createOrReplaceTempView(FEED_VIEW)
+    return spark.sql(queries.ordered_feed(cols, FEED_VIEW))
 
 
 def _columns(plan: QueryPlan, stream: DataFrame, settings: Settings) -> Columns:
@@ -130,7 +148,7 @@ def _validate(context, spec: suites.SuiteSpec, frame: DataFrame, counts: dict,
         gx.ValidationDefinition(name=spec.name, data=definition, suite=suite))
     checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
         name=spec.name, validation_definitions=[validation], result_format={"result_format": "COMPLETE"},
-        actions=[UpdateDataDocsAction(name="data_docs")]))
+        actions=[]))  # Data Docs are built once, after the last suite
     result = checkpoint.run(batch_parameters={"dataframe": frame}, expectation_parameters=counts)
     outcomes = []
     for run in result.run_results.values():

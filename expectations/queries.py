@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 BATCH_VIEW = "lockstep_batch_result"
 STREAM_VIEW = "lockstep_stream_table"
+FEED_VIEW = "lockstep_change_feed"
 RETRACTIONS = "('update_preimage', 'delete')"
 ADDITIONS = "('insert', 'update_postimage')"
 
@@ -79,22 +80,22 @@ def duplicate_keys(cols: Columns, table: str = "{batch}") -> str:
 
 
 # -- the change feed ---------------------------------------------------------------------------
+# The retraction rules validate the change feed with, per key, the previous and next change in
+# commit order (a commit's retractions before its additions): ordered_feed() computes that once,
+# and each rule is a filter over it.
 
-def _ordered_feed(cols: Columns) -> str:
-    """The feed with, per key, the previous and next change in commit order (retractions of a
-    commit before its additions)."""
+def ordered_feed(cols: Columns, feed_view: str) -> str:
     image = "named_struct(" + ", ".join(f"'{c}', {q(c)}" for c in cols.all) + ")"
     partition = f"PARTITION BY {_select(cols.key)} " if cols.key else ""
     return (f"SELECT *, LAG(_change_type) OVER w AS __prev_type, LAG(__image) OVER w AS __prev_image, "
             f"LAG(_commit_version) OVER w AS __prev_version, LEAD(_change_type) OVER w AS __next_type "
             f"FROM (SELECT *, {image} AS __image, CASE WHEN _change_type IN {RETRACTIONS} THEN 0 "
-            f"ELSE 1 END AS __rank FROM {{batch}}) "
+            f"ELSE 1 END AS __rank FROM {feed_view}) "
             f"WINDOW w AS ({partition}ORDER BY _commit_version, __rank)")
 
 
 def _feed_rows(cols: Columns, condition: str) -> str:
-    return (f"SELECT {_select(cols.all)}, _change_type, _commit_version FROM ({_ordered_feed(cols)}) "
-            f"WHERE {condition}")
+    return f"SELECT {_select(cols.all)}, _change_type, _commit_version FROM {{batch}} WHERE {condition}"
 
 
 def ghost_retractions(cols: Columns) -> str:
@@ -117,10 +118,9 @@ def unpaired_updates(cols: Columns) -> str:
 
 
 def replay_differs_from_table(cols: Columns) -> str:
-    partition = f"PARTITION BY {_select(cols.key)} " if cols.key else ""
-    last = (f"SELECT *, ROW_NUMBER() OVER ({partition}ORDER BY _commit_version DESC, "
-            f"CASE WHEN _change_type IN {RETRACTIONS} THEN 0 ELSE 1 END DESC) AS __last FROM {{batch}}")
-    replayed = f"SELECT {_select(cols.all)} FROM ({last}) WHERE __last = 1 AND _change_type IN {ADDITIONS}"
+    """A key's last change, if an addition, is its live row: that must be exactly the table."""
+    replayed = (f"SELECT {_select(cols.all)} FROM {{batch}} "
+                f"WHERE __next_type IS NULL AND _change_type IN {ADDITIONS}")
     table = f"SELECT {_select(cols.all)} FROM {STREAM_VIEW}"
     return (f"SELECT 'only in the replayed change feed' AS side, * FROM ({replayed} EXCEPT ALL {table}) "
             f"UNION ALL SELECT 'only in the sink table' AS side, * FROM ({table} EXCEPT ALL {replayed})")

@@ -13,7 +13,6 @@ beside the staged changelog so a later `lockstep stream` continues checking wher
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -75,14 +74,50 @@ class LiveRows:
     def _describe(self, key: tuple) -> str:
         return "(" + ", ".join(f"{k}={v!r}" for k, v in zip(self.primary_key, key)) + ")"
 
-    def check(self, rows: pa.Table) -> Iterable[tuple[int, str]]:
-        """Apply the rows in order; yield (row index, reason) for each one that is invalid."""
+    def check(self, rows: pa.Table) -> list[tuple[int, str]]:
+        """Apply the rows in order; return (row index, reason) for each one that is invalid.
+
+        The hot loop of staging (one pass per changelog row): plain ints and dict operations,
+        with messages built only for the rare invalid row."""
         columns = [rows.column(name).to_pylist() for name in self.schema.names]
         kinds = rows.column(KIND).to_pylist()
+        apply_fast = self._fast_keyed if self.primary_key else self._fast_multiset
+        invalid = []
         for index, (kind, row) in enumerate(zip(kinds, zip(*columns))):
-            reason = self.apply(RowKind(kind), row)
-            if reason:
-                yield index, reason
+            if not apply_fast(kind, row):
+                reason = self.apply(RowKind(kind), row)
+                if reason:
+                    invalid.append((index, reason))
+        return invalid
+
+    def _fast_keyed(self, kind: int, row: tuple) -> bool:
+        """The common, valid cases of _apply_keyed; False sends the row to the full check."""
+        positions = self._key_positions
+        key = (row[positions[0]],) if len(positions) == 1 else tuple(row[i] for i in positions)
+        live = self._live
+        if kind == 0 or kind == 2:  # +I, +U: the key must be absent
+            if key in live or None in key:
+                return False
+            live[key] = row
+            return True
+        if live.get(key) != row:  # -U, -D: must retract exactly the live row
+            return False
+        del live[key]
+        return True
+
+    def _fast_multiset(self, kind: int, row: tuple) -> bool:
+        live = self._live
+        count = live.get(row, 0)
+        if kind == 0 or kind == 2:
+            live[row] = count + 1
+            return True
+        if count == 0:
+            return False
+        if count == 1:
+            del live[row]
+        else:
+            live[row] = count - 1
+        return True
 
     def save(self, path: Path) -> None:
         rows = list(self._live.values()) if self.primary_key else list(self._live)

@@ -5,9 +5,15 @@ reads it up to the consistency point. Each row gets `__seq`, its position in the
 (files in name order, rows in file order), so "what the stream consumed" is a single number.
 
 Layout under the run's state folder, per source:
-    manifest.json            what has been staged; rewritten atomically last (the commit point)
-    seg-<first seq>.parquet  the rows staged by one run
-    live-<generation>.parquet the live rows after that run (see live.py)
+    manifest.json                     what has been staged; rewritten atomically last (the commit point)
+    segments/seg-<first seq>.parquet  one micro-batch of rows each (see below)
+    live-<generation>.parquet         the live rows after that run (see live.py)
+
+The staged rows are cut into segments of `rows_per_batch` rows, and each segment is one
+micro-batch: Spark's own Parquet stream source reads them one file per trigger. A segment never
+ends right after a -U, so an update's before- and after-image land in the same micro-batch. The
+file source takes files in modification-time order, so each segment's mtime is set to its
+ordinal: the order is the changelog's, whatever the clock did.
 
 A file already staged must not change: appending to a changelog means adding files.
 """
@@ -25,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.changelog.formats import LINE, BadRow, parse_file
+from jobs.changelog.kinds import RowKind
 from jobs.changelog.live import LiveRows
 from jobs.changelog.quarantine import append_quarantine
 from jobs.changelog.schema import KIND, SEQ, SourceSchema, parse_schema
@@ -33,6 +40,9 @@ from jobs.spec.model import SourceSpec
 
 FILE = "__file"
 HIDDEN_PREFIXES = (".", "_")
+SEGMENTS = "segments"
+# Segment k's mtime is SEGMENT_EPOCH + k seconds (2001-09-09): ordered, and far from any real file.
+SEGMENT_EPOCH = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,18 @@ class StagedChangelog:
     def segments(self) -> list[dict]:
         return self.manifest["segments"]
 
+    @property
+    def segment_dir(self) -> Path:
+        return self.directory / SEGMENTS
+
+    def segment_ddl(self) -> str:
+        """The Spark schema of a segment file."""
+        return (f"{self.schema.spark_ddl()}, `{KIND}` TINYINT, `{LINE}` INT, `{SEQ}` BIGINT, "
+                f"`{FILE}` STRING")
+
+    def segment_named(self, name: str) -> dict:
+        return next(seg for seg in self.segments() if Path(seg["file"]).name == name)
+
     def read(self, start: int, end: int, columns: list[str] | None = None) -> pa.Table:
         """Rows with start <= __seq < end, in order."""
         pieces = []
@@ -95,7 +117,8 @@ class StagedChangelog:
 
 
 def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path, *,
-                 display_root: Path | None = None) -> tuple[StageResult, Callable[[], None]]:
+                 rows_per_batch: int, display_root: Path | None = None
+                 ) -> tuple[StageResult, Callable[[], None]]:
     """Parse and validate the source's new files; return the result and a commit function.
 
     Nothing is written until the commit function is called, so a bad row in fail mode leaves the
@@ -133,7 +156,8 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
 
     def commit() -> None:
         if file_entries:
-            _write_generation(directory, manifest, tables, file_entries, live, result, quarantine)
+            _write_generation(directory, manifest, pa.concat_tables(tables), file_entries, live,
+                              result, quarantine, rows_per_batch)
 
     return result, commit
 
@@ -145,7 +169,7 @@ def _validated_rows(path: Path, spec: SourceSpec, schema: SourceSchema, live: Li
     if bad and spec.on_bad_rows == "fail":
         return parsed.rows, bad
     rows = parsed.rows
-    invalid = list(live.check(rows))
+    invalid = live.check(rows)
     if invalid:
         lines = rows.column(LINE).to_pylist()
         bad += [BadRow(lines[i], reason, "") for i, reason in invalid]
@@ -164,26 +188,39 @@ def _fill_raw(bad: list[BadRow], path: Path) -> list[BadRow]:
     return [b if b.raw else BadRow(b.line, b.reason, text.get(b.line, "")) for b in bad]
 
 
-def _write_generation(directory: Path, manifest: dict, tables: list[pa.Table],
-                      file_entries: list[dict], live: LiveRows, result: StageResult,
-                      quarantine: Path) -> None:
+def _write_generation(directory: Path, manifest: dict, rows: pa.Table, file_entries: list[dict],
+                      live: LiveRows, result: StageResult, quarantine: Path, rows_per_batch: int) -> None:
     generation = manifest["generation"] + 1
     append_quarantine(quarantine, result.quarantined, app_id=f"lockstep-staging-{result.source}",
                       version=generation)
-    first_seq = file_entries[0]["first_seq"]
-    segment = f"seg-{first_seq:012d}.parquet"
-    pq.write_table(pa.concat_tables(tables), directory / segment)
+    segments = _write_segments(directory / SEGMENTS, rows, len(manifest["segments"]), rows_per_batch)
     live_file = f"live-{generation:06d}.parquet"
     live.save(directory / live_file)
     previous_live = manifest["live_state"]
     manifest.update(generation=generation, rows=result.total_rows, live_state=live_file,
-                    files=manifest["files"] + file_entries,
-                    segments=manifest["segments"] + [{"file": segment, "first_seq": first_seq,
-                                                      "rows": result.new_rows}],
+                    files=manifest["files"] + file_entries, segments=manifest["segments"] + segments,
                     quarantined=manifest["quarantined"] + len(result.quarantined))
     _write_json_atomically(directory / "manifest.json", manifest)
     if previous_live and previous_live != live_file:
         (directory / previous_live).unlink(missing_ok=True)
+
+
+def _write_segments(folder: Path, rows: pa.Table, ordinal: int, rows_per_batch: int) -> list[dict]:
+    folder.mkdir(parents=True, exist_ok=True)
+    kinds = rows.column(KIND).to_numpy()
+    written, start = [], 0
+    while start < rows.num_rows:
+        end = min(start + rows_per_batch, rows.num_rows)
+        while end < rows.num_rows and kinds[end - 1] == RowKind.UPDATE_BEFORE:
+            end += 1
+        piece = rows.slice(start, end - start)
+        first_seq = piece.column(SEQ)[0].as_py()
+        path = folder / f"seg-{first_seq:012d}.parquet"
+        pq.write_table(piece, path)
+        os.utime(path, (SEGMENT_EPOCH + ordinal, SEGMENT_EPOCH + ordinal))
+        written.append({"file": f"{SEGMENTS}/{path.name}", "first_seq": first_seq, "rows": piece.num_rows})
+        ordinal, start = ordinal + 1, end
+    return written
 
 
 def _new_manifest(name: str, spec: SourceSpec) -> dict:

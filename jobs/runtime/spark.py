@@ -43,9 +43,6 @@ def spark_session(settings: SparkSettings | None = None):
     _session = builder.getOrCreate()
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown chatter outlives stderr
     _session.sparkContext.setLogLevel("ERROR")
-    from jobs.stream.source import ChangelogDataSource
-
-    _session.dataSource.register(ChangelogDataSource)
     return _session
 
 

@@ -31,6 +31,10 @@ class AggregateBatches:
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
 
+    @property
+    def reads_twice(self) -> bool:
+        return self.multisets is not None
+
     def changes(self, spark: SparkSession, updated: DataFrame, batch_id: int) -> pa.Table:
         values = None
         if self.multisets is not None:
@@ -51,6 +55,8 @@ class AggregateBatches:
 
 
 class ProjectionBatches:
+    reads_twice = False
+
     def __init__(self, plan: QueryPlan, output: StructType):
         self.plan, self.output = plan, output
 

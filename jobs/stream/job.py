@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
+from jobs.changelog.kinds import RowKind
 from jobs.changelog.schema import KIND, SEQ, WEIGHT
 from jobs.changelog.staging import StageResult, StagedChangelog, stage_source
 from jobs.errors import RunStateError
@@ -31,6 +33,7 @@ from jobs.stream.aggregate import AggregateState, streaming_aggregate
 from jobs.stream.batches import batches_for
 from jobs.stream.calc import apply_calc
 from jobs.stream.multiset import ValueMultisets
+from jobs.stream.offsets import batch_range, consumed_rows
 from jobs.stream.sink import DeltaUpsertSink
 
 # Fault injection for the exactly-once tests: exit the process right after the sink commit of
@@ -77,7 +80,8 @@ def stage_sources(plan: QueryPlan, layout: RunLayout, progress: Progress) -> lis
     """Validate every source's new files first, then commit them all: a bad row in one source
     leaves the whole run folder untouched."""
     pending = [stage_source(s.table, plan.spec.sources[s.table], layout.staged(s.table),
-                            layout.quarantine) for s in plan.sources]
+                            layout.quarantine, rows_per_batch=plan.spec.stream.rows_per_batch)
+               for s in plan.sources]
     for staged, commit in pending:
         commit()
         note = f", {len(staged.quarantined)} quarantined" if staged.quarantined else ""
@@ -110,11 +114,7 @@ def _streaming_frame(spark: SparkSession, node: Node, plan: QueryPlan, layout: R
                      ) -> tuple[DataFrame, AggregateState | None]:
     """The streaming DataFrame up to and including the stateful operator."""
     if isinstance(node, ChangelogSource):
-        return (spark.readStream.format("lockstep_changelog")
-                .option("staged", str(layout.staged(node.table)))
-                .option("rows_per_batch", str(plan.spec.stream.rows_per_batch))
-                .option("partitions", spark.conf.get("spark.sql.shuffle.partitions"))
-                .load()), None
+        return changelog_stream(spark, StagedChangelog(layout.staged(node.table))), None
     if isinstance(node, Calc) and isinstance(node.input, GroupAggregate):
         return _streaming_frame(spark, node.input, plan, layout)  # applied per micro-batch
     child, state = _streaming_frame(spark, node.inputs[0], plan, layout)
@@ -124,6 +124,16 @@ def _streaming_frame(spark: SparkSession, node: Node, plan: QueryPlan, layout: R
         state = AggregateState.of(node, child)
         return streaming_aggregate(child, state), state
     raise TypeError(f"no streaming rule for {type(node).__name__}")
+
+
+def changelog_stream(spark: SparkSession, staged: StagedChangelog) -> DataFrame:
+    """The staged changelog as a stream, one segment (micro-batch) per trigger, each row with its
+    weight: +1 for +I and +U, -1 for -U and -D."""
+    segments = (spark.readStream.schema(staged.segment_ddl()).option("maxFilesPerTrigger", 1)
+                .parquet(str(staged.segment_dir)))
+    retraction = F.col(KIND).isin(int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE))
+    weight = F.when(retraction, F.lit(-1)).otherwise(F.lit(1)).alias(WEIGHT)
+    return segments.select(*staged.schema.names, weight, SEQ, KIND)
 
 
 def _run_query(frame: DataFrame, plan: QueryPlan, layout: RunLayout, handler: _MicroBatches) -> None:
@@ -149,7 +159,8 @@ class _MicroBatches:
         self.plan, self.sink, self.batches, self.layout = plan, sink, batches, layout
         self.progress, self.spark, self.result = progress, spark, result
         self.error: Exception | None = None
-        self.total = sum(StagedChangelog(layout.staged(s.table)).total_rows for s in plan.sources)
+        self.staged = [_staged(layout, s) for s in plan.sources]
+        self.total = sum(staged.total_rows for staged in self.staged)
         self.log: list[dict] = []
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
@@ -162,13 +173,18 @@ class _MicroBatches:
 
     def _process(self, frame: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        start, end = _batch_range(self.layout, batch_id)
-        frame.persist()
+        start, end = self._rows_read(batch_id)
+        # A micro-batch read twice (value multisets, then results) is cached so the stateful
+        # plan runs once; read once, caching would only cost.
+        reused = self.batches.reads_twice
+        if reused:
+            frame.persist()
         try:
             changes = self.batches.changes(self.spark, frame, batch_id)
             merged = self.sink.apply(changes, batch_id)
         finally:
-            frame.unpersist()
+            if reused:
+                frame.unpersist()
         if os.environ.get(FAULT_AFTER_COMMIT) == str(batch_id) and not merged.skipped_replay:
             os._exit(70)
         seconds = time.monotonic() - started
@@ -184,6 +200,20 @@ class _MicroBatches:
         self.progress.say(f"  batch {batch_id}: rows {start:,}-{end:,} of {self.total:,}{share}, "
                           f"sink {counts(merged.changelog())}, {seconds:.2f} s{replay}")
 
+    def _rows_read(self, batch_id: int) -> tuple[int, int]:
+        """The changelog rows this micro-batch covers (summed over sources); and a check that each
+        source's segment follows the one the previous micro-batch read."""
+        start = end = 0
+        for index, staged in enumerate(self.staged):
+            lo, hi = batch_range(self.layout.checkpoint, index, batch_id, staged)
+            if hi > lo and batch_id > 0:
+                previous = consumed_rows(self.layout.checkpoint, index, batch_id - 1, staged)
+                if lo != previous:
+                    raise RunStateError(f"micro-batch {batch_id} read rows from {lo} but the "
+                                        f"changelog continues at {previous}", where=str(staged.directory))
+            start, end = start + lo, end + hi
+        return start, end
+
     def record_state_sizes(self, progress_entries) -> None:
         sizes = {}
         for entry in progress_entries:
@@ -195,19 +225,6 @@ class _MicroBatches:
                 json.dump(sizes, out)
 
 
-def _batch_range(layout: RunLayout, batch_id: int) -> tuple[int, int]:
-    """Rows the micro-batch covers, from Spark's own offset log (summed over sources)."""
-    end = _offset(layout, batch_id)
-    start = _offset(layout, batch_id - 1) if batch_id > 0 else 0
-    return start, end
-
-
-def _offset(layout: RunLayout, batch_id: int) -> int:
-    path = layout.checkpoint / "offsets" / str(batch_id)
-    lines = path.read_text().splitlines()[2:]
-    return sum(json.loads(line).get("seq", 0) for line in lines if line.strip().startswith("{"))
-
-
 def _append_log(layout: RunLayout, entry: dict) -> None:
     with open(layout.batches_log, "a") as out:
         out.write(json.dumps(entry) + "\n")
@@ -217,7 +234,8 @@ def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: in
     """What the stream had consumed when it stopped: the batch job computes on exactly this."""
     commits = layout.checkpoint / "commits"
     done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
-    consumed = _consumed_per_source(layout, done[-1], plan) if done else {s.table: 0 for s in plan.sources}
+    consumed = {s.table: consumed_rows(layout.checkpoint, i, done[-1], _staged(layout, s)) if done else 0
+                for i, s in enumerate(plan.sources)}
     point = {"query": plan.spec.name, "sink_version": sink_version,
              "last_batch": done[-1] if done else None,
              "sources": {name: {"rows": rows} for name, rows in consumed.items()},
@@ -227,10 +245,8 @@ def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: in
     os.replace(tmp, layout.consistency)
 
 
-def _consumed_per_source(layout: RunLayout, batch_id: int, plan: QueryPlan) -> dict[str, int]:
-    lines = (layout.checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[2:]
-    offsets = [json.loads(line).get("seq", 0) for line in lines if line.strip().startswith("{")]
-    return {s.table: seq for s, seq in zip(plan.sources, offsets)}
+def _staged(layout: RunLayout, source: ChangelogSource) -> StagedChangelog:
+    return StagedChangelog(layout.staged(source.table))
 
 
 def read_consistency_point(layout: RunLayout) -> dict:

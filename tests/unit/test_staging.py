@@ -16,8 +16,9 @@ def source(tmp_path, on_bad_rows="fail", key=("order_id",)):
                       on_bad_rows=on_bad_rows)
 
 
-def stage(tmp_path, spec):
-    result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine")
+def stage(tmp_path, spec, rows_per_batch=2):
+    result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
+                                  rows_per_batch=rows_per_batch)
     commit()
     return result
 
@@ -46,7 +47,7 @@ def test_a_bad_row_fails_the_whole_staging_and_writes_nothing(tmp_path):
     before = sorted(os.listdir(tmp_path / "staged"))
     write_changelog(tmp_path / "orders", "b.json", [change("+I", 2, 1, 5), change("-D", 9, 1, 5)])
     with pytest.raises(InputError, match=r"b.json:2: -D for key \(order_id=9\), which was never inserted"):
-        stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine")
+        stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine", rows_per_batch=2)
     assert sorted(os.listdir(tmp_path / "staged")) == before
     assert json.loads((tmp_path / "staged" / "manifest.json").read_text())["rows"] == 1
 
@@ -91,3 +92,18 @@ def test_hidden_files_are_not_changelog_files(tmp_path):
     (tmp_path / "orders" / "_SUCCESS").write_text("")
     (tmp_path / "orders" / ".a.json.crc").write_text("x")
     assert stage(tmp_path, spec).new_files == ["a.json"]
+
+
+def test_segments_are_micro_batches_that_never_split_an_update_and_sort_by_mtime(tmp_path):
+    spec = source(tmp_path)
+    write_changelog(tmp_path / "orders", "a.json", [
+        change("+I", 1, 1, 5), change("+I", 2, 1, 5), change("-U", 1, 1, 5), change("+U", 1, 1, 6),
+        change("+I", 3, 1, 5), change("-D", 3, 1, 5)])
+    stage(tmp_path, spec, rows_per_batch=3)
+    write_changelog(tmp_path / "orders", "b.json", [change("+I", 4, 1, 5)])
+    stage(tmp_path, spec, rows_per_batch=3)
+    staged = StagedChangelog(tmp_path / "staged")
+    assert [(s["first_seq"], s["rows"]) for s in staged.segments()] == [(0, 4), (4, 2), (6, 1)]
+    files = [tmp_path / "staged" / s["file"] for s in staged.segments()]
+    mtimes = [f.stat().st_mtime for f in files]
+    assert mtimes == sorted(mtimes) and len(set(mtimes)) == 3

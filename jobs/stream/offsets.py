@@ -1,0 +1,61 @@
+"""What each micro-batch read, from Spark's own checkpoint.
+
+The staged changelog reaches Spark as segment files, one per micro-batch; Spark's file source logs
+which files each batch took under checkpoint/sources/<i>/ (one file per batch, compacted every
+ten batches into <batch>.compact). From that log come the rows a micro-batch covered (for
+progress), the check that segments were taken in changelog order, and the consistency point.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlparse
+
+from jobs.changelog.staging import StagedChangelog
+from jobs.errors import RunStateError
+
+
+def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:
+    """Batch id -> names of the files it read, from every log file present."""
+    folder = checkpoint / "sources" / str(source_index)
+    taken: dict[int, set[str]] = {}
+    if not folder.exists():
+        return taken
+    for log in folder.iterdir():
+        if not log.name.split(".")[0].isdigit():
+            continue
+        for line in log.read_text().splitlines()[1:]:
+            if line.startswith("{"):
+                entry = json.loads(line)
+                taken.setdefault(entry["batchId"], set()).add(_file_name(entry["path"]))
+    return taken
+
+
+def batch_range(checkpoint: Path, source_index: int, batch_id: int,
+                staged: StagedChangelog) -> tuple[int, int]:
+    """[start, end) of the changelog rows a micro-batch read from one source."""
+    names = logged_files(checkpoint, source_index).get(batch_id, set())
+    if not names:
+        return 0, 0
+    segments = [staged.segment_named(name) for name in names]
+    return (min(s["first_seq"] for s in segments),
+            max(s["first_seq"] + s["rows"] for s in segments))
+
+
+def consumed_rows(checkpoint: Path, source_index: int, last_batch: int,
+                  staged: StagedChangelog) -> int:
+    """Rows of the source consumed by batches up to `last_batch`; they must be a prefix of the
+    changelog, or the stream read segments out of order."""
+    taken = logged_files(checkpoint, source_index)
+    names = {n for batch, files in taken.items() if batch <= last_batch for n in files}
+    segments = [staged.segment_named(n) for n in names]
+    end = max((s["first_seq"] + s["rows"] for s in segments), default=0)
+    if sum(s["rows"] for s in segments) != end:
+        raise RunStateError("the stream read changelog segments out of order; start a new run folder",
+                            where=str(checkpoint))
+    return end
+
+
+def _file_name(path: str) -> str:
+    return PurePosixPath(unquote(urlparse(path).path)).name
