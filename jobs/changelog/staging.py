@@ -117,8 +117,7 @@ class StagedChangelog:
 
 
 def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path, *,
-                 rows_per_batch: int, display_root: Path | None = None
-                 ) -> tuple[StageResult, Callable[[], None]]:
+                 rows_per_batch: int) -> tuple[StageResult, Callable[[], None]]:
     """Parse and validate the source's new files; return the result and a commit function.
 
     Nothing is written until the commit function is called, so a bad row in fail mode leaves the
@@ -140,7 +139,7 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
         rows, bad = _validated_rows(path, spec, schema, live)
         if bad and spec.on_bad_rows == "fail":
             first = bad[0]
-            raise InputError(first.reason, where=place(_display(path, display_root), first.line))
+            raise InputError(first.reason, where=place(_display(path), first.line))
         rel = _relative(path, spec.path)
         result.quarantined += [Quarantined(name, rel, b.line, b.reason, b.raw) for b in bad]
         first_seq = result.total_rows
@@ -271,12 +270,9 @@ def _relative(path: Path, folder: Path) -> str:
     return path.relative_to(folder).as_posix()
 
 
-def _display(path: Path, root: Path | None) -> str:
-    """The path as the user would type it: relative to `root` or the working folder if inside."""
-    for base in (root, Path.cwd()):
-        if base is not None and path.is_relative_to(base):
-            return str(path.relative_to(base))
-    return str(path)
+def _display(path: Path) -> str:
+    """The path as the user would type it: relative to the working folder when inside it."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
 def _write_json_atomically(path: Path, data: dict) -> None:

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from jobs.cli import summary
-from jobs.errors import SpecError
 from jobs.runtime.progress import Progress
 
 
@@ -99,11 +98,6 @@ def cmd_generate(args) -> int:
     rows = generate_changelog(args.to, events=args.events, groups=args.groups, seed=args.seed)
     Progress(quiet=args.quiet).say(f"wrote {rows:,} changelog rows to {args.to}")
     return 0
-
-
-def require_file(path: Path) -> None:
-    if not path.exists():
-        raise SpecError("file not found", where=str(path))
 
 
 COMMANDS = [
