@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from expectations import queries, suites
 from expectations.queries import BATCH_VIEW, FEED_VIEW, STREAM_VIEW, Columns
+from expectations.windows import WindowCheck
 from jobs.changelog.kinds import CDF_CHANGE_TYPES
 from jobs.changelog.quarantine import read_quarantine
 from jobs.errors import RunStateError
@@ -63,7 +64,9 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     spark = spark_session(settings.spark)
     # Each expectation is a query or two over these: cached once, scanned from memory after.
     stream = read_snapshot(spark, layout.stream, point["sink_version"]).cache()
-    batch = read_snapshot(spark, layout.batch).cache()
+    batch_all = read_snapshot(spark, layout.batch)
+    windows = WindowCheck.of(spark, plan, layout, point) if plan.window is not None else None
+    batch = (windows.compared(batch_all) if windows else batch_all).cache()
     batch.createOrReplaceTempView(BATCH_VIEW)
     stream.createOrReplaceTempView(STREAM_VIEW)
     cols = _columns(plan, stream, settings)
@@ -72,7 +75,9 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     data = {"stream_result": stream, "batch_result": batch,
             "change_feed": _ordered_feed(spark, feed, cols, layout).cache()}
     specs = [suites.unity_suite(cols, batch.columns), suites.batch_suite(cols),
-             suites.retraction_suite(cols)]
+             suites.retraction_suite(cols, final_windows=bool(windows and windows.final))]
+    if windows is not None:
+        specs.append(windows.suite(cols))
     if plan.aggregate is not None:
         data["stream_state"] = _stream_state(spark, plan, layout).cache()
         specs.append(_state_suite(plan))
@@ -87,6 +92,8 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
             frame.unpersist()
     context.build_data_docs()
     report = _report(plan, layout, point, counts, outcomes, feed, time.monotonic() - started)
+    if windows is not None:
+        report.update(windows.report(spark, cols, batch_all, batch))
     _write_json(layout.report, report)
     progress.say(f"check {plan.spec.name}: {report['verdict'].upper()} "
                  f"({sum(o.success for o in outcomes)}/{len(outcomes)} expectations hold)")
@@ -125,9 +132,12 @@ def _stream_state(spark: SparkSession, plan: QueryPlan, layout: RunLayout) -> Da
 
 def _state_suite(plan: QueryPlan) -> suites.SuiteSpec:
     node = plan.aggregate
-    group_sink_key = plan.notes.upsert_keys[plan.root.input]
+    # The aggregate's key and the sink's are the same key, column for column (a window by its
+    # start on both sides).
+    group_key = plan.notes.upsert_keys[node]
+    sink_key = plan.notes.upsert_keys[plan.root.input]
     has_slots = any(not call.invertible for call in node.aggregates)
-    return suites.state_suite(node.group_keys, group_sink_key, has_slots, node.is_global)
+    return suites.state_suite(group_key, sink_key, has_slots, node.is_global)
 
 
 def _context(layout: RunLayout):

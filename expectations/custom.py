@@ -67,3 +67,19 @@ class ExpectNoNegativeGroupCounts(gxe.UnexpectedRowsExpectation):
 class ExpectNoEmptyGroupInSink(gxe.UnexpectedRowsExpectation):
     description: str = ("No group whose rows were all retracted (count 0) is left in the sink: it "
                         "was deleted, not kept with a zero count.")
+
+
+# -- windows (the validated data is the stream result, or its change feed) ---------------------
+
+class ExpectFinalWindowRowsNeverChange(gxe.UnexpectedRowsExpectation):
+    description: str = ("emit: final: a window's row is inserted once, when the watermark passes its "
+                        "end, and never updated or deleted afterwards (the change feed holds inserts only).")
+
+
+class ExpectNoWindowEndAfterWatermark(gxe.UnexpectedRowsExpectation):
+    description: str = "emit: final: no emitted window ends after the final watermark."
+
+
+class ExpectWindowsWithoutLateEventsAgree(gxe.UnexpectedRowsExpectation):
+    description: str = ("Every window that received no late event has the same rows in the stream and "
+                        "the batch result: a difference there is not explained by lateness.")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 BATCH_VIEW = "lockstep_batch_result"
 STREAM_VIEW = "lockstep_stream_table"
 FEED_VIEW = "lockstep_change_feed"
+LATE_WINDOWS_VIEW = "lockstep_late_windows"
 RETRACTIONS = "('update_preimage', 'delete')"
 ADDITIONS = "('insert', 'update_postimage')"
 
@@ -45,23 +46,37 @@ def _key_match(key, left: str, right: str) -> str:
 
 # -- unity -------------------------------------------------------------------------------------
 
-def missing_rows(cols: Columns) -> str:
-    return (f"SELECT b.* FROM {BATCH_VIEW} b LEFT ANTI JOIN {{batch}} s "
+def missing_rows(cols: Columns, stream: str = "{batch}", batch: str = BATCH_VIEW) -> str:
+    return (f"SELECT b.* FROM {batch} b LEFT ANTI JOIN {stream} s "
             f"ON {_key_match(cols.key, 'b', 's')}")
 
 
-def extra_rows(cols: Columns) -> str:
-    return (f"SELECT s.* FROM {{batch}} s LEFT ANTI JOIN {BATCH_VIEW} b "
+def extra_rows(cols: Columns, stream: str = "{batch}", batch: str = BATCH_VIEW) -> str:
+    return (f"SELECT s.* FROM {stream} s LEFT ANTI JOIN {batch} b "
             f"ON {_key_match(cols.key, 's', 'b')}")
 
 
-def mismatched_rows(cols: Columns) -> str:
+def mismatched_rows(cols: Columns, stream: str = "{batch}", batch: str = BATCH_VIEW) -> str:
     sides = ", ".join(f"s.{q(v)} AS {q(v + '__stream')}, b.{q(v)} AS {q(v + '__batch')}" for v in cols.values)
-    equal = " AND ".join(_equal(v, cols) for v in cols.values)
     key = _select(cols.key, "s")
     head = f"{key}, " if key else ""
-    return (f"SELECT {head}{sides} FROM {{batch}} s JOIN {BATCH_VIEW} b "
-            f"ON {_key_match(cols.key, 's', 'b')} WHERE NOT ({equal})")
+    return (f"SELECT {head}{sides} FROM {stream} s JOIN {batch} b "
+            f"ON {_key_match(cols.key, 's', 'b')} WHERE NOT ({_all_equal(cols)})")
+
+
+def _all_equal(cols: Columns) -> str:
+    return " AND ".join(_equal(v, cols) for v in cols.values) or "TRUE"
+
+
+def differing_rows(cols: Columns, stream: str, batch: str) -> str:
+    """Keys missing on either side or with different values: one row per differing key."""
+    keys = ", ".join(f"COALESCE(s.{q(k)}, b.{q(k)}) AS {q(k)}" for k in cols.key)
+    head = f"{keys}, " if keys else ""
+    return (f"SELECT {head}CASE WHEN s.__in IS NULL THEN 'missing from the stream' "
+            f"WHEN b.__in IS NULL THEN 'extra in the stream' ELSE 'different values' END AS difference "
+            f"FROM (SELECT *, TRUE AS __in FROM {stream}) s FULL OUTER JOIN "
+            f"(SELECT *, TRUE AS __in FROM {batch}) b ON {_key_match(cols.key, 's', 'b')} "
+            f"WHERE s.__in IS NULL OR b.__in IS NULL OR NOT ({_all_equal(cols)})")
 
 
 def _equal(column: str, cols: Columns) -> str:
@@ -124,6 +139,26 @@ def replay_differs_from_table(cols: Columns) -> str:
     table = f"SELECT {_select(cols.all)} FROM {STREAM_VIEW}"
     return (f"SELECT 'only in the replayed change feed' AS side, * FROM ({replayed} EXCEPT ALL {table}) "
             f"UNION ALL SELECT 'only in the sink table' AS side, * FROM ({table} EXCEPT ALL {replayed})")
+
+
+# -- windows -------------------------------------------------------------------------------------
+
+def window_rows_changed(cols: Columns) -> str:
+    """emit: final: a window's row is inserted once and never updated or deleted."""
+    return _feed_rows(cols, "_change_type <> 'insert'")
+
+
+def windows_after_watermark(window_end_sql: str, watermark_micros: int | None) -> str:
+    limit = "NULL" if watermark_micros is None else str(watermark_micros)
+    return (f"SELECT *, {window_end_sql} AS window_end_at FROM {{batch}} "
+            f"WHERE {limit} IS NULL OR unix_micros({window_end_sql}) > {limit}")
+
+
+def differences_outside_late_windows(cols: Columns, window_column: tuple[str, str]) -> str:
+    """Differing keys whose window received no late event: late events cannot explain those."""
+    column, field = window_column
+    return (f"SELECT * FROM ({differing_rows(cols, '{batch}', BATCH_VIEW)}) d "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {LATE_WINDOWS_VIEW} l WHERE l.{field} = d.{q(column)})")
 
 
 # -- aggregate state -----------------------------------------------------------------------------

@@ -3,6 +3,8 @@
     unity         on the stream's result table: same rows as the batch result, key by key
     batch_result  on the batch result: one row per key (so comparing by key is comparing rows)
     retraction    on the sink's change data feed: every retraction retracts what was emitted
+    windows       windowed queries, on the stream result: final windows end before the
+                  watermark; windows without late events agree with batch
     state         on Spark's aggregation state: no group counted below zero or left empty
 """
 
@@ -41,8 +43,10 @@ def batch_suite(cols: Columns) -> SuiteSpec:
                      (custom.ExpectBatchKeyUnique(unexpected_rows_query=queries.duplicate_keys(cols)),))
 
 
-def retraction_suite(cols: Columns) -> SuiteSpec:
-    return SuiteSpec("retraction", "change_feed", (
+def retraction_suite(cols: Columns, final_windows: bool = False) -> SuiteSpec:
+    final = ((custom.ExpectFinalWindowRowsNeverChange(
+        unexpected_rows_query=queries.window_rows_changed(cols)),) if final_windows else ())
+    return SuiteSpec("retraction", "change_feed", final + (
         custom.ExpectNoGhostRetractions(unexpected_rows_query=queries.ghost_retractions(cols)),
         custom.ExpectRetractionsMatchLastImage(
             unexpected_rows_query=queries.retraction_image_mismatch(cols)),
@@ -51,6 +55,17 @@ def retraction_suite(cols: Columns) -> SuiteSpec:
         custom.ExpectChangeFeedReplaysToTable(
             unexpected_rows_query=queries.replay_differs_from_table(cols)),
     ))
+
+
+def windows_suite(cols: Columns, final: bool, window_end_sql: str, watermark: int | None,
+                  window_column: tuple[str, str]) -> SuiteSpec:
+    found = []
+    if final:
+        found.append(custom.ExpectNoWindowEndAfterWatermark(
+            unexpected_rows_query=queries.windows_after_watermark(window_end_sql, watermark)))
+    found.append(custom.ExpectWindowsWithoutLateEventsAgree(
+        unexpected_rows_query=queries.differences_outside_late_windows(cols, window_column)))
+    return SuiteSpec("windows", "stream_result", tuple(found))
 
 
 def state_suite(group_keys: tuple[str, ...], sink_key: tuple[str, ...], has_slots: bool,

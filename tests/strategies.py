@@ -64,3 +64,42 @@ def projection_queries(draw) -> tuple[str, list[str] | None]:
 
 
 queries = st.one_of(aggregate_queries(), aggregate_queries(), projection_queries())
+
+
+TIMED_SCHEMA = "id BIGINT, g BIGINT, x BIGINT, ts TIMESTAMP"
+WINDOWS = ["window(ts, '1 minute')", "window(ts, '2 minutes', '1 minute')", "window(ts, '30 seconds')"]
+WINDOW_AGGREGATES = ["SUM(x)", "COUNT(*)", "MAX(x)", "COUNT(DISTINCT g)", "AVG(x)"]
+
+
+@st.composite
+def timed_changelogs(draw, max_events: int = 24) -> list[dict]:
+    """Events whose times mostly move forward (jitter of a few seconds, sometimes a big step),
+    with updates and deletes of live rows: some land in windows the watermark already closed."""
+    live: dict[int, dict] = {}
+    out: list[dict] = []
+    clock = 0
+    for _ in range(draw(st.integers(1, max_events))):
+        clock += draw(st.sampled_from([0, 5, 10, 20, 45, 70]))
+        key = draw(st.integers(0, 6))
+        row = {"id": key, "g": draw(st.integers(0, 2)), "x": draw(st.integers(-3, 9)),
+               "ts": f"2026-11-21 09:{(clock + draw(st.integers(-4, 4))) // 60 % 60:02d}:"
+                     f"{(clock + draw(st.integers(0, 0))) % 60:02d}"}
+        if key not in live:
+            live[key] = row
+            out.append({**row, "op": "+I"})
+        elif draw(st.booleans()):
+            out += [{**live[key], "op": "-U"}, {**row, "op": "+U"}]
+            live[key] = row
+        else:
+            out.append({**live.pop(key), "op": "-D"})
+    return out
+
+
+@st.composite
+def window_queries(draw) -> tuple[str, str]:
+    window = draw(st.sampled_from(WINDOWS))
+    aggs = draw(st.lists(st.sampled_from(WINDOW_AGGREGATES), min_size=1, max_size=3, unique=True))
+    select = ["g", "window.start AS ws"] + [f"{a} AS a{i}" for i, a in enumerate(aggs)]
+    where = " WHERE x > 0" if draw(st.booleans()) else ""
+    return (f"SELECT {', '.join(select)} FROM t{where} GROUP BY g, {window}",
+            draw(st.sampled_from(["final", "early"])))

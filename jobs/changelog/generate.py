@@ -1,18 +1,23 @@
 """A deterministic synthetic changelog for the demo and the benchmark.
 
-Orders (order_id, pId, income) arrive as a changelog-json stream of `events` logical events:
-inserts of new orders, updates of live orders (as -U/+U pairs; a quarter of them move the order
-to another product) and deletes of live orders, in the given shares. With the defaults:
+Orders (order_id, pId, income, order_time) arrive as a changelog-json stream of `events` logical
+events: inserts of new orders, updates of live orders (as -U/+U pairs; a quarter of them move the
+order to another product) and deletes of live orders, in the given shares. With the defaults:
 300,000 events over 20,000 products, 25% updates, 15% deletes: about 375,000 changelog rows.
+Order times spread over one day in arrival order, a few seconds out of order; an update keeps
+its order's time (so it lands in the order's window, however old).
 """
 
 from __future__ import annotations
 
 import json
 import random
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 SCHEMA = "order_id BIGINT, pId BIGINT, income BIGINT"
+TIMED_SCHEMA = "order_id BIGINT, pId BIGINT, income BIGINT, order_time TIMESTAMP"
+DAY_START = datetime(2026, 11, 21, tzinfo=timezone.utc)
 
 
 def generate_changelog(folder: Path, *, events: int = 300_000, groups: int = 20_000,
@@ -32,9 +37,10 @@ def generate_changelog(folder: Path, *, events: int = 300_000, groups: int = 20_
 
 
 def _changes(events, groups, update_share, delete_share, rng: random.Random):
-    live: list[list[int]] = []  # [order_id, pId, income]
+    live: list[list] = []  # [order_id, pId, income, order_time]
     next_id = 0
-    for _ in range(events):
+    step = 86_400 / max(events, 1)
+    for number in range(events):
         draw = rng.random()
         if live and draw < delete_share:
             yield _row(_take(live, rng), "-D")
@@ -42,12 +48,14 @@ def _changes(events, groups, update_share, delete_share, rng: random.Random):
             index = rng.randrange(len(live))
             before = live[index]
             after = [before[0], rng.randrange(groups) if rng.random() < 0.25 else before[1],
-                     rng.randrange(1, 1000)]
+                     rng.randrange(1, 1000), before[3]]
             live[index] = after
             yield _row(before, "-U")
             yield _row(after, "+U")
         else:
-            row = [next_id, rng.randrange(groups), rng.randrange(1, 1000)]
+            seconds = max(0.0, number * step + rng.uniform(-2, 2))
+            row = [next_id, rng.randrange(groups), rng.randrange(1, 1000),
+                   (DAY_START + timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S.%f")]
             next_id += 1
             live.append(row)
             yield _row(row, "+I")
@@ -59,5 +67,6 @@ def _take(live: list, rng: random.Random) -> list[int]:
     return live.pop()
 
 
-def _row(values: list[int], op: str) -> dict:
-    return {"order_id": values[0], "pId": values[1], "income": values[2], "op": op}
+def _row(values: list, op: str) -> dict:
+    return {"order_id": values[0], "pId": values[1], "income": values[2], "order_time": values[3],
+            "op": op}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
@@ -36,11 +37,13 @@ from jobs.changelog.live import LiveRows
 from jobs.changelog.quarantine import append_quarantine
 from jobs.changelog.schema import KIND, SEQ, SourceSchema, parse_schema
 from jobs.errors import InputError, RunStateError, place
+from jobs.spec.intervals import parse_interval
 from jobs.spec.model import SourceSpec
 
 FILE = "__file"
 HIDDEN_PREFIXES = (".", "_")
 SEGMENTS = "segments"
+WATERMARK = "__wm"  # the watermark in effect when a row's micro-batch ran
 # Segment k's mtime is SEGMENT_EPOCH + k seconds (2001-09-09): ordered, and far from any real file.
 SEGMENT_EPOCH = 1_000_000_000
 
@@ -89,10 +92,18 @@ class StagedChangelog:
     def segment_dir(self) -> Path:
         return self.directory / SEGMENTS
 
+    @property
+    def event_time(self) -> str | None:
+        return self.manifest.get("event_time")
+
     def segment_ddl(self) -> str:
         """The Spark schema of a segment file."""
-        return (f"{self.schema.spark_ddl()}, `{KIND}` TINYINT, `{LINE}` INT, `{SEQ}` BIGINT, "
-                f"`{FILE}` STRING")
+        ddl = (f"{self.schema.spark_ddl()}, `{KIND}` TINYINT, `{LINE}` INT, `{SEQ}` BIGINT, "
+               f"`{FILE}` STRING")
+        if self.event_time:
+            time_type = self.schema.column(self.event_time).spark_type
+            ddl += f", `{WATERMARK}` {time_type}"
+        return ddl
 
     def segment_named(self, name: str) -> dict:
         return next(seg for seg in self.segments() if Path(seg["file"]).name == name)
@@ -168,6 +179,11 @@ def _validated_rows(path: Path, spec: SourceSpec, schema: SourceSchema, live: Li
     if bad and spec.on_bad_rows == "fail":
         return parsed.rows, bad
     rows = parsed.rows
+    if spec.event_time is not None:
+        rows, no_time = _without_event_time(rows, spec.event_time)
+        bad += no_time
+        if no_time and spec.on_bad_rows == "fail":
+            return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path)
     invalid = live.check(rows)
     if invalid:
         lines = rows.column(LINE).to_pylist()
@@ -176,6 +192,14 @@ def _validated_rows(path: Path, spec: SourceSpec, schema: SourceSchema, live: Li
         rows = rows.filter(keep)
         bad = _fill_raw(sorted(bad, key=lambda b: b.line), path)
     return rows, bad
+
+
+def _without_event_time(rows: pa.Table, column: str) -> tuple[pa.Table, list[BadRow]]:
+    """A row without its event time belongs to no window: it is a bad row, not a silent drop."""
+    missing = pc.is_null(rows.column(column))
+    lines = rows.filter(missing).column(LINE).to_pylist()
+    bad = [BadRow(line, f"event_time column '{column}' is null", "") for line in lines]
+    return (rows.filter(pc.invert(missing)) if lines else rows), bad
 
 
 def _fill_raw(bad: list[BadRow], path: Path) -> list[BadRow]:
@@ -192,10 +216,13 @@ def _write_generation(directory: Path, manifest: dict, rows: pa.Table, file_entr
     generation = manifest["generation"] + 1
     append_quarantine(quarantine, result.quarantined, app_id=f"lockstep-staging-{result.source}",
                       version=generation)
-    segments = _write_segments(directory / SEGMENTS, rows, len(manifest["segments"]), rows_per_batch)
+    segments = _write_segments(directory / SEGMENTS, rows, len(manifest["segments"]), rows_per_batch,
+                               _Watermark.of(manifest))
     live_file = f"live-{generation:06d}.parquet"
     live.save(directory / live_file)
     previous_live = manifest["live_state"]
+    if segments and manifest["event_time"]:
+        manifest["max_event_time"] = segments[-1]["max_event_time"]
     manifest.update(generation=generation, rows=result.total_rows, live_state=live_file,
                     files=manifest["files"] + file_entries, segments=manifest["segments"] + segments,
                     quarantined=manifest["quarantined"] + len(result.quarantined))
@@ -204,7 +231,38 @@ def _write_generation(directory: Path, manifest: dict, rows: pa.Table, file_entr
         (directory / previous_live).unlink(missing_ok=True)
 
 
-def _write_segments(folder: Path, rows: pa.Table, ordinal: int, rows_per_batch: int) -> list[dict]:
+class _Watermark:
+    """The watermark as the stream will see it: before a micro-batch, the largest event time of
+    all earlier micro-batches minus the allowed out-of-orderness. Computed here, where the
+    micro-batches are cut, so that lateness is decided once and the same way on every run."""
+
+    def __init__(self, column: str, delay_micros: int, max_seen: int | None):
+        self.column, self.delay, self.max_seen = column, delay_micros, max_seen
+
+    @classmethod
+    def of(cls, manifest: dict) -> _Watermark | None:
+        if not manifest["event_time"]:
+            return None
+        delay = parse_interval(manifest["watermark"]) // timedelta(microseconds=1)
+        return cls(manifest["event_time"], delay, manifest.get("max_event_time"))
+
+    def current(self) -> int | None:
+        return None if self.max_seen is None else self.max_seen - self.delay
+
+    def stamp(self, piece: pa.Table) -> pa.Table:
+        """Add __wm (the watermark in effect for this micro-batch), then advance past it."""
+        current = self.current()
+        time_type = piece.schema.field(self.column).type
+        marks = pa.array([current] * piece.num_rows, pa.int64()).cast(time_type)
+        stamped = piece.append_column(WATERMARK, marks)
+        latest = pc.max(piece.column(self.column)).cast(pa.int64()).as_py()
+        if latest is not None:
+            self.max_seen = latest if self.max_seen is None else max(self.max_seen, latest)
+        return stamped
+
+
+def _write_segments(folder: Path, rows: pa.Table, ordinal: int, rows_per_batch: int,
+                    watermark: _Watermark | None) -> list[dict]:
     folder.mkdir(parents=True, exist_ok=True)
     kinds = rows.column(KIND).to_numpy()
     written, start = [], 0
@@ -213,19 +271,27 @@ def _write_segments(folder: Path, rows: pa.Table, ordinal: int, rows_per_batch: 
         while end < rows.num_rows and kinds[end - 1] == RowKind.UPDATE_BEFORE:
             end += 1
         piece = rows.slice(start, end - start)
-        first_seq = piece.column(SEQ)[0].as_py()
-        path = folder / f"seg-{first_seq:012d}.parquet"
+        entry = {"first_seq": piece.column(SEQ)[0].as_py(), "rows": piece.num_rows}
+        if watermark is not None:
+            piece = watermark.stamp(piece)
+            entry.update(watermark_after=watermark.current(), max_event_time=watermark.max_seen)
+        path = folder / f"seg-{entry['first_seq']:012d}.parquet"
         pq.write_table(piece, path)
         os.utime(path, (SEGMENT_EPOCH + ordinal, SEGMENT_EPOCH + ordinal))
-        written.append({"file": f"{SEGMENTS}/{path.name}", "first_seq": first_seq, "rows": piece.num_rows})
+        written.append({"file": f"{SEGMENTS}/{path.name}", **entry})
         ordinal, start = ordinal + 1, end
     return written
 
 
 def _new_manifest(name: str, spec: SourceSpec) -> dict:
-    return {"source": name, "format": spec.format, "schema": spec.schema_ddl,
-            "primary_key": list(spec.primary_key), "generation": 0, "rows": 0, "quarantined": 0,
-            "files": [], "segments": [], "live_state": None}
+    return {"source": name, **_identity(spec), "generation": 0, "rows": 0, "quarantined": 0,
+            "files": [], "segments": [], "live_state": None, "max_event_time": None}
+
+
+def _identity(spec: SourceSpec) -> dict:
+    """What a run folder's staged changelog was made with; changing any of it needs a new run."""
+    return {"format": spec.format, "schema": spec.schema_ddl, "primary_key": list(spec.primary_key),
+            "event_time": spec.event_time, "watermark": spec.watermark}
 
 
 def _read_manifest(directory: Path) -> dict | None:
@@ -234,9 +300,8 @@ def _read_manifest(directory: Path) -> dict | None:
 
 
 def _check_same_source(manifest: dict, name: str, spec: SourceSpec, directory: Path) -> None:
-    now = {"format": spec.format, "schema": spec.schema_ddl, "primary_key": list(spec.primary_key)}
-    for key, value in now.items():
-        if manifest[key] != value:
+    for key, value in _identity(spec).items():
+        if manifest.get(key) != value:
             raise RunStateError(f"source {name}: {key} changed since this run folder was started "
                                 f"({manifest[key]!r} -> {value!r}); use a new --out folder or "
                                 f"`lockstep rebuild`", where=str(directory))

@@ -17,8 +17,10 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from jobs.changelog.schema import SourceSchema, parse_schema
 from jobs.errors import SqlError
-from jobs.plan.nodes import AggCall, Calc, ChangelogSource, GroupAggregate, Node, Sink
-from jobs.plan.sql import where_in_spec
+from jobs.plan.nodes import (WINDOW_END, WINDOW_START, AggCall, Calc, ChangelogSource, GroupAggregate,
+                             Node, Sink, WindowAggregate, WindowAssign, WindowSpec)
+from jobs.plan.sql import WINDOW, where_in_spec
+from jobs.spec.intervals import parse_interval
 from jobs.spec.model import QuerySpec
 
 AGGREGATES = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
@@ -28,6 +30,10 @@ def build_plan(spec: QuerySpec, select: exp.Select) -> Sink:
     source = _source(spec, select)
     builder = _Builder(spec, select, source)
     body = builder.aggregate() if builder.is_aggregate() else builder.projection()
+    if spec.sink.emit is not None and not isinstance(body, WindowAggregate) and not (
+            isinstance(body, Calc) and isinstance(body.input, WindowAggregate)):
+        raise SqlError("sink.emit applies to windowed queries (GROUP BY window(ts, ...)) only",
+                       where=where_in_spec(spec, select))
     return Sink(body, spec.name, spec.sink.primary_key, spec.sink.upsert_materialize)
 
 
@@ -54,6 +60,10 @@ def _source(spec: QuerySpec, select: exp.Select) -> ChangelogSource:
     return ChangelogSource(match, schema, source.format, source.primary_key)
 
 
+def _is_window_call(expr: exp.Expression) -> bool:
+    return isinstance(expr, exp.Anonymous) and str(expr.this).lower() == WINDOW
+
+
 @dataclass
 class _Builder:
     spec: QuerySpec
@@ -77,17 +87,26 @@ class _Builder:
 
     def aggregate(self) -> Node:
         group_exprs = self._group_expressions()
+        window_call = self._window_call(group_exprs)
+        group_exprs = [e for e in group_exprs if e is not window_call]
         pre: dict[str, exp.Expression] = {}
         key_names = tuple(self._pre_column(pre, e, f"__g{i}") for i, e in enumerate(group_exprs))
         calls = self._aggregate_calls(pre)
+        window = self._window_spec(window_call, pre) if window_call is not None else None
         condition = self._where()
         trivial_pre = condition is None and all(isinstance(e, exp.Column) and e.name == n
                                                 for n, e in pre.items())
         agg_input = self.source if trivial_pre else Calc(self.source, tuple(pre.items()), condition)
-        aggregate = GroupAggregate(agg_input, key_names, tuple(calls.values()))
-        post = [(name, self._rewrite(e, group_exprs, key_names, calls)) for name, e in self.items]
+        if window is None:
+            aggregate = GroupAggregate(agg_input, key_names, tuple(calls.values()))
+        else:
+            assigned = WindowAssign(agg_input, window, self._source_spec().watermark_delay)
+            aggregate = WindowAggregate(assigned, (WINDOW_START, WINDOW_END) + key_names,
+                                        tuple(calls.values()), window, self.spec.sink.emit or "final")
+        windowed = window is not None
+        post = [(name, self._rewrite(e, group_exprs, key_names, calls, windowed)) for name, e in self.items]
         having = self._having()
-        having = self._rewrite(having, group_exprs, key_names, calls) if having is not None else None
+        having = self._rewrite(having, group_exprs, key_names, calls, windowed) if having is not None else None
         if having is None and self._is_passthrough(post, aggregate):
             return aggregate
         return Calc(aggregate, tuple(post), having)
@@ -120,6 +139,13 @@ class _Builder:
     def _check_columns(self) -> None:
         select_aliases = {a.alias.lower() for a in self.select.expressions if isinstance(a, exp.Alias)}
         for column in self.select.find_all(exp.Column):
+            bare_window = not column.table and column.name.lower() in (WINDOW, "window") and \
+                self.source.schema.column(column.name) is None
+            if column.table.lower() == WINDOW or bare_window:
+                if bare_window:
+                    raise SqlError("select window.start or window.end, not the window itself",
+                                   where=where_in_spec(self.spec, column))
+                continue
             if column.table and column.table.lower() not in self.alias_names:
                 raise SqlError(f"unknown table or alias {column.table!r} in {column.sql('spark')}",
                                where=where_in_spec(self.spec, column))
@@ -204,6 +230,43 @@ class _Builder:
             raise SqlError(f"aggregate {agg.sql('spark')} is not allowed in {clause}",
                            where=where_in_spec(self.spec, agg))
 
+    # -- windows ---------------------------------------------------------------------------------------
+
+    def _source_spec(self):
+        return self.spec.sources[self.source.table]
+
+    def _window_call(self, group_exprs: list[exp.Expression]) -> exp.Expression | None:
+        calls = [e for e in group_exprs if _is_window_call(e)]
+        if len(calls) > 1:
+            raise SqlError("one window(...) per query", where=where_in_spec(self.spec, calls[1]))
+        return calls[0] if calls else None
+
+    def _window_spec(self, call: exp.Expression, pre: dict[str, exp.Expression]) -> WindowSpec:
+        args = call.expressions
+        where = where_in_spec(self.spec, call)
+        if not 2 <= len(args) <= 3 or not isinstance(args[0], exp.Column) or not all(
+                isinstance(a, exp.Literal) and a.is_string for a in args[1:]):
+            raise SqlError("window() takes a time column and one or two interval strings: "
+                           "window(ts, '1 minute') or window(ts, '2 minutes', '1 minute')", where=where)
+        column = self.source.schema.column(args[0].name)
+        event_time = self._source_spec().event_time
+        if event_time is None or event_time.lower() != column.name.lower():
+            raise SqlError(f"window over {column.name} needs sources.{self.source.table}.event_time: "
+                           f"{column.name} and a watermark", where=where)
+        if column.spark_type not in ("TIMESTAMP", "TIMESTAMP_NTZ"):
+            raise SqlError(f"window over {column.name}: the column is {column.spark_type}, "
+                           f"not a TIMESTAMP", where=where)
+        size_sql = args[1].this
+        slide_sql = args[2].this if len(args) == 3 else size_sql
+        try:
+            size, slide = parse_interval(size_sql), parse_interval(slide_sql)
+        except ValueError as exc:
+            raise SqlError(f"window(): {exc}", where=where) from None
+        if slide > size or size % slide:
+            raise SqlError("window(): the slide must divide the size (hopping windows)", where=where)
+        self._pre_column(pre, exp.column(column.name), "__t")
+        return WindowSpec(column.name, size, slide, size_sql, slide_sql)
+
     # -- GROUP BY ------------------------------------------------------------------------------------
 
     def _group_expressions(self) -> list[exp.Expression]:
@@ -255,10 +318,15 @@ class _Builder:
         return name
 
     def _rewrite(self, expr: exp.Expression, group_exprs: list[exp.Expression],
-                 key_names: tuple[str, ...], calls: dict[str, AggCall]) -> exp.Expression:
+                 key_names: tuple[str, ...], calls: dict[str, AggCall], windowed: bool) -> exp.Expression:
         groups = {self._key(g): name for g, name in zip(group_exprs, key_names)}
 
         def swap(node):
+            if isinstance(node, exp.Column) and node.table.lower() == WINDOW:
+                if not windowed:
+                    raise SqlError(f"window.{node.name} needs GROUP BY window(ts, ...)",
+                                   where=where_in_spec(self.spec, node))
+                return exp.column(self._window_field(node))
             key = self._key(node) if isinstance(node, exp.Expression) else None
             if key in calls:
                 return exp.column(calls[key].name)
@@ -268,11 +336,19 @@ class _Builder:
 
         rewritten = self._unqualify(self._resolve_aliases(expr)).transform(swap)
         allowed = {n.lower() for n in key_names} | {c.name.lower() for c in calls.values()}
+        allowed |= {WINDOW_START, WINDOW_END} if windowed else set()
         for column in rewritten.find_all(exp.Column):
             if column.name.lower() not in allowed:
                 raise SqlError(f"column {column.name!r} is neither in GROUP BY nor inside an aggregate",
                                where=where_in_spec(self.spec, self._original_column(column.name)))
         return rewritten
+
+    def _window_field(self, column: exp.Column) -> str:
+        fields = {"start": WINDOW_START, "end": WINDOW_END}
+        if column.name.lower() not in fields:
+            raise SqlError(f"window.{column.name}: a window has .start and .end",
+                           where=where_in_spec(self.spec, column))
+        return fields[column.name.lower()]
 
     def _original_column(self, name: str) -> exp.Expression:
         return next((c for c in self.select.find_all(exp.Column) if c.name == name), self.select)
@@ -285,7 +361,7 @@ class _Builder:
 
     def _unqualify(self, expr: exp.Expression) -> exp.Expression:
         def strip(node):
-            if isinstance(node, exp.Column) and node.table:
+            if isinstance(node, exp.Column) and node.table and node.table.lower() != WINDOW:
                 return exp.column(node.name)
             return node
         return expr.copy().transform(strip)

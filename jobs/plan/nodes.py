@@ -9,11 +9,13 @@ row by row).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import ClassVar, Iterator
 
 from sqlglot import exp
 
 from jobs.changelog.schema import SourceSchema
+from jobs.spec.intervals import describe
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,6 +110,66 @@ class GroupAggregate(Node):
     def is_global(self) -> bool:
         """An aggregate without GROUP BY: always exactly one output row, as in batch SQL."""
         return not self.group_keys
+
+
+WINDOW_START, WINDOW_END = "__wstart", "__wend"
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Spark's window(time_col, size[, slide]): tumbling when slide == size, hopping otherwise."""
+
+    time_col: str
+    size: timedelta
+    slide: timedelta
+    size_sql: str
+    slide_sql: str
+
+    @property
+    def tumbling(self) -> bool:
+        return self.size == self.slide
+
+    def spark_sql(self) -> str:
+        slide = "" if self.tumbling else f", '{self.slide_sql}'"
+        return f"window({self.time_col}, '{self.size_sql}'{slide})"
+
+    def describe(self) -> str:
+        if self.tumbling:
+            return f"TUMBLE(time_col=[{self.time_col}], size=[{describe(self.size)}])"
+        return (f"HOP(time_col=[{self.time_col}], size=[{describe(self.size)}], "
+                f"slide=[{describe(self.slide)}])")
+
+
+@dataclass(frozen=True, eq=False)
+class WindowAssign(Node):
+    """Assign each row to its windows (one for tumbling, size/slide for hopping) as
+    __wstart / __wend, and leave out rows whose window the watermark had already closed when they
+    arrived: those are late (see the late-events table)."""
+
+    input: Node
+    window: WindowSpec
+    watermark: timedelta
+    passes_changes: ClassVar[bool] = True
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    @property
+    def output_names(self):
+        return self.input.output_names + (WINDOW_START, WINDOW_END)
+
+
+@dataclass(frozen=True, eq=False)
+class WindowAggregate(GroupAggregate):
+    """A group aggregate whose group keys include the window (__wstart, __wend)."""
+
+    window: WindowSpec | None = None
+    emit: str = "final"
+
+    @property
+    def other_keys(self) -> tuple[str, ...]:
+        return tuple(k for k in self.group_keys if k not in (WINDOW_START, WINDOW_END))
 
 
 @dataclass(frozen=True, eq=False)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlglot import exp
 
 from jobs.changelog.kinds import ChangelogMode, RowKind
 from jobs.errors import SqlError
 from jobs.plan.builder import build_plan
-from jobs.plan.nodes import Annotations, ChangelogSource, GroupAggregate, Node, Sink
+from jobs.plan.nodes import (WINDOW_END, WINDOW_START, Annotations, Calc, ChangelogSource, GroupAggregate,
+                             Node, Sink, WindowAggregate, WindowAssign)
 from jobs.plan.passes import PASSES
 from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE
 from jobs.plan.passes.update_kinds import BEFORE_AND_AFTER
@@ -36,6 +40,37 @@ class QueryPlan:
     @property
     def aggregate(self) -> GroupAggregate | None:
         return next((n for n in self.root.walk() if isinstance(n, GroupAggregate)), None)
+
+    @property
+    def window(self) -> WindowAggregate | None:
+        node = self.aggregate
+        return node if isinstance(node, WindowAggregate) else None
+
+    @property
+    def window_assign(self) -> WindowAssign | None:
+        return next((n for n in self.root.walk() if isinstance(n, WindowAssign)), None)
+
+    def window_end_sql(self) -> str:
+        """A Spark SQL expression for each output row's window end, from the output columns
+        (window.end if selected, else window.start + size)."""
+        calc = self.root.input
+        for name, expr in calc.projections if isinstance(calc, Calc) else ():
+            if isinstance(expr, exp.Column) and expr.name == WINDOW_END:
+                return f"`{name}`"
+        for name, expr in calc.projections if isinstance(calc, Calc) else ():
+            if isinstance(expr, exp.Column) and expr.name == WINDOW_START:
+                size = self.window.window.size // timedelta(microseconds=1)
+                return f"timestamp_micros(unix_micros(`{name}`) + {size})"
+        raise ValueError("the output has no window column")
+
+    def window_column(self) -> tuple[str, str]:
+        """(output column, 'window_start' | 'window_end'): the sink key column naming the window."""
+        calc = self.root.input
+        fields = {WINDOW_START: "window_start", WINDOW_END: "window_end"}
+        for name, expr in calc.projections if isinstance(calc, Calc) else ():
+            if isinstance(expr, exp.Column) and expr.name in fields and name in self.sink_key:
+                return name, fields[expr.name]
+        raise ValueError("the sink key has no window column")
 
     def changelog_mode(self, node: Node) -> ChangelogMode:
         kinds = self.notes.modify_kinds[node]

@@ -6,6 +6,8 @@ starts on.
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
 
@@ -33,9 +35,13 @@ UNSUPPORTED = {
 }
 
 
+WINDOW = "__window"  # Spark's window(...) and window.start, renamed past sqlglot (see mask_window)
+
+
 def parse_select(spec: QuerySpec) -> exp.Select:
+    text = mask_window(spec, spec.sql)
     try:
-        statements = [s for s in sqlglot.parse(spec.sql, read="spark") if s is not None]
+        statements = [s for s in sqlglot.parse(text, read="spark") if s is not None]
     except sqlglot.errors.ParseError as exc:
         info = (exc.errors or [{}])[0]
         raise SqlError(f"SQL does not parse: {info.get('description', exc)}",
@@ -48,6 +54,35 @@ def parse_select(spec: QuerySpec) -> exp.Select:
                        where=_where(spec, line_of(statement)))
     check_supported(spec, statement)
     return statement
+
+
+def mask_window(spec: QuerySpec, sql: str) -> str:
+    """Rename Spark's `window(...)` and `window.start` / `window.end` to __window, outside quotes.
+
+    sqlglot reads WINDOW as the start of a named-window clause, so Spark's window function does
+    not parse as written; renamed, it is an ordinary function call and column reference. Lines
+    stay where they were, so errors still name the right line.
+    """
+    out, i = [], 0
+    for quoted, piece in _split_quoted(sql):
+        if quoted:
+            out.append(piece)
+            continue
+        session = re.search(r"\bsession_window\s*\(", piece, re.IGNORECASE)
+        if session:
+            line = sql[:i + session.start()].count("\n") + 1
+            raise SqlError("session windows (session_window) are not supported: a session's bounds "
+                           "move as events arrive; use window(ts, size) or window(ts, size, slide)",
+                           where=_where(spec, line))
+        out.append(re.sub(r"\bwindow(\s*[(.])", WINDOW + r"\1", piece, flags=re.IGNORECASE))
+        i += len(piece)
+    return "".join(out)
+
+
+def _split_quoted(sql: str):
+    """(is_quoted, text) pieces of the SQL: string literals and quoted identifiers kept whole."""
+    for match in re.finditer(r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`)|([^'\"`]+|['\"`])", sql):
+        yield (match.group(1) is not None), match.group(0)
 
 
 def check_supported(spec: QuerySpec, select: exp.Select) -> None:

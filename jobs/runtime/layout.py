@@ -4,10 +4,11 @@
       stream/          the streaming sink: Delta table, change data feed on
       batch/           the batch result: Delta table
       quarantine/      rows set aside by `on_bad_rows: quarantine` (Delta table)
+      late_events/     windowed queries: the (row, window) pairs left out as late (Delta table)
       report.json      the check's verdict and figures
       gx/              the Great Expectations project; Data Docs under gx/uncommitted/data_docs
       _state/          what the stream needs to continue: staged changelogs, Spark checkpoint,
-                       aggregate value multisets, the consistency point
+                       aggregate value multisets, open windows (emit: final), the consistency point
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ class RunLayout:
     @property
     def quarantine(self) -> Path:
         return self.root / "quarantine"
+
+    @property
+    def late_events(self) -> Path:
+        return self.root / "late_events"
+
+    @property
+    def pending(self) -> Path:
+        return self.state / "pending"
 
     @property
     def report(self) -> Path:

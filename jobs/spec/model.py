@@ -6,10 +6,13 @@ Paths in a spec are relative to the spec file; `load_spec` resolves them.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from jobs.spec.intervals import parse_interval
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -26,14 +29,37 @@ class SourceSpec(Strict):
     schema_ddl: str = Field(alias="schema")
     primary_key: tuple[str, ...] = ()
     on_bad_rows: Literal["fail", "quarantine"] = "fail"
+    # Event time and the allowed out-of-orderness: watermark = max event time seen - watermark.
+    event_time: str | None = None
+    watermark: str | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("watermark")
+    @classmethod
+    def _watermark_is_an_interval(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_interval(value)
+        return value
+
+    @model_validator(mode="after")
+    def _event_time_and_watermark_together(self) -> SourceSpec:
+        if (self.event_time is None) != (self.watermark is None):
+            raise ValueError("event_time and watermark go together: give both or neither")
+        return self
+
+    @property
+    def watermark_delay(self) -> timedelta | None:
+        return parse_interval(self.watermark) if self.watermark is not None else None
 
 
 class SinkSpec(Strict):
     # None: the query's upsert key (the group keys, or the source key for a projection).
     primary_key: tuple[str, ...] | None = None
     upsert_materialize: Literal["auto", "none", "force"] = "auto"
+    # Windowed queries only. final: a window's row is written once, when the watermark passes
+    # its end (an append query). early: written and updated as changes arrive. None: final.
+    emit: Literal["final", "early"] | None = None
 
 
 class StreamSpec(Strict):

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -24,6 +26,14 @@ from jobs.stream.multiset import ValueMultisets
 from jobs.stream.sink import DELETE, OP, UPSERT
 
 
+@dataclass(frozen=True)
+class MicroBatch:
+    id: int
+    start: int  # changelog rows [start, end), summed over sources
+    end: int
+    watermark_after: int | None  # microseconds since the epoch, for sources with event time
+
+
 class AggregateBatches:
     def __init__(self, plan: QueryPlan, state: AggregateState, multisets: ValueMultisets | None,
                  output: StructType):
@@ -35,11 +45,19 @@ class AggregateBatches:
     def reads_twice(self) -> bool:
         return self.multisets is not None
 
-    def changes(self, spark: SparkSession, updated: DataFrame, batch_id: int) -> pa.Table:
+    def changes(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch) -> pa.Table:
+        return self.changed_groups(spark, updated, batch).toArrow()
+
+    def after_sink_commit(self, batch: MicroBatch) -> None:
+        pass
+
+    def changed_groups(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch,
+                       hidden: tuple[str, ...] = ()) -> DataFrame:
+        """The touched groups as output rows tagged upsert / delete (plus `hidden` state columns)."""
         values = None
         if self.multisets is not None:
             counts = updated.where(F.col("__slot") > 0).select(*self.state.slot_key, COUNT)
-            self.multisets.apply(counts.toArrow(), batch_id)
+            self.multisets.apply(counts.toArrow(), batch.id)
             touched = updated.where(F.col("__slot") == 0).select(*self.state.keys)
             values = self.multisets.live_values(spark, touched)
         groups = finalize(updated, self.state, values)
@@ -51,7 +69,7 @@ class AggregateBatches:
         else:
             columns = [F.col(n) for n in self.state.node.output_names]
         op = F.when(alive, F.lit(UPSERT)).otherwise(F.lit(DELETE)).alias(OP)
-        return groups.select(*_typed(columns, self.output), op).toArrow()
+        return groups.select(*_typed(columns, self.output), *[F.col(h) for h in hidden], op)
 
 
 class ProjectionBatches:
@@ -60,7 +78,10 @@ class ProjectionBatches:
     def __init__(self, plan: QueryPlan, output: StructType):
         self.plan, self.output = plan, output
 
-    def changes(self, spark: SparkSession, rows: DataFrame, batch_id: int) -> pa.Table:
+    def after_sink_commit(self, batch: MicroBatch) -> None:
+        pass
+
+    def changes(self, spark: SparkSession, rows: DataFrame, batch: MicroBatch) -> pa.Table:
         key = [F.col(k) for k in self.plan.sink_key]
         latest = Window.partitionBy(*key).orderBy(F.col(SEQ).desc())
         last = rows.withColumn("__last", F.row_number().over(latest)).where("__last = 1")

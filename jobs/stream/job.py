@@ -21,20 +21,21 @@ from pyspark.sql import functions as F
 
 from jobs.changelog.kinds import RowKind
 from jobs.changelog.schema import KIND, SEQ, WEIGHT
-from jobs.changelog.staging import StageResult, StagedChangelog, stage_source
+from jobs.changelog.staging import WATERMARK, StageResult, StagedChangelog, stage_source
 from jobs.errors import RunStateError
-from jobs.plan.nodes import Calc, ChangelogSource, GroupAggregate, Node
+from jobs.plan.nodes import Calc, ChangelogSource, GroupAggregate, Node, WindowAggregate, WindowAssign
 from jobs.plan.planner import QueryPlan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
 from jobs.stream.aggregate import AggregateState, streaming_aggregate
-from jobs.stream.batches import batches_for
+from jobs.stream.batches import MicroBatch, batches_for
 from jobs.stream.calc import apply_calc
 from jobs.stream.multiset import ValueMultisets
-from jobs.stream.offsets import batch_range, consumed_rows
+from jobs.stream.offsets import batch_segments, consumed_rows
 from jobs.stream.sink import DeltaUpsertSink
+from jobs.stream.windows import FinalWindowBatches, stream_window_assign, write_late_events
 
 # Fault injection for the exactly-once tests: exit the process right after the sink commit of
 # this micro-batch, before Spark records the batch as done (the moment a crash hurts most).
@@ -49,6 +50,7 @@ class StreamResult:
     changelog: Counter = field(default_factory=Counter)
     seconds: float = 0.0
     sink_version: int = 0
+    late_events: int = 0
 
 
 def run_stream(plan: QueryPlan, settings: Settings, layout: RunLayout,
@@ -63,17 +65,35 @@ def run_stream(plan: QueryPlan, settings: Settings, layout: RunLayout,
     _ensure_sink(sink, initial, plan, layout)
     frame, state = _streaming_frame(spark, plan.root.input, plan, layout)
     multisets = ValueMultisets(layout.agg_values, state, sink.app_id) if state and state.has_slots else None
-    handler = _MicroBatches(plan, sink, batches_for(plan, state, multisets, initial.schema),
-                            layout, progress, spark, result)
+    batches = batches_for(plan, state, multisets, initial.schema)
+    if _emits_final_windows(plan):
+        batches = FinalWindowBatches(batches, layout.pending, plan.sink_key, sink.app_id)
+        batches.create_pending(_nullable(initial.toArrow()))
+    handler = _MicroBatches(plan, sink, batches, layout, progress, spark, result)
     started = time.monotonic()
     _run_query(frame, plan, layout, handler)
     result.seconds = time.monotonic() - started
     result.sink_version = sink.version()
-    write_consistency_point(plan, layout, result.sink_version)
+    point = write_consistency_point(plan, layout, result.sink_version)
+    result.late_events = _late_events(spark, plan, layout, point)
+    late = f"; {result.late_events:,} late (row, window) pairs left out" if result.late_events else ""
     progress.say(f"stream {plan.spec.name}: {result.batches} micro-batches, "
                  f"{result.input_rows:,} changelog rows in {result.seconds:.1f} s; "
-                 f"sink changes {counts(result.changelog)}")
+                 f"sink changes {counts(result.changelog)}{late}")
     return result
+
+
+def _emits_final_windows(plan: QueryPlan) -> bool:
+    return isinstance(plan.aggregate, WindowAggregate) and plan.aggregate.emit == "final"
+
+
+def _late_events(spark: SparkSession, plan: QueryPlan, layout: RunLayout, point: dict) -> int:
+    assign = next((n for n in plan.root.walk() if isinstance(n, WindowAssign)), None)
+    if assign is None:
+        return 0
+    source = plan.sources[0]
+    consumed = point["sources"][source.table]["rows"]
+    return write_late_events(spark, assign, _staged(layout, source), consumed, layout.late_events)
 
 
 def stage_sources(plan: QueryPlan, layout: RunLayout, progress: Progress) -> list[StageResult]:
@@ -119,7 +139,10 @@ def _streaming_frame(spark: SparkSession, node: Node, plan: QueryPlan, layout: R
         return _streaming_frame(spark, node.input, plan, layout)  # applied per micro-batch
     child, state = _streaming_frame(spark, node.inputs[0], plan, layout)
     if isinstance(node, Calc):
-        return apply_calc(child, node, [WEIGHT, SEQ, KIND]), state
+        carried = [c for c in (WEIGHT, SEQ, KIND, WATERMARK) if c in child.columns]
+        return apply_calc(child, node, carried), state
+    if isinstance(node, WindowAssign):
+        return stream_window_assign(child, node), state
     if isinstance(node, GroupAggregate):
         state = AggregateState.of(node, child)
         return streaming_aggregate(child, state), state
@@ -133,7 +156,8 @@ def changelog_stream(spark: SparkSession, staged: StagedChangelog) -> DataFrame:
                 .parquet(str(staged.segment_dir)))
     retraction = F.col(KIND).isin(int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE))
     weight = F.when(retraction, F.lit(-1)).otherwise(F.lit(1)).alias(WEIGHT)
-    return segments.select(*staged.schema.names, weight, SEQ, KIND)
+    watermark = [WATERMARK] if staged.event_time else []
+    return segments.select(*staged.schema.names, weight, SEQ, KIND, *watermark)
 
 
 def _run_query(frame: DataFrame, plan: QueryPlan, layout: RunLayout, handler: _MicroBatches) -> None:
@@ -173,15 +197,17 @@ class _MicroBatches:
 
     def _process(self, frame: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        start, end = self._rows_read(batch_id)
+        batch = self._micro_batch(batch_id)
+        start, end = batch.start, batch.end
         # A micro-batch read twice (value multisets, then results) is cached so the stateful
         # plan runs once; read once, caching would only cost.
         reused = self.batches.reads_twice
         if reused:
             frame.persist()
         try:
-            changes = self.batches.changes(self.spark, frame, batch_id)
+            changes = self.batches.changes(self.spark, frame, batch)
             merged = self.sink.apply(changes, batch_id)
+            self.batches.after_sink_commit(batch)
         finally:
             if reused:
                 frame.unpersist()
@@ -200,19 +226,26 @@ class _MicroBatches:
         self.progress.say(f"  batch {batch_id}: rows {start:,}-{end:,} of {self.total:,}{share}, "
                           f"sink {counts(merged.changelog())}, {seconds:.2f} s{replay}")
 
-    def _rows_read(self, batch_id: int) -> tuple[int, int]:
-        """The changelog rows this micro-batch covers (summed over sources); and a check that each
-        source's segment follows the one the previous micro-batch read."""
+    def _micro_batch(self, batch_id: int) -> MicroBatch:
+        """The changelog rows this micro-batch covers (summed over sources), the watermark after
+        it; and a check that each source's segment follows the one the previous batch read."""
         start = end = 0
+        watermark = None
         for index, staged in enumerate(self.staged):
-            lo, hi = batch_range(self.layout.checkpoint, index, batch_id, staged)
-            if hi > lo and batch_id > 0:
+            segments = batch_segments(self.layout.checkpoint, index, batch_id, staged)
+            if not segments:
+                continue
+            lo = segments[0]["first_seq"]
+            hi = segments[-1]["first_seq"] + segments[-1]["rows"]
+            if batch_id > 0:
                 previous = consumed_rows(self.layout.checkpoint, index, batch_id - 1, staged)
                 if lo != previous:
                     raise RunStateError(f"micro-batch {batch_id} read rows from {lo} but the "
                                         f"changelog continues at {previous}", where=str(staged.directory))
             start, end = start + lo, end + hi
-        return start, end
+            marks = [s["watermark_after"] for s in segments if s.get("watermark_after") is not None]
+            watermark = max(marks + ([watermark] if watermark is not None else []), default=None)
+        return MicroBatch(batch_id, start, end, watermark)
 
     def record_state_sizes(self, progress_entries) -> None:
         sizes = {}
@@ -230,19 +263,30 @@ def _append_log(layout: RunLayout, entry: dict) -> None:
         out.write(json.dumps(entry) + "\n")
 
 
-def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: int) -> None:
+def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: int) -> dict:
     """What the stream had consumed when it stopped: the batch job computes on exactly this."""
     commits = layout.checkpoint / "commits"
     done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
-    consumed = {s.table: consumed_rows(layout.checkpoint, i, done[-1], _staged(layout, s)) if done else 0
-                for i, s in enumerate(plan.sources)}
+    sources = {}
+    for index, source in enumerate(plan.sources):
+        staged = _staged(layout, source)
+        rows = consumed_rows(layout.checkpoint, index, done[-1], staged) if done else 0
+        sources[source.table] = {"rows": rows, **_watermark_at(staged, rows)}
     point = {"query": plan.spec.name, "sink_version": sink_version,
-             "last_batch": done[-1] if done else None,
-             "sources": {name: {"rows": rows} for name, rows in consumed.items()},
+             "last_batch": done[-1] if done else None, "sources": sources,
              "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     tmp = layout.consistency.with_suffix(".tmp")
     tmp.write_text(json.dumps(point, indent=1))
     os.replace(tmp, layout.consistency)
+    return point
+
+
+def _watermark_at(staged: StagedChangelog, rows: int) -> dict:
+    """The watermark after the last consumed segment (microseconds), for sources with event time."""
+    if not staged.event_time:
+        return {}
+    done = [s for s in staged.segments() if s["first_seq"] + s["rows"] <= rows]
+    return {"watermark": done[-1].get("watermark_after") if done else None}
 
 
 def _staged(layout: RunLayout, source: ChangelogSource) -> StagedChangelog:

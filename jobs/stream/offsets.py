@@ -32,15 +32,11 @@ def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:
     return taken
 
 
-def batch_range(checkpoint: Path, source_index: int, batch_id: int,
-                staged: StagedChangelog) -> tuple[int, int]:
-    """[start, end) of the changelog rows a micro-batch read from one source."""
+def batch_segments(checkpoint: Path, source_index: int, batch_id: int,
+                   staged: StagedChangelog) -> list[dict]:
+    """The staged segments (manifest entries) a micro-batch read from one source."""
     names = logged_files(checkpoint, source_index).get(batch_id, set())
-    if not names:
-        return 0, 0
-    segments = [staged.segment_named(name) for name in names]
-    return (min(s["first_seq"] for s in segments),
-            max(s["first_seq"] + s["rows"] for s in segments))
+    return sorted((staged.segment_named(name) for name in names), key=lambda s: s["first_seq"])
 
 
 def consumed_rows(checkpoint: Path, source_index: int, last_batch: int,

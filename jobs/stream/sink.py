@@ -78,3 +78,6 @@ class DeltaUpsertSink:
 
     def version(self) -> int:
         return DeltaTable(self.path).version()
+
+    def snapshot(self) -> pa.Table:
+        return DeltaTable(self.path).to_pyarrow_table()

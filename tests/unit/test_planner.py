@@ -1,6 +1,6 @@
 import pytest
 
-from jobs.errors import SqlError
+from jobs.errors import SpecError, SqlError
 from jobs.plan import plan_query
 from jobs.plan.nodes import Calc, GroupAggregate
 from jobs.spec import load_spec
@@ -92,3 +92,49 @@ def test_changelog_modes_follow_the_inference_rules(tmp_path):
     insert_only = plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId",
                        source={"format": "json"})
     assert str(insert_only.changelog_mode(insert_only.aggregate)) == "[I,UA]"
+
+
+def timed(tmp_path, sql, sink=None, source=None):
+    source = {"schema": "order_id BIGINT, pId BIGINT, income BIGINT, ts TIMESTAMP", "event_time": "ts",
+              "watermark": "5 seconds", **(source or {})}
+    return plan(tmp_path, sql, sink=sink, source=source)
+
+
+@pytest.mark.parametrize("sql, source, message", [
+    ("SELECT pId, window.start AS ws, SUM(income) AS s FROM orders GROUP BY pId, window(ts, '1 minute')",
+     {"event_time": None, "watermark": None}, "needs sources.orders.event_time: ts"),
+    ("SELECT pId, window.start AS ws, SUM(income) AS s FROM orders GROUP BY pId, window(order_id, '1 minute')",
+     {"event_time": "order_id"}, "not a TIMESTAMP"),
+    ("SELECT pId, window.start AS ws, COUNT(*) AS n FROM orders GROUP BY pId, window(ts, '1 parsec')",
+     {}, "not an interval"),
+    ("SELECT pId, window.start AS ws, COUNT(*) AS n FROM orders GROUP BY pId, window(ts, '1 minute', '7 seconds')",
+     {}, "the slide must divide the size"),
+    ("SELECT pId, window AS w, COUNT(*) AS n FROM orders GROUP BY pId, window(ts, '1 minute')",
+     {}, "not the window itself"),
+    ("SELECT pId, COUNT(*) AS n FROM orders GROUP BY pId, session_window(ts, '5 minutes')",
+     {}, "session windows"),
+    ("SELECT pId, window.start AS ws, COUNT(*) AS n FROM orders GROUP BY pId",
+     {}, "needs GROUP BY window"),
+])
+def test_window_errors_name_the_problem(tmp_path, sql, source, message):
+    with pytest.raises((SqlError, SpecError), match=message):
+        timed(tmp_path, sql, source=source)
+
+
+def test_a_window_query_without_the_window_in_the_select_has_no_key(tmp_path):
+    with pytest.raises(SqlError, match="no unique key"):
+        timed(tmp_path, "SELECT pId, COUNT(*) AS n FROM orders GROUP BY pId, window(ts, '1 minute')")
+
+
+def test_emit_final_is_append_only_and_early_is_an_update_stream(tmp_path):
+    sql = "SELECT pId, window.start AS ws, SUM(income) AS s FROM orders GROUP BY pId, window(ts, '1 minute')"
+    final = timed(tmp_path, sql)
+    assert final.window.emit == "final" and str(final.changelog_mode(final.root)) == "[I]"
+    early = timed(tmp_path, sql, sink={"emit": "early"})
+    assert str(early.changelog_mode(early.root)) == "[I,UA,D]"
+    assert early.sink_key == ("ws", "pId")
+
+
+def test_emit_is_only_for_windowed_queries(tmp_path):
+    with pytest.raises(SqlError, match="sink.emit applies to windowed queries"):
+        plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId", sink={"emit": "final"})

@@ -1,15 +1,17 @@
 """Upsert keys: the columns whose values identify an output row.
 
 A source's key is its primary key; a Calc keeps a key when it projects every key column
-unchanged; an aggregate's key is its group keys (empty for a global aggregate: one row).
-None means the output has no key: it is a multiset.
+unchanged; an aggregate's key is its group keys (empty for a global aggregate: one row). A window
+is identified by its start (or, equally, its end: the size is fixed). None means the output has no
+key: it is a multiset.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from jobs.plan.nodes import Annotations, Calc, ChangelogSource, GroupAggregate, Node, Sink
+from jobs.plan.nodes import (WINDOW_END, WINDOW_START, Annotations, Calc, ChangelogSource, GroupAggregate,
+                             Node, Sink, WindowAggregate, WindowAssign)
 
 
 def run(root: Node, notes: Annotations) -> None:
@@ -20,8 +22,13 @@ def run(root: Node, notes: Annotations) -> None:
 def _key(node: Node, notes: Annotations) -> tuple[str, ...] | None:
     if isinstance(node, ChangelogSource):
         return node.primary_key or None
+    if isinstance(node, WindowAggregate):
+        return (WINDOW_START,) + node.other_keys
     if isinstance(node, GroupAggregate):
         return node.group_keys
+    if isinstance(node, WindowAssign):
+        key = notes.upsert_keys[node.input]
+        return None if key is None else key + (WINDOW_START,)
     if isinstance(node, Calc):
         return _through_projection(node, notes.upsert_keys[node.input])
     if isinstance(node, Sink):
@@ -36,6 +43,8 @@ def _through_projection(calc: Calc, key: tuple[str, ...] | None) -> tuple[str, .
     for name, expr in calc.projections:
         if isinstance(expr, exp.Column) and expr.name.lower() not in renamed:
             renamed[expr.name.lower()] = name
+    if WINDOW_START.lower() not in renamed and WINDOW_END.lower() in renamed:
+        renamed[WINDOW_START.lower()] = renamed[WINDOW_END.lower()]
     if all(k.lower() in renamed for k in key):
         return tuple(renamed[k.lower()] for k in key)
     return None

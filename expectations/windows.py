@@ -1,0 +1,107 @@
+"""What a check adds for a windowed query.
+
+- emit: final: the stream holds only windows the watermark closed, so the batch result is
+  compared on those windows only (the open ones are counted, not compared).
+- Late events: the (row, window) pairs the stream left out. The report counts them by window and
+  kind, and explains the difference: the batch result is recomputed without them (the user's SQL
+  on the on-time pairs, see jobs/batch/without_late.py) and compared with the stream again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from expectations import queries, suites
+from expectations.queries import LATE_WINDOWS_VIEW, STREAM_VIEW, Columns
+from jobs.batch.without_late import batch_without_late
+from jobs.changelog.staging import StagedChangelog
+from jobs.plan.planner import QueryPlan
+from jobs.runtime.delta import read_snapshot
+from jobs.runtime.layout import RunLayout
+
+WITHOUT_LATE_VIEW = "lockstep_batch_without_late"
+
+
+@dataclass
+class WindowCheck:
+    plan: QueryPlan
+    layout: RunLayout
+    point: dict
+    late: DataFrame
+
+    @classmethod
+    def of(cls, spark: SparkSession, plan: QueryPlan, layout: RunLayout, point: dict) -> WindowCheck:
+        if DeltaTable.is_deltatable(str(layout.late_events)):
+            late = read_snapshot(spark, layout.late_events)
+        else:
+            late = spark.createDataFrame([], "window_start TIMESTAMP, window_end TIMESTAMP, op STRING")
+        late = late.cache()
+        late.select("window_start", "window_end").distinct().createOrReplaceTempView(LATE_WINDOWS_VIEW)
+        return cls(plan, layout, point, late)
+
+    @property
+    def final(self) -> bool:
+        return self.plan.window.emit == "final"
+
+    @property
+    def watermark(self) -> int | None:
+        return self.point["sources"][self.plan.sources[0].table].get("watermark")
+
+    def compared(self, batch: DataFrame) -> DataFrame:
+        """The batch rows the stream is judged against: with emit: final, closed windows only."""
+        if not self.final:
+            return batch
+        if self.watermark is None:
+            return batch.limit(0)
+        return batch.where(F.expr(f"unix_micros({self.plan.window_end_sql()}) <= {self.watermark}"))
+
+    def suite(self, cols: Columns) -> suites.SuiteSpec:
+        return suites.windows_suite(cols, self.final, self.plan.window_end_sql(), self.watermark,
+                                    self.plan.window_column())
+
+    def report(self, spark: SparkSession, cols: Columns, batch_all: DataFrame,
+               compared: DataFrame) -> dict:
+        differing = spark.sql(queries.differing_rows(cols, STREAM_VIEW, queries.BATCH_VIEW)).count()
+        late_events = self.late.count()
+        figures = {
+            "final_watermark": _iso(spark, self.watermark),
+            "open_windows_not_compared": batch_all.count() - compared.count(),
+            "late_events": late_events,
+            "late_events_by_window": _by_window(self.late),
+        }
+        if late_events:
+            figures["late_explanation"] = self._explain(spark, cols, differing, late_events)
+        return figures
+
+    def _explain(self, spark: SparkSession, cols: Columns, differing: int, late_events: int) -> dict:
+        source = self.plan.sources[0]
+        staged = StagedChangelog(self.layout.staged(source.table))
+        consumed = self.point["sources"][source.table]["rows"]
+        without = self.compared(batch_without_late(spark, self.plan, staged, consumed))
+        without.createOrReplaceTempView(WITHOUT_LATE_VIEW)
+        remaining = spark.sql(queries.differing_rows(cols, STREAM_VIEW, WITHOUT_LATE_VIEW)).count()
+        explains = "all" if remaining == 0 else ("part" if remaining < differing else "none")
+        sentence = {"all": f"{late_events} late events explain all of the difference: without them "
+                           f"the batch result equals the stream's",
+                    "part": f"{late_events} late events explain only part of the difference: without "
+                            f"them {remaining} of {differing} differing rows remain",
+                    "none": f"{late_events} late events do not explain the difference: without them "
+                            f"{remaining} rows still differ"}[explains]
+        return {"explains": explains, "differing_rows": differing,
+                "differing_rows_without_late_events": remaining, "summary": sentence}
+
+
+def _by_window(late: DataFrame) -> list[dict]:
+    counted = late.groupBy("window_start", "window_end", "op").count().orderBy("window_start", "op")
+    return [{"window_start": str(r["window_start"]), "window_end": str(r["window_end"]),
+             "kind": r["op"], "events": r["count"]} for r in counted.collect()]
+
+
+def _iso(spark: SparkSession, micros: int | None) -> str | None:
+    if micros is None:
+        return None
+    return str(spark.sql(f"SELECT timestamp_micros({micros}) AS t").first()["t"])

@@ -1,0 +1,59 @@
+"""The batch result as the stream should have computed it: the user's SQL without the late
+events. It explains a stream/batch difference: if the stream equals this, the late events account
+for all of the difference.
+
+Lateness is per (row, window), so the rows cannot simply be dropped (a hopping window row can be
+late for one window and on time for the next). Instead the source view carries each row once per
+on-time window, as the column __lockstep_window, and the SQL is rewritten to group by that column
+where it called window(...): Spark still runs the user's query, minus the late pairs.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from jobs.changelog.kinds import RowKind
+from jobs.changelog.schema import KIND, SEQ
+from jobs.changelog.staging import StagedChangelog
+from jobs.plan.nodes import WINDOW_END, WINDOW_START
+from jobs.plan.planner import QueryPlan
+from jobs.plan.sql import WINDOW, parse_select
+from jobs.stream.windows import assign_windows, on_time
+
+ON_TIME_WINDOW = "__lockstep_window"
+
+
+def batch_without_late(spark: SparkSession, plan: QueryPlan, staged: StagedChangelog,
+                       consumed: int) -> DataFrame:
+    source = plan.sources[0]
+    _on_time_pairs(spark, plan, staged, consumed).createOrReplaceTempView(source.table)
+    return spark.sql(rewritten_sql(plan))
+
+
+def _on_time_pairs(spark: SparkSession, plan: QueryPlan, staged: StagedChangelog,
+                   consumed: int) -> DataFrame:
+    names = list(staged.schema.names)
+    files = [str(staged.directory / s["file"]) for s in staged.segments()]
+    rows = spark.read.schema(staged.segment_ddl()).parquet(*files).where(F.col(SEQ) < consumed)
+    retraction = F.col(KIND).isin(int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE))
+    weighted = rows.withColumn("__w", F.when(retraction, -1).otherwise(1))
+    pairs = assign_windows(weighted, plan.window_assign.window).where(on_time())
+    live = (pairs.groupBy(*names, WINDOW_START, WINDOW_END).agg(F.sum("__w").alias("__n"))
+            .where(F.col("__n") > 0))
+    copies = live.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col("__n"))))
+    window = F.struct(F.col(WINDOW_START).alias("start"), F.col(WINDOW_END).alias("end"))
+    return copies.select(*[F.col(f"`{n}`") for n in names], window.alias(ON_TIME_WINDOW))
+
+
+def rewritten_sql(plan: QueryPlan) -> str:
+    """The spec's SQL with window(...) replaced by the precomputed on-time window column."""
+    def swap(node):
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == WINDOW:
+            return exp.column(ON_TIME_WINDOW)
+        if isinstance(node, exp.Column) and node.table.lower() == WINDOW:
+            return exp.Dot(this=exp.column(ON_TIME_WINDOW), expression=exp.to_identifier(node.name))
+        return node
+
+    return parse_select(plan.spec).transform(swap).sql("spark")

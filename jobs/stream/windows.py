@@ -1,0 +1,103 @@
+"""Event-time windows on the stream side: assigning rows to windows, emitting final results, and
+the late-events table.
+
+Lateness is decided per (row, window): a row arriving in a micro-batch whose watermark (`__wm`,
+stamped when the changelog was staged) is already at or past the window's end is late for that
+window. The stream leaves such pairs out; the late-events table lists them, computed from the same
+staged rows with the same expressions, so it holds exactly what the stream left out.
+
+With `emit: final`, the touched windows' rows go to a pending table (Delta, under _state/) and a
+window moves to the sink, as an insert, once the watermark after a micro-batch passes its end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import write_deltalake
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.changelog.kinds import SHORT_NAMES
+from jobs.changelog.schema import KIND, SEQ
+from jobs.changelog.staging import FILE, WATERMARK, StagedChangelog
+from jobs.changelog.formats import LINE
+from jobs.plan.nodes import WINDOW_END, WINDOW_START, Calc, WindowAssign, WindowSpec
+from jobs.stream.sink import DELETE, OP, UPSERT, DeltaUpsertSink
+
+
+def assign_windows(df: DataFrame, window: WindowSpec) -> DataFrame:
+    """Every row once per window it falls in, with the window as __wstart / __wend."""
+    columns = [F.col(f"`{c}`") for c in df.columns]
+    spread = df.select(*columns, F.expr(window.spark_sql()).alias("__window"))
+    return spread.select(*columns, F.col("__window.start").alias(WINDOW_START),
+                         F.col("__window.end").alias(WINDOW_END))
+
+
+def on_time() -> Column:
+    """A (row, window) pair the watermark had not closed when the row arrived."""
+    return F.col(WATERMARK).isNull() | (F.col(WINDOW_END) > F.col(WATERMARK))
+
+
+def stream_window_assign(df: DataFrame, node: WindowAssign) -> DataFrame:
+    return assign_windows(df, node.window).where(on_time())
+
+
+class FinalWindowBatches:
+    """Wraps the aggregate's micro-batch logic: changes go to the pending table, closed windows
+    go to the sink (once), then leave the pending table."""
+
+    def __init__(self, inner, pending_path: Path, key: tuple[str, ...], app_id: str):
+        self.inner = inner
+        self.pending = DeltaUpsertSink(pending_path, key, f"{app_id}-pending")
+        self.closer = DeltaUpsertSink(pending_path, key, f"{app_id}-pending-closed")
+        self._closing: pa.Table | None = None
+
+    @property
+    def reads_twice(self) -> bool:
+        return self.inner.reads_twice
+
+    def create_pending(self, initial: pa.Table) -> None:
+        if not self.pending.exists():
+            marks = pa.array([None] * initial.num_rows, pa.timestamp("us", tz="UTC"))
+            self.pending.create(initial.append_column(WINDOW_END, marks), "lockstep open windows")
+
+    def changes(self, spark: SparkSession, updated: DataFrame, batch) -> pa.Table:
+        touched = self.inner.changed_groups(spark, updated, batch, hidden=(WINDOW_END,)).toArrow()
+        self.pending.apply(touched, batch.id)
+        self._closing = self._closed(batch.watermark_after)
+        rows = self._closing.drop_columns([WINDOW_END])
+        return rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string()))
+
+    def after_sink_commit(self, batch) -> None:
+        closed = self._closing.drop_columns([WINDOW_END])
+        deletes = closed.append_column(OP, pa.array([DELETE] * closed.num_rows, pa.string()))
+        self.closer.apply(deletes, batch.id)
+
+    def _closed(self, watermark: int | None) -> pa.Table:
+        table = self.pending.snapshot()
+        if watermark is None or table.num_rows == 0:
+            return table.slice(0, 0)
+        ends = table.column(WINDOW_END).cast(pa.int64())
+        return table.filter(pc.fill_null(pc.less_equal(ends, watermark), False))
+
+
+def write_late_events(spark: SparkSession, node: WindowAssign, staged: StagedChangelog,
+                      consumed: int, path: Path) -> int:
+    """The (row, window) pairs the stream left out as late, as a Delta table; returns the count."""
+    files = [str(staged.directory / s["file"]) for s in staged.segments()]
+    if not files:
+        return 0
+    rows = spark.read.schema(staged.segment_ddl()).parquet(*files).where(F.col(SEQ) < consumed)
+    if isinstance(node.input, Calc) and node.input.condition is not None:
+        rows = rows.where(F.expr(node.input.condition.sql("spark")))
+    late = assign_windows(rows, node.window).where(~on_time())
+    kinds = F.element_at(F.array(*[F.lit(k) for k in SHORT_NAMES]), F.col(KIND).cast("int") + 1)
+    table = late.select(*[F.col(f"`{c}`") for c in staged.schema.names], kinds.alias("op"),
+                        F.col(WINDOW_START).alias("window_start"), F.col(WINDOW_END).alias("window_end"),
+                        F.col(WATERMARK).alias("watermark"), F.col(FILE).alias("file"),
+                        F.col(LINE).alias("line"), F.col(SEQ).alias("seq")).orderBy("seq").toArrow()
+    write_deltalake(str(path), table, mode="overwrite", schema_mode="overwrite")
+    return table.num_rows

@@ -1,0 +1,150 @@
+"""Event-time windows: seed 004 in both emission modes, retractions inside open windows, late
+events accounted for and explained, and a property test against the batch result."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from expectations.check import run_check
+from jobs.batch.without_late import batch_without_late
+from jobs.changelog.staging import StagedChangelog
+from jobs.plan import plan_query
+from jobs.spec import load_spec
+from jobs.spec.model import Settings
+from tests.conftest import ROOT
+from tests.integration.conftest import feed_steps, run_both, same_rows, table_rows
+from tests.strategies import TIMED_SCHEMA, timed_changelogs, window_queries
+
+
+def at(minute: int, second: int = 0) -> datetime:
+    return datetime(2026, 11, 21, 9, minute, second, tzinfo=timezone.utc)
+
+
+SEED_004 = [  # (pId, total, window start minute): the seed's final window results
+    (1, 5, 1), (2, 13, 2), (3, 8, 6), (1, 18, 6), (2, 9, 9)]
+
+
+def seed_spec(tmp_path: Path, emit: str) -> Path:
+    shutil.copytree(ROOT / "conf" / "queries" / "data" / "timed_orders", tmp_path / "data" / "timed_orders")
+    spec = yaml.safe_load((ROOT / "conf" / "queries" / "seed_004_windows.yaml").read_text())
+    spec["sink"]["emit"] = emit
+    path = tmp_path / "seed_004_windows.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def windows(rows):
+    return sorted((r["pId"], r["total"], r["window_start"].minute) for r in rows)
+
+
+def test_seed_004_final_emits_each_closed_window_once_as_an_insert(spark, tmp_path):
+    spec = seed_spec(tmp_path, "final")
+    result = run_both(spec, tmp_path / "runs")
+    assert windows(result.stream) == sorted(SEED_004)
+    assert {step[1] for step in feed_steps(result.feed, ["pId"])} == {"+I"}
+    # The batch has the window the watermark has not closed yet: [09:12, 09:13) for product 5.
+    assert windows(result.batch) == sorted(SEED_004 + [(5, 1, 12)])
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout)
+    assert report["verdict"] == "pass"
+    assert report["open_windows_not_compared"] == 1 and report["late_events"] == 0
+    assert report["final_watermark"].startswith("2026-11-21 09:11:55")
+
+
+def test_seed_004_early_updates_windows_as_changes_arrive_and_drops_emptied_ones(spark, tmp_path):
+    spec = seed_spec(tmp_path, "early")
+    result = run_both(spec, tmp_path / "runs")
+    assert windows(result.stream) == windows(result.batch) == sorted(SEED_004 + [(5, 1, 12)])
+    steps = feed_steps(result.feed, ["pId", "total", "window_start"])
+    # [09:06, 09:07) for product 1: order 5 (12) arrives, is corrected to 10, order 6 (8) follows.
+    assert [(s[1], s[3]) for s in steps if s[2] == 1 and s[4].minute == 6] == [
+        ("+I", 12), ("-U", 12), ("+U", 10), ("-U", 10), ("+U", 18)]
+    # Product 4's only order was inserted and cancelled within one micro-batch: never shown.
+    assert [s for s in steps if s[2] == 4] == []
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout)
+    assert report["verdict"] == "pass" and report["open_windows_not_compared"] == 0
+
+
+def late_case(tmp_path: Path) -> Path:
+    events = [
+        {"order_id": 1, "pId": 1, "income": 5, "row_time": "2026-11-21 09:01:10", "op": "+I"},
+        {"order_id": 2, "pId": 1, "income": 7, "row_time": "2026-11-21 09:01:20", "op": "+I"},
+        {"order_id": 3, "pId": 2, "income": 4, "row_time": "2026-11-21 09:03:00", "op": "+I"},
+        {"order_id": 4, "pId": 2, "income": 1, "row_time": "2026-11-21 09:03:30", "op": "+I"},
+        # The watermark is now past 09:02: these two land in the closed window [09:01, 09:02).
+        {"order_id": 2, "pId": 1, "income": 7, "row_time": "2026-11-21 09:01:20", "op": "-D"},
+        {"order_id": 5, "pId": 1, "income": 100, "row_time": "2026-11-21 09:01:50", "op": "+I"},
+        {"order_id": 6, "pId": 3, "income": 2, "row_time": "2026-11-21 09:05:00", "op": "+I"},
+    ]
+    (tmp_path / "data").mkdir(parents=True)
+    (tmp_path / "data" / "001.json").write_text("".join(json.dumps(e) + "\n" for e in events))
+    spec = {"name": "late", "sql": "SELECT pId, SUM(income) AS total, window.start AS window_start "
+                                   "FROM orders GROUP BY pId, window(row_time, '1 minute')",
+            "sources": {"orders": {"path": "data", "format": "changelog-json", "primary_key": ["order_id"],
+                                   "schema": "order_id BIGINT, pId BIGINT, income BIGINT, row_time TIMESTAMP",
+                                   "event_time": "row_time", "watermark": "5 seconds"}},
+            "sink": {"emit": "final"}, "stream": {"rows_per_batch": 2}}
+    path = tmp_path / "late.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_late_events_are_left_out_counted_by_window_and_explain_the_whole_difference(spark, tmp_path):
+    spec = late_case(tmp_path)
+    result = run_both(spec, tmp_path / "runs")
+    assert (1, 12, 1) in {(r["pId"], r["total"], r["window_start"].minute) for r in result.stream}
+    assert (1, 105, 1) in {(r["pId"], r["total"], r["window_start"].minute) for r in result.batch}
+    late = table_rows(result.layout.late_events)
+    assert sorted((r["op"], r["order_id"]) for r in late) == [("+I", 5), ("-D", 2)]
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout)
+    assert report["verdict"] == "fail"  # the results do differ
+    assert report["late_events"] == 2
+    assert report["late_events_by_window"] == [
+        {"window_start": "2026-11-21 09:01:00", "window_end": "2026-11-21 09:02:00", "kind": "+I", "events": 1},
+        {"window_start": "2026-11-21 09:01:00", "window_end": "2026-11-21 09:02:00", "kind": "-D", "events": 1}]
+    assert report["late_explanation"]["explains"] == "all"
+    assert report["late_explanation"]["differing_rows"] == 1
+    failed = {e["name"] for e in report["expectations"] if not e["success"]}
+    assert "expect_windows_without_late_events_agree" not in failed
+    assert "expect_no_mismatched_values" in failed
+
+
+def test_a_wide_watermark_admits_every_event_and_stream_equals_batch(spark, tmp_path):
+    spec = late_case(tmp_path)
+    spec.write_text(spec.read_text().replace("5 seconds", "1 hour").replace("final", "early"))
+    result = run_both(spec, tmp_path / "runs")
+    assert result.stream == result.batch
+    assert table_rows(result.layout.late_events) == []
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(timed_changelogs(), window_queries(), st.integers(1, 5))
+def test_the_stream_equals_the_batch_without_late_events(spark, events, query, rows_per_batch):
+    sql, emit = query
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "t").mkdir()
+        (folder / "t" / "000.json").write_text("".join(json.dumps(e) + "\n" for e in events))
+        spec = {"name": "w", "sql": sql, "sink": {"emit": emit}, "stream": {"rows_per_batch": rows_per_batch},
+                "sources": {"t": {"path": "t", "format": "changelog-json", "schema": TIMED_SCHEMA,
+                                  "primary_key": ["id"], "event_time": "ts", "watermark": "10 seconds"}}}
+        (folder / "w.yaml").write_text(yaml.safe_dump(spec))
+        result = run_both(folder / "w.yaml", folder / "runs")
+        plan = plan_query(load_spec(folder / "w.yaml"))
+        point = json.loads(result.layout.consistency.read_text())["sources"]["t"]
+        staged = StagedChangelog(result.layout.staged("t"))
+        expected = batch_without_late(spark, plan, staged, point["rows"])
+        if emit == "final":
+            closed = f"unix_micros({plan.window_end_sql()}) <= {point['watermark'] or -1}"
+            expected = expected.where(closed)
+        expected_rows = sorted(expected.toArrow().to_pylist(), key=lambda r: json.dumps(r, default=str))
+        stream = sorted(result.stream, key=lambda r: json.dumps(r, default=str))
+        assert same_rows(stream, expected_rows), (sql, emit, stream, expected_rows)
+        if emit == "early" and not table_rows(result.layout.late_events):
+            assert same_rows(result.stream, result.batch)
