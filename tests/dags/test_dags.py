@@ -39,15 +39,17 @@ def test_parsing_the_dags_imports_neither_spark_nor_great_expectations(airflow_d
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_a_query_dag_runs_end_to_end_and_leaves_a_passing_report(spark, airflow_db, tmp_path, monkeypatch):
+@pytest.mark.parametrize("query, stream_rows", [("income_per_product", 3), ("seed_004_windows", 5)])
+def test_a_query_dag_runs_end_to_end_and_leaves_a_passing_report(spark, airflow_db, tmp_path, monkeypatch,
+                                                                  query, stream_rows):
     import json
 
     monkeypatch.setenv("LOCKSTEP_RUNS_DIR", str(tmp_path / "runs"))
     from airflow.dag_processing.dagbag import DagBag
 
-    dag = DagBag(dag_folder=str(ROOT / "dags")).get_dag("lockstep_income_per_product")
+    dag = DagBag(dag_folder=str(ROOT / "dags")).get_dag(f"lockstep_{query}")
     run = dag.test(logical_date=datetime(2026, 11, 21, tzinfo=timezone.utc))
     assert str(run.state) in ("success", "DagRunState.SUCCESS")
-    report = json.loads((tmp_path / "runs" / "income_per_product" / "report.json").read_text())
+    report = json.loads((tmp_path / "runs" / query / "report.json").read_text())
     assert report["verdict"] == "pass"
-    assert report["stream_rows"] == report["batch_rows"] == 3
+    assert report["stream_rows"] == report["batch_rows"] == stream_rows
