@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from jobs.batch.query import run_sql
-from jobs.changelog.kinds import RowKind
-from jobs.changelog.schema import KIND, SEQ
+from jobs.changelog.frames import consumed_changes, live_rows
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan.planner import QueryPlan
 from jobs.runtime.layout import RunLayout
@@ -57,13 +55,4 @@ def run_batch(plan: QueryPlan, settings: Settings, layout: RunLayout,
 
 def source_snapshot(spark: SparkSession, staged: StagedChangelog, consumed: int) -> DataFrame:
     """The source table as of `consumed` changelog rows."""
-    names = list(staged.schema.names)
-    files = [str(staged.directory / seg["file"]) for seg in staged.segments()]
-    if not files:
-        return spark.createDataFrame([], staged.schema.spark_ddl())
-    changes = spark.read.parquet(*files).where(F.col(SEQ) < consumed)
-    retraction = F.col(KIND).isin(int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE))
-    weighted = changes.select(*names, F.when(retraction, -1).otherwise(1).alias("__w"))
-    live = weighted.groupBy(*names).agg(F.sum("__w").alias("__n")).where(F.col("__n") > 0)
-    copies = live.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col("__n"))))
-    return copies.select(*names)
+    return live_rows(consumed_changes(spark, staged, consumed), list(staged.schema.names))

@@ -14,8 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from jobs.changelog.kinds import RowKind
-from jobs.changelog.schema import KIND, SEQ
+from jobs.changelog.frames import consumed_changes, live_rows
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan.nodes import WINDOW_END, WINDOW_START
 from jobs.plan.planner import QueryPlan
@@ -34,17 +33,12 @@ def batch_without_late(spark: SparkSession, plan: QueryPlan, staged: StagedChang
 
 def _on_time_pairs(spark: SparkSession, plan: QueryPlan, staged: StagedChangelog,
                    consumed: int) -> DataFrame:
+    changes = consumed_changes(spark, staged, consumed)
+    pairs = assign_windows(changes, plan.window_assign.window).where(on_time())
     names = list(staged.schema.names)
-    files = [str(staged.directory / s["file"]) for s in staged.segments()]
-    rows = spark.read.schema(staged.segment_ddl()).parquet(*files).where(F.col(SEQ) < consumed)
-    retraction = F.col(KIND).isin(int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE))
-    weighted = rows.withColumn("__w", F.when(retraction, -1).otherwise(1))
-    pairs = assign_windows(weighted, plan.window_assign.window).where(on_time())
-    live = (pairs.groupBy(*names, WINDOW_START, WINDOW_END).agg(F.sum("__w").alias("__n"))
-            .where(F.col("__n") > 0))
-    copies = live.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col("__n"))))
+    live = live_rows(pairs, names + [WINDOW_START, WINDOW_END])
     window = F.struct(F.col(WINDOW_START).alias("start"), F.col(WINDOW_END).alias("end"))
-    return copies.select(*[F.col(f"`{n}`") for n in names], window.alias(ON_TIME_WINDOW))
+    return live.select(*[F.col(f"`{n}`") for n in names], window.alias(ON_TIME_WINDOW))
 
 
 def rewritten_sql(plan: QueryPlan) -> str:

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
-from jobs.changelog.kinds import RowKind
+from jobs.changelog.frames import weight
 from jobs.changelog.schema import KIND, SEQ, WEIGHT
 from jobs.changelog.staging import WATERMARK, StageResult, StagedChangelog, stage_source
 from jobs.errors import RunStateError
@@ -154,10 +153,8 @@ def changelog_stream(spark: SparkSession, staged: StagedChangelog) -> DataFrame:
     weight: +1 for +I and +U, -1 for -U and -D."""
     segments = (spark.readStream.schema(staged.segment_ddl()).option("maxFilesPerTrigger", 1)
                 .parquet(str(staged.segment_dir)))
-    retraction = F.col(KIND).isin(int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE))
-    weight = F.when(retraction, F.lit(-1)).otherwise(F.lit(1)).alias(WEIGHT)
     watermark = [WATERMARK] if staged.event_time else []
-    return segments.select(*staged.schema.names, weight, SEQ, KIND, *watermark)
+    return segments.select(*staged.schema.names, weight().alias(WEIGHT), SEQ, KIND, *watermark)
 
 
 def _run_query(frame: DataFrame, plan: QueryPlan, layout: RunLayout, handler: _MicroBatches) -> None:

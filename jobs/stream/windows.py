@@ -20,6 +20,7 @@ from deltalake import write_deltalake
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs.changelog.frames import consumed_changes
 from jobs.changelog.kinds import SHORT_NAMES
 from jobs.changelog.schema import KIND, SEQ
 from jobs.changelog.staging import FILE, WATERMARK, StagedChangelog
@@ -87,10 +88,7 @@ class FinalWindowBatches:
 def write_late_events(spark: SparkSession, node: WindowAssign, staged: StagedChangelog,
                       consumed: int, path: Path) -> int:
     """The (row, window) pairs the stream left out as late, as a Delta table; returns the count."""
-    files = [str(staged.directory / s["file"]) for s in staged.segments()]
-    if not files:
-        return 0
-    rows = spark.read.schema(staged.segment_ddl()).parquet(*files).where(F.col(SEQ) < consumed)
+    rows = consumed_changes(spark, staged, consumed)
     if isinstance(node.input, Calc) and node.input.condition is not None:
         rows = rows.where(F.expr(node.input.condition.sql("spark")))
     late = assign_windows(rows, node.window).where(~on_time())

@@ -1,0 +1,38 @@
+"""The staged changelog as Spark DataFrames: weights, the consumed prefix, live rows.
+
+Shared by the stream job (its source), the batch job (snapshots) and the late-event paths, so
+that all of them weigh and cut the changelog the same way.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.changelog.kinds import RowKind
+from jobs.changelog.schema import KIND, SEQ
+from jobs.changelog.staging import StagedChangelog
+
+
+def weight() -> Column:
+    """+1 for +I and +U, -1 for -U and -D."""
+    retraction = F.col(KIND).isin(int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE))
+    return F.when(retraction, F.lit(-1)).otherwise(F.lit(1))
+
+
+def consumed_changes(spark: SparkSession, staged: StagedChangelog, consumed: int) -> DataFrame:
+    """The changelog rows before position `consumed` (every staged column), or an empty frame."""
+    files = [str(staged.directory / seg["file"]) for seg in staged.segments()]
+    if not files:
+        return spark.createDataFrame([], staged.segment_ddl())
+    return spark.read.schema(staged.segment_ddl()).parquet(*files).where(F.col(SEQ) < consumed)
+
+
+def live_rows(changes: DataFrame, columns: list[str]) -> DataFrame:
+    """The multiset the changes leave: each distinct row of `columns` as many times as its
+    weights sum to, when that is positive."""
+    quoted = [F.col(f"`{c}`") for c in columns]
+    totals = (changes.select(*quoted, weight().alias("__w")).groupBy(*quoted)
+              .agg(F.sum("__w").alias("__n")).where(F.col("__n") > 0))
+    copies = totals.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col("__n"))))
+    return copies.select(*quoted)
