@@ -172,8 +172,9 @@ def _outcome(suite: str, result: dict, sample_rows: int) -> Outcome:
     details = result.get("result") or {}
     observed = details.get("observed_value")
     rows = (details.get("details") or {}).get("unexpected_rows") or []
-    unexpected = observed if isinstance(observed, int) and "unexpected_rows_query" in str(
-        result["expectation_config"]["kwargs"]) else None
+    # Only the unexpected-rows expectations observe a count of offending rows.
+    counts_rows = "unexpected_rows_query" in result["expectation_config"]["kwargs"]
+    unexpected = observed if counts_rows and isinstance(observed, int) else None
     if result.get("exception_info", {}).get("raised_exception"):
         rows = [{"exception": result["exception_info"]["exception_message"]}]
     return Outcome(suite, result["expectation_config"]["type"], bool(result["success"]), unexpected,

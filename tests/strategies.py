@@ -27,16 +27,19 @@ def changelogs(draw, max_events: int = 25) -> list[dict]:
     out: list[dict] = []
     for _ in range(draw(st.integers(1, max_events))):
         key = draw(st.integers(0, 6))
-        if key not in live:
-            live[key] = draw(rows(key))
-            out.append({**live[key], "op": "+I"})
-        elif draw(st.booleans()):
-            new = draw(rows(key))
-            out += [{**live[key], "op": "-U"}, {**new, "op": "+U"}]
-            live[key] = new
-        else:
-            out.append({**live.pop(key), "op": "-D"})
+        out += _change(draw, live, key, draw(rows(key)))
     return out
+
+
+def _change(draw, live: dict[int, dict], key: int, row: dict) -> list[dict]:
+    """Insert `row` if its key is not live; else update the live row to it, or delete it."""
+    if key not in live:
+        live[key] = row
+        return [{**row, "op": "+I"}]
+    if draw(st.booleans()):
+        before, live[key] = live[key], row
+        return [{**before, "op": "-U"}, {**row, "op": "+U"}]
+    return [{**live.pop(key), "op": "-D"}]
 
 
 @st.composite
@@ -81,17 +84,11 @@ def timed_changelogs(draw, max_events: int = 24) -> list[dict]:
     for _ in range(draw(st.integers(1, max_events))):
         clock += draw(st.sampled_from([0, 5, 10, 20, 45, 70]))
         key = draw(st.integers(0, 6))
+        # A few seconds of jitter on the minute: near a minute's start it steps a minute back.
+        minute = (clock + draw(st.integers(-4, 4))) // 60 % 60
         row = {"id": key, "g": draw(st.integers(0, 2)), "x": draw(st.integers(-3, 9)),
-               "ts": f"2026-11-21 09:{(clock + draw(st.integers(-4, 4))) // 60 % 60:02d}:"
-                     f"{(clock + draw(st.integers(0, 0))) % 60:02d}"}
-        if key not in live:
-            live[key] = row
-            out.append({**row, "op": "+I"})
-        elif draw(st.booleans()):
-            out += [{**live[key], "op": "-U"}, {**row, "op": "+U"}]
-            live[key] = row
-        else:
-            out.append({**live.pop(key), "op": "-D"})
+               "ts": f"2026-11-21 09:{minute:02d}:{clock % 60:02d}"}
+        out += _change(draw, live, key, row)
     return out
 
 

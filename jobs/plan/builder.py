@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
-from jobs.changelog.schema import SourceSchema, parse_schema
+from jobs.changelog.schema import parse_schema
 from jobs.errors import SqlError
 from jobs.plan.nodes import (WINDOW_END, WINDOW_START, AggCall, Calc, ChangelogSource, GroupAggregate,
                              Node, Sink, WindowAggregate, WindowAssign, WindowSpec)

@@ -38,6 +38,14 @@ class Node:
         yield self
 
 
+class Unary:
+    """For nodes with one input (the dataclass field `input`)."""
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
 @dataclass(frozen=True, eq=False)
 class ChangelogSource(Node):
     table: str
@@ -55,17 +63,13 @@ class ChangelogSource(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Calc(Node):
+class Calc(Unary, Node):
     """Filter then project, row by row (Flink's Calc). Keeps each row's weight."""
 
     input: Node
     projections: tuple[tuple[str, exp.Expression], ...]
     condition: exp.Expression | None = None
     passes_changes: ClassVar[bool] = True
-
-    @property
-    def inputs(self):
-        return (self.input,)
 
     @property
     def output_names(self):
@@ -92,15 +96,11 @@ class AggCall:
 
 
 @dataclass(frozen=True, eq=False)
-class GroupAggregate(Node):
+class GroupAggregate(Unary, Node):
     input: Node
     group_keys: tuple[str, ...]
     aggregates: tuple[AggCall, ...]
     stateful: ClassVar[bool] = True
-
-    @property
-    def inputs(self):
-        return (self.input,)
 
     @property
     def output_names(self):
@@ -141,7 +141,7 @@ class WindowSpec:
 
 
 @dataclass(frozen=True, eq=False)
-class WindowAssign(Node):
+class WindowAssign(Unary, Node):
     """Assign each row to its windows (one for tumbling, size/slide for hopping) as
     __wstart / __wend, and leave out rows whose window the watermark had already closed when they
     arrived: those are late (see the late-events table)."""
@@ -150,10 +150,6 @@ class WindowAssign(Node):
     window: WindowSpec
     watermark: timedelta
     passes_changes: ClassVar[bool] = True
-
-    @property
-    def inputs(self):
-        return (self.input,)
 
     @property
     def output_names(self):
@@ -173,16 +169,12 @@ class WindowAggregate(GroupAggregate):
 
 
 @dataclass(frozen=True, eq=False)
-class Sink(Node):
+class Sink(Unary, Node):
     input: Node
     table: str
     primary_key: tuple[str, ...] | None  # None: the query's upsert key
     upsert_materialize: str
     passes_changes: ClassVar[bool] = True
-
-    @property
-    def inputs(self):
-        return (self.input,)
 
     @property
     def output_names(self):

@@ -32,7 +32,7 @@ from jobs.stream.aggregate import AggregateState, streaming_aggregate
 from jobs.stream.batches import MicroBatch, batches_for
 from jobs.stream.calc import apply_calc
 from jobs.stream.multiset import ValueMultisets
-from jobs.stream.offsets import batch_segments, consumed_rows
+from jobs.stream.offsets import batch_segments, consumed_rows, logged_files
 from jobs.stream.sink import DeltaUpsertSink
 from jobs.stream.windows import FinalWindowBatches, stream_window_assign, write_late_events
 
@@ -182,7 +182,6 @@ class _MicroBatches:
         self.error: Exception | None = None
         self.staged = [_staged(layout, s) for s in plan.sources]
         self.total = sum(staged.total_rows for staged in self.staged)
-        self.log: list[dict] = []
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         try:
@@ -229,13 +228,14 @@ class _MicroBatches:
         start = end = 0
         watermark = None
         for index, staged in enumerate(self.staged):
-            segments = batch_segments(self.layout.checkpoint, index, batch_id, staged)
+            taken = logged_files(self.layout.checkpoint, index)
+            segments = batch_segments(taken, batch_id, staged)
             if not segments:
                 continue
             lo = segments[0]["first_seq"]
             hi = segments[-1]["first_seq"] + segments[-1]["rows"]
             if batch_id > 0:
-                previous = consumed_rows(self.layout.checkpoint, index, batch_id - 1, staged)
+                previous = consumed_rows(taken, batch_id - 1, staged)
                 if lo != previous:
                     raise RunStateError(f"micro-batch {batch_id} read rows from {lo} but the "
                                         f"changelog continues at {previous}", where=str(staged.directory))
@@ -267,7 +267,7 @@ def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: in
     sources = {}
     for index, source in enumerate(plan.sources):
         staged = _staged(layout, source)
-        rows = consumed_rows(layout.checkpoint, index, done[-1], staged) if done else 0
+        rows = consumed_rows(logged_files(layout.checkpoint, index), done[-1], staged) if done else 0
         sources[source.table] = {"rows": rows, **_watermark_at(staged, rows)}
     point = {"query": plan.spec.name, "sink_version": sink_version,
              "last_batch": done[-1] if done else None, "sources": sources,

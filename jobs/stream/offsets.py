@@ -32,24 +32,21 @@ def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:
     return taken
 
 
-def batch_segments(checkpoint: Path, source_index: int, batch_id: int,
-                   staged: StagedChangelog) -> list[dict]:
-    """The staged segments (manifest entries) a micro-batch read from one source."""
-    names = logged_files(checkpoint, source_index).get(batch_id, set())
+def batch_segments(taken: dict[int, set[str]], batch_id: int, staged: StagedChangelog) -> list[dict]:
+    """The staged segments (manifest entries) a micro-batch read, from a source's logged files."""
+    names = taken.get(batch_id, set())
     return sorted((staged.segment_named(name) for name in names), key=lambda s: s["first_seq"])
 
 
-def consumed_rows(checkpoint: Path, source_index: int, last_batch: int,
-                  staged: StagedChangelog) -> int:
+def consumed_rows(taken: dict[int, set[str]], last_batch: int, staged: StagedChangelog) -> int:
     """Rows of the source consumed by batches up to `last_batch`; they must be a prefix of the
     changelog, or the stream read segments out of order."""
-    taken = logged_files(checkpoint, source_index)
     names = {n for batch, files in taken.items() if batch <= last_batch for n in files}
     segments = [staged.segment_named(n) for n in names]
     end = max((s["first_seq"] + s["rows"] for s in segments), default=0)
     if sum(s["rows"] for s in segments) != end:
         raise RunStateError("the stream read changelog segments out of order; start a new run folder",
-                            where=str(checkpoint))
+                            where=str(staged.directory))
     return end
 
 
