@@ -17,14 +17,14 @@ def run_sql(spark: SparkSession, plan: QueryPlan, sources: dict[str, DataFrame])
     for name, frame in sources.items():
         frame.createOrReplaceTempView(name)
     try:
-        return spark.sql(plan.spec.sql)
+        return spark.sql(plan.sql)
     except (AnalysisException, ParseException) as exc:
         first = str(exc).strip().splitlines()[0]
         raise SqlError(f"Spark rejected the SQL: {first}", where=str(plan.spec.spec_path)) from None
 
 
 def empty_sources(spark: SparkSession, plan: QueryPlan) -> dict[str, DataFrame]:
-    return {s.table: spark.createDataFrame([], s.schema.spark_ddl()) for s in plan.sources}
+    return {s.table: spark.createDataFrame([], s.schema.spark_ddl()) for s in plan.real_sources}
 
 
 def result_on_empty_input(spark: SparkSession, plan: QueryPlan) -> DataFrame:

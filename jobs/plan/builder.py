@@ -1,372 +1,256 @@
-"""Build plan nodes from a parsed SELECT.
+"""Build plan nodes from the parsed query: relations first (FROM), then each SELECT over them.
 
-    SELECT <items> FROM <source> [WHERE c]                      -> Sink(Calc(Source))
-    SELECT <items> FROM <source> [WHERE c] GROUP BY k [HAVING h] -> Sink([Calc](GroupAggregate([Calc](Source))))
-
-The pre-aggregate Calc computes group keys and aggregate arguments that are expressions; the
-post-aggregate Calc applies HAVING and the SELECT expressions. Either is left out when it would
-only pass columns through.
+    <source table>                                   -> ChangelogSource
+    (SELECT ...) AS q                                -> the subquery's plan
+    (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY c DESC) AS rn FROM t) q ... WHERE rn = 1
+                                                     -> Deduplicate(keep last by c)
+    a [LEFT|RIGHT|FULL] JOIN b ON a.k = b.k [AND ...] -> Join
+    SELECT ... UNION ALL SELECT ...                  -> UnionAll
+    the query                                        -> Sink(...)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlglot import exp
-from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from jobs.changelog.schema import parse_schema
 from jobs.errors import SqlError
-from jobs.plan.nodes import (WINDOW_END, WINDOW_START, AggCall, Calc, ChangelogSource, GroupAggregate,
-                             Node, Sink, WindowAggregate, WindowAssign, WindowSpec)
-from jobs.plan.sql import WINDOW, where_in_spec
-from jobs.spec.intervals import parse_interval
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, Join, Node, Sink, UnionAll,
+                             WindowAggregate)
+from jobs.plan.scope import AmbiguousColumn, Scope
+from jobs.plan.select import SelectBuilder
+from jobs.plan.sql import where_in_spec
 from jobs.spec.model import QuerySpec
 
-AGGREGATES = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
+JOIN_KINDS = {"": "inner", "INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}
 
 
-def build_plan(spec: QuerySpec, select: exp.Select) -> Sink:
-    source = _source(spec, select)
-    builder = _Builder(spec, select, source)
-    body = builder.aggregate() if builder.is_aggregate() else builder.projection()
-    if spec.sink.emit is not None and not isinstance(body, WindowAggregate) and not (
-            isinstance(body, Calc) and isinstance(body.input, WindowAggregate)):
+def build_plan(spec: QuerySpec, statement: exp.Expression) -> Sink:
+    body = _Relations(spec).query(statement)
+    if spec.sink.emit is not None and not _is_windowed(body):
         raise SqlError("sink.emit applies to windowed queries (GROUP BY window(ts, ...)) only",
-                       where=where_in_spec(spec, select))
-    return Sink(body, spec.name, spec.sink.primary_key, spec.sink.upsert_materialize)
+                       where=where_in_spec(spec, statement))
+    sink = spec.sink
+    return Sink(body, spec.name, sink.primary_key, sink.upsert_materialize, sink.changelog_mode)
 
 
-def _source(spec: QuerySpec, select: exp.Select) -> ChangelogSource:
-    table = select.args.get("from_") or select.args.get("from")
-    if table is None:
-        raise SqlError("the query reads no table (FROM is missing)", where=where_in_spec(spec, select))
-    relation = table.this
-    if not isinstance(relation, exp.Table):
-        raise SqlError("unsupported construct: FROM must name a source table",
-                       where=where_in_spec(spec, relation))
-    name = relation.name
-    match = next((n for n in spec.sources if n.lower() == name.lower()), None)
-    if match is None:
-        known = ", ".join(spec.sources)
-        raise SqlError(f"unknown table {name!r} (the spec's sources are: {known})",
-                       where=where_in_spec(spec, relation))
-    source = spec.sources[match]
-    schema = parse_schema(source.schema_ddl, where=f"{spec.spec_path}: sources.{match}.schema")
-    for key in source.primary_key:
-        if schema.column(key) is None:
-            raise SqlError(f"primary key column {key!r} is not in the schema of {match}",
-                           where=f"{spec.spec_path}: sources.{match}.primary_key")
-    return ChangelogSource(match, schema, source.format, source.primary_key)
+def _is_windowed(body: Node) -> bool:
+    return isinstance(body, WindowAggregate) or (
+        isinstance(body, Calc) and isinstance(body.input, WindowAggregate))
 
 
-def _is_window_call(expr: exp.Expression) -> bool:
-    return isinstance(expr, exp.Anonymous) and str(expr.this).lower() == WINDOW
+class _Relations:
+    def __init__(self, spec: QuerySpec):
+        self.spec = spec
 
+    def where(self, node: exp.Expression | None) -> str:
+        return where_in_spec(self.spec, node)
 
-@dataclass
-class _Builder:
-    spec: QuerySpec
-    select: exp.Select
-    source: ChangelogSource
+    # -- queries: SELECT or UNION ALL -------------------------------------------------------------
 
-    def __post_init__(self):
-        self.alias_names = {self._qualifier()} | {self.source.table.lower()}
-        self._check_columns()
-        self.items = self._select_items()
+    def query(self, statement: exp.Expression) -> Node:
+        if isinstance(statement, exp.Union):
+            return self._union(statement)
+        if isinstance(statement, exp.Select):
+            return self._select(statement)
+        raise SqlError(f"unsupported construct: {statement.key.upper()}", where=self.where(statement))
 
-    # -- the two query shapes -------------------------------------------------------------------
-
-    def is_aggregate(self) -> bool:
-        has_group = self.select.args.get("group") is not None
-        return has_group or bool(self._aggregate_nodes()) or bool(self.select.args.get("distinct"))
-
-    def projection(self) -> Node:
-        condition = self._where()
-        return Calc(self.source, tuple(self.items), condition)
-
-    def aggregate(self) -> Node:
-        group_exprs = self._group_expressions()
-        window_call = self._window_call(group_exprs)
-        group_exprs = [e for e in group_exprs if e is not window_call]
-        pre: dict[str, exp.Expression] = {}
-        key_names = tuple(self._pre_column(pre, e, f"__g{i}") for i, e in enumerate(group_exprs))
-        calls = self._aggregate_calls(pre)
-        window = self._window_spec(window_call, pre) if window_call is not None else None
-        condition = self._where()
-        trivial_pre = condition is None and all(isinstance(e, exp.Column) and e.name == n
-                                                for n, e in pre.items())
-        agg_input = self.source if trivial_pre else Calc(self.source, tuple(pre.items()), condition)
-        if window is None:
-            aggregate = GroupAggregate(agg_input, key_names, tuple(calls.values()))
-        else:
-            assigned = WindowAssign(agg_input, window, self._source_spec().watermark_delay)
-            aggregate = WindowAggregate(assigned, (WINDOW_START, WINDOW_END) + key_names,
-                                        tuple(calls.values()), window, self.spec.sink.emit or "final")
-        windowed = window is not None
-        post = [(name, self._rewrite(e, group_exprs, key_names, calls, windowed)) for name, e in self.items]
-        having = self._having()
-        having = self._rewrite(having, group_exprs, key_names, calls, windowed) if having is not None else None
-        if having is None and self._is_passthrough(post, aggregate):
-            return aggregate
-        return Calc(aggregate, tuple(post), having)
-
-    # -- SELECT items and names -------------------------------------------------------------------
-
-    def _select_items(self) -> list[tuple[str, exp.Expression]]:
-        items: list[tuple[str, exp.Expression]] = []
-        for item in self.select.expressions:
-            if isinstance(item, exp.Star):
-                items += [(c.name, exp.column(c.name)) for c in self.source.schema.columns]
-                continue
-            items.append((self._output_name(item), item.unalias()))
-        seen: set[str] = set()
-        for name, _ in items:
-            if name.lower() in seen:
-                raise SqlError(f"output column {name!r} appears twice; give each a distinct alias",
-                               where=where_in_spec(self.spec, self.select))
-            seen.add(name.lower())
-        return items
-
-    def _output_name(self, item: exp.Expression) -> str:
-        if isinstance(item, exp.Alias):
-            return item.alias
-        if isinstance(item, exp.Column):
-            return self.source.schema.column(item.name).name
-        raise SqlError(f"select expression {item.sql('spark')} needs an alias (AS name): it becomes "
-                       f"a column of the Delta sink", where=where_in_spec(self.spec, item))
-
-    def _check_columns(self) -> None:
-        select_aliases = {a.alias.lower() for a in self.select.expressions if isinstance(a, exp.Alias)}
-        for column in self.select.find_all(exp.Column):
-            bare_window = not column.table and column.name.lower() in (WINDOW, "window") and \
-                self.source.schema.column(column.name) is None
-            if column.table.lower() == WINDOW or bare_window:
-                if bare_window:
-                    raise SqlError("select window.start or window.end, not the window itself",
-                                   where=where_in_spec(self.spec, column))
-                continue
-            if column.table and column.table.lower() not in self.alias_names:
-                raise SqlError(f"unknown table or alias {column.table!r} in {column.sql('spark')}",
-                               where=where_in_spec(self.spec, column))
-            if self.source.schema.column(column.name) is None and not (
-                    self._in_group_or_having(column) and column.name.lower() in select_aliases):
-                raise SqlError(f"unknown column {column.name!r} (columns of {self.source.table}: "
-                               f"{', '.join(self.source.schema.names)})",
-                               where=where_in_spec(self.spec, column))
-
-    def _qualifier(self) -> str:
-        table = (self.select.args.get("from_") or self.select.args.get("from")).this
-        return (table.alias or table.name).lower()
-
-    def _in_group_or_having(self, node: exp.Expression) -> bool:
-        return node.find_ancestor(exp.Group, exp.Having) is not None
-
-    def _where(self) -> exp.Expression | None:
-        where = self.select.args.get("where")
-        if where is None:
-            return None
-        self._no_aggregates_in(where.this, "WHERE")
-        return self._unqualify(where.this)
-
-    def _having(self) -> exp.Expression | None:
-        having = self.select.args.get("having")
-        return self._resolve_aliases(having.this) if having is not None else None
-
-    # -- aggregates ---------------------------------------------------------------------------------
-
-    def _aggregate_nodes(self) -> list[exp.Expression]:
-        scopes = list(self.select.expressions)
-        if self.select.args.get("having") is not None:
-            scopes.append(self.select.args["having"])
-        found = []
-        for scope in scopes:
-            for node in scope.find_all(exp.AggFunc):
-                self._check_aggregate(node)
-                found.append(node)
-        return found
-
-    def _check_aggregate(self, node: exp.Expression) -> None:
-        if type(node) not in AGGREGATES:
-            raise SqlError(f"unsupported aggregate function {node.sql('spark')}: lockstep supports "
-                           f"SUM, COUNT, AVG, MIN, MAX and COUNT(DISTINCT ...)",
-                           where=where_in_spec(self.spec, node))
-        inner = next(node.this.find_all(exp.AggFunc), None) if node.this is not None else None
-        if inner is not None:
-            raise SqlError(f"nested aggregate {node.sql('spark')}", where=where_in_spec(self.spec, node))
-
-    def _aggregate_calls(self, pre: dict[str, exp.Expression]) -> dict[str, AggCall]:
-        calls: dict[str, AggCall] = {}
-        aliases = {self._key(a.this): a.alias for a in self.select.expressions
-                   if isinstance(a, exp.Alias) and type(a.this) in AGGREGATES}
-        for node in self._aggregate_nodes():
-            key = self._key(node)
-            if key in calls:
-                continue
-            func, arg, distinct = self._aggregate_parts(node)
-            arg_name = None if arg is None else self._pre_column(pre, arg, f"__a{len(calls)}")
-            name = aliases.get(key) or f"__agg{len(calls)}"
-            calls[key] = AggCall(func, arg_name, distinct, name)
-        return calls
-
-    def _aggregate_parts(self, node: exp.Expression) -> tuple[str, exp.Expression | None, bool]:
-        func = AGGREGATES[type(node)]
-        arg = node.this
-        distinct = isinstance(arg, exp.Distinct)
-        if distinct:
-            if len(arg.expressions) != 1:
-                raise SqlError(f"{node.sql('spark')}: DISTINCT over several columns is not supported",
-                               where=where_in_spec(self.spec, node))
-            arg = arg.expressions[0]
-        if isinstance(arg, exp.Star):
-            if func != "COUNT":
-                raise SqlError(f"{func}(*) is not valid SQL", where=where_in_spec(self.spec, node))
-            return func, None, False
-        return func, self._unqualify(arg), distinct
-
-    def _no_aggregates_in(self, node: exp.Expression, clause: str) -> None:
-        agg = next(iter(node.find_all(exp.AggFunc)), None)
-        if agg is not None:
-            raise SqlError(f"aggregate {agg.sql('spark')} is not allowed in {clause}",
-                           where=where_in_spec(self.spec, agg))
-
-    # -- windows ---------------------------------------------------------------------------------------
-
-    def _source_spec(self):
-        return self.spec.sources[self.source.table]
-
-    def _window_call(self, group_exprs: list[exp.Expression]) -> exp.Expression | None:
-        calls = [e for e in group_exprs if _is_window_call(e)]
-        if len(calls) > 1:
-            raise SqlError("one window(...) per query", where=where_in_spec(self.spec, calls[1]))
-        return calls[0] if calls else None
-
-    def _window_spec(self, call: exp.Expression, pre: dict[str, exp.Expression]) -> WindowSpec:
-        args = call.expressions
-        where = where_in_spec(self.spec, call)
-        if not 2 <= len(args) <= 3 or not isinstance(args[0], exp.Column) or not all(
-                isinstance(a, exp.Literal) and a.is_string for a in args[1:]):
-            raise SqlError("window() takes a time column and one or two interval strings: "
-                           "window(ts, '1 minute') or window(ts, '2 minutes', '1 minute')", where=where)
-        column = self.source.schema.column(args[0].name)
-        event_time = self._source_spec().event_time
-        if event_time is None or event_time.lower() != column.name.lower():
-            raise SqlError(f"window over {column.name} needs sources.{self.source.table}.event_time: "
-                           f"{column.name} and a watermark", where=where)
-        if column.spark_type not in ("TIMESTAMP", "TIMESTAMP_NTZ"):
-            raise SqlError(f"window over {column.name}: the column is {column.spark_type}, "
-                           f"not a TIMESTAMP", where=where)
-        size_sql = args[1].this
-        slide_sql = args[2].this if len(args) == 3 else size_sql
-        try:
-            size, slide = parse_interval(size_sql), parse_interval(slide_sql)
-        except ValueError as exc:
-            raise SqlError(f"window(): {exc}", where=where) from None
-        if slide > size or size % slide:
-            raise SqlError("window(): the slide must divide the size (hopping windows)", where=where)
-        self._pre_column(pre, exp.column(column.name), "__t")
-        return WindowSpec(column.name, size, slide, size_sql, slide_sql)
-
-    # -- GROUP BY ------------------------------------------------------------------------------------
-
-    def _group_expressions(self) -> list[exp.Expression]:
-        group = self.select.args.get("group")
-        if group is None and self.select.args.get("distinct"):
-            if self._aggregate_nodes():
-                raise SqlError("SELECT DISTINCT with aggregates is not supported",
-                               where=where_in_spec(self.spec, self.select))
-            return [self._unqualify(e) for _, e in self.items]
-        if group is None:
-            return []
-        exprs = []
-        for expr in group.expressions:
-            self._no_aggregates_in(expr, "GROUP BY")
-            exprs.append(self._unqualify(self._resolve_group_item(expr)))
-        return exprs
-
-    def _resolve_group_item(self, expr: exp.Expression) -> exp.Expression:
-        if isinstance(expr, exp.Literal) and not expr.is_string:
-            position = int(expr.this)
-            if not 1 <= position <= len(self.items):
-                raise SqlError(f"GROUP BY position {position} is not in the select list",
-                               where=where_in_spec(self.spec, expr))
-            return self.items[position - 1][1]
-        return self._resolve_aliases(expr)
-
-    def _resolve_aliases(self, expr: exp.Expression) -> exp.Expression:
-        """Replace references to select aliases that are not source columns (Spark allows them)."""
-        by_alias = {name.lower(): e for name, e in self.items}
-
-        def swap(node):
-            if (isinstance(node, exp.Column) and not node.table
-                    and self.source.schema.column(node.name) is None
-                    and node.name.lower() in by_alias):
-                return by_alias[node.name.lower()].copy()
-            return node
-
-        return expr.copy().transform(swap)
-
-    # -- rewriting SELECT / HAVING over the aggregate's output ---------------------------------------
-
-    def _pre_column(self, pre: dict[str, exp.Expression], expr: exp.Expression, fallback: str) -> str:
-        expr = self._unqualify(expr)
-        for name, existing in pre.items():
-            if self._key(existing) == self._key(expr):
-                return name
-        name = self.source.schema.column(expr.name).name if isinstance(expr, exp.Column) else fallback
-        pre[name] = exp.column(name) if isinstance(expr, exp.Column) else expr
-        return name
-
-    def _rewrite(self, expr: exp.Expression, group_exprs: list[exp.Expression],
-                 key_names: tuple[str, ...], calls: dict[str, AggCall], windowed: bool) -> exp.Expression:
-        groups = {self._key(g): name for g, name in zip(group_exprs, key_names)}
-
-        def swap(node):
-            if isinstance(node, exp.Column) and node.table.lower() == WINDOW:
-                if not windowed:
-                    raise SqlError(f"window.{node.name} needs GROUP BY window(ts, ...)",
-                                   where=where_in_spec(self.spec, node))
-                return exp.column(self._window_field(node))
-            key = self._key(node) if isinstance(node, exp.Expression) else None
-            if key in calls:
-                return exp.column(calls[key].name)
-            if key in groups:
-                return exp.column(groups[key])
-            return node
-
-        rewritten = self._unqualify(self._resolve_aliases(expr)).transform(swap)
-        allowed = {n.lower() for n in key_names} | {c.name.lower() for c in calls.values()}
-        allowed |= {WINDOW_START, WINDOW_END} if windowed else set()
-        for column in rewritten.find_all(exp.Column):
-            if column.name.lower() not in allowed:
-                raise SqlError(f"column {column.name!r} is neither in GROUP BY nor inside an aggregate",
-                               where=where_in_spec(self.spec, self._original_column(column.name)))
-        return rewritten
-
-    def _window_field(self, column: exp.Column) -> str:
-        fields = {"start": WINDOW_START, "end": WINDOW_END}
-        if column.name.lower() not in fields:
-            raise SqlError(f"window.{column.name}: a window has .start and .end",
-                           where=where_in_spec(self.spec, column))
-        return fields[column.name.lower()]
-
-    def _original_column(self, name: str) -> exp.Expression:
-        return next((c for c in self.select.find_all(exp.Column) if c.name == name), self.select)
-
-    def _is_passthrough(self, post: list[tuple[str, exp.Expression]], aggregate: GroupAggregate) -> bool:
-        produced = [e.name if isinstance(e, exp.Column) else None for _, e in post]
-        return [n for n, _ in post] == list(aggregate.output_names) == produced
-
-    # -- helpers --------------------------------------------------------------------------------------
-
-    def _unqualify(self, expr: exp.Expression) -> exp.Expression:
-        def strip(node):
-            if isinstance(node, exp.Column) and node.table and node.table.lower() != WINDOW:
-                return exp.column(node.name)
-            return node
-        return expr.copy().transform(strip)
+    def _union(self, union: exp.Union) -> Node:
+        if union.args.get("distinct"):
+            raise SqlError("UNION (distinct) is not supported: use UNION ALL, or SELECT DISTINCT "
+                           "over a UNION ALL subquery", where=self.where(union))
+        branches = [self.query(b) for b in (union.left, union.right)]
+        flat = [n for b in branches for n in (b.branches if isinstance(b, UnionAll) else (b,))]
+        names = flat[0].output_names
+        for branch, source in zip(flat[1:], (union.right,) * len(flat)):
+            if len(branch.output_names) != len(names):
+                raise SqlError(f"UNION ALL branches have {len(names)} and {len(branch.output_names)} "
+                               f"columns", where=self.where(source))
+        return UnionAll(tuple(self._renamed(b, names) for b in flat))
 
     @staticmethod
-    def _key(expr: exp.Expression) -> str:
-        """A comparison key for expressions: identifiers are case-insensitive in Spark."""
-        return normalize_identifiers(expr.copy(), dialect="spark").sql("spark")
+    def _renamed(branch: Node, names: tuple[str, ...]) -> Node:
+        """A branch's columns under the first branch's names (UNION ALL matches by position)."""
+        if branch.output_names == names:
+            return branch
+        return Calc(branch, tuple((n, exp.column(o)) for n, o in zip(names, branch.output_names)))
+
+    def _select(self, select: exp.Select) -> Node:
+        node, scope = self._from(select)
+        if isinstance(node, Deduplicate):
+            self._check_row_number_filter(select, node)
+        return SelectBuilder(self.spec, select, node, scope).build()
+
+    # -- FROM -------------------------------------------------------------------------------------
+
+    def _from(self, select: exp.Select) -> tuple[Node, Scope]:
+        clause = select.args.get("from_") or select.args.get("from")
+        if clause is None:
+            raise SqlError("the query reads no table (FROM is missing)", where=self.where(select))
+        node, scope = self._relation(clause.this)
+        for join in select.args.get("joins") or []:
+            node, scope = self._join(node, scope, join)
+        return node, scope
+
+    def _relation(self, relation: exp.Expression) -> tuple[Node, Scope]:
+        if isinstance(relation, exp.Table):
+            return self._table(relation)
+        if isinstance(relation, exp.Subquery):
+            inner = relation.this
+            node = self._dedup(inner) if _row_number_item(inner) is not None else self.query(inner)
+            alias = relation.alias
+            return node, Scope.of((alias,), node.output_names)
+        raise SqlError(f"unsupported construct in FROM: {relation.sql('spark')[:60]}",
+                       where=self.where(relation))
+
+    def _table(self, relation: exp.Table) -> tuple[ChangelogSource, Scope]:
+        name = relation.name
+        match = next((n for n in self.spec.sources if n.lower() == name.lower()), None)
+        if match is None:
+            known = ", ".join(self.spec.sources)
+            raise SqlError(f"unknown table {name!r} (the spec's sources are: {known})",
+                           where=self.where(relation))
+        source = self.spec.sources[match]
+        schema = parse_schema(source.schema_ddl, where=f"{self.spec.spec_path}: sources.{match}.schema")
+        for key in source.primary_key:
+            if schema.column(key) is None:
+                raise SqlError(f"primary key column {key!r} is not in the schema of {match}",
+                               where=f"{self.spec.spec_path}: sources.{match}.primary_key")
+        node = ChangelogSource(match, schema, source.format, source.primary_key)
+        types = [c.spark_type for c in schema.columns]
+        return node, Scope.of((relation.alias, match), schema.names, types=types)
+
+    # -- JOIN -------------------------------------------------------------------------------------
+
+    def _join(self, left: Node, left_scope: Scope, join: exp.Join) -> tuple[Node, Scope]:
+        kind = JOIN_KINDS.get((join.side or "").upper())
+        if kind is None or (join.kind or "").upper() in ("CROSS", "SEMI", "ANTI") or join.args.get("using"):
+            raise SqlError(f"unsupported join: {join.sql('spark')[:60]} (lockstep runs INNER, LEFT, "
+                           f"RIGHT and FULL joins with ON)", where=self.where(join))
+        right, right_scope = self._relation(join.this)
+        scope = left_scope.joined(right_scope)
+        on = join.args.get("on")
+        if on is None:
+            raise SqlError("a join needs ON with an equality between the two sides",
+                           where=self.where(join))
+        left_keys, right_keys, rest = self._split_on(on, left_scope, scope, len(left.output_names))
+        output = scope.plan_names
+        right = self._renamed(right, output[len(left.output_names):])
+        return Join(left, right, kind, left_keys, right_keys, output, rest), scope
+
+    def _split_on(self, on: exp.Expression, left_scope: Scope, scope: Scope, n_left: int):
+        """ON's equalities between a left and a right column become the join keys; the rest
+        stays a condition over the joined row."""
+        left_names = set(scope.plan_names[:n_left])
+        left_keys, right_keys, rest = [], [], []
+        for part in _conjuncts(on):
+            pair = self._key_pair(part, scope, left_names) if isinstance(part, exp.EQ) else None
+            if pair is None:
+                rest.append(self._resolved(part, scope))
+                continue
+            left_keys.append(pair[0])
+            right_keys.append(pair[1])
+        if not left_keys:
+            raise SqlError(f"the join condition {on.sql('spark')} has no equality between a column "
+                           f"of each side (lockstep runs equi-joins)", where=self.where(on))
+        condition = exp.and_(*rest) if rest else None
+        return tuple(left_keys), tuple(right_keys), condition
+
+    def _key_pair(self, eq: exp.EQ, scope: Scope, left_names: set[str]) -> tuple[str, str] | None:
+        sides = [eq.this, eq.expression]
+        if not all(isinstance(s, exp.Column) for s in sides):
+            return None
+        names = [self._resolve(s, scope).plan_name for s in sides]
+        if names[0] in left_names and names[1] not in left_names:
+            return names[0], names[1]
+        if names[1] in left_names and names[0] not in left_names:
+            return names[1], names[0]
+        return None
+
+    def _resolved(self, expr: exp.Expression, scope: Scope) -> exp.Expression:
+        def resolve(node):
+            if isinstance(node, exp.Column):
+                return exp.column(self._resolve(node, scope).plan_name)
+            return node
+        return expr.copy().transform(resolve)
+
+    def _resolve(self, column: exp.Column, scope: Scope):
+        try:
+            found = scope.resolve(column)
+        except AmbiguousColumn:
+            raise SqlError(f"column {column.name!r} is ambiguous: qualify it with its table or alias",
+                           where=self.where(column)) from None
+        if found is None:
+            raise SqlError(f"unknown column {column.sql('spark')} in the join condition",
+                           where=self.where(column))
+        return found
+
+    # -- deduplication ---------------------------------------------------------------------------
+
+    def _dedup(self, inner: exp.Select) -> Deduplicate:
+        item = _row_number_item(inner)
+        window = item.unalias()
+        if not isinstance(item, exp.Alias):
+            raise SqlError("ROW_NUMBER() OVER (...) needs an alias (AS rn) to filter on",
+                           where=self.where(item))
+        rest = inner.copy()
+        rest.set("expressions", [e for e in inner.expressions if e is not item])
+        body = self._select(rest)
+        names = {n.lower(): n for n in body.output_names}
+        keys = tuple(self._dedup_column(p, names, "PARTITION BY") for p in window.args.get("partition_by") or [])
+        if not keys:
+            raise SqlError("ROW_NUMBER() for deduplication needs PARTITION BY", where=self.where(window))
+        order = window.args.get("order")
+        orderings = order.expressions if order is not None else []
+        if len(orderings) != 1 or not isinstance(orderings[0].this, exp.Column):
+            raise SqlError("ROW_NUMBER() for deduplication needs ORDER BY one column (an explicit "
+                           "ordering, never processing time, so stream and batch keep the same row)",
+                           where=self.where(window))
+        order_col = self._dedup_column(orderings[0].this, names, "ORDER BY")
+        keep = "last" if orderings[0].args.get("desc") else "first"
+        return Deduplicate(body, keys, order_col, keep, item.alias)
+
+    def _dedup_column(self, column: exp.Expression, names: dict[str, str], clause: str) -> str:
+        if not isinstance(column, exp.Column) or column.name.lower() not in names:
+            raise SqlError(f"ROW_NUMBER() {clause} {column.sql('spark')}: use a column that the "
+                           f"subquery selects", where=self.where(column))
+        return names[column.name.lower()]
+
+    def _check_row_number_filter(self, select: exp.Select, dedup: Deduplicate) -> None:
+        where = select.args.get("where")
+        conjuncts = _conjuncts(where.this) if where is not None else []
+        if not any(_is_rn_equals_one(c, dedup.row_number) for c in conjuncts):
+            raise SqlError(f"ROW_NUMBER() is supported as deduplication: filter the subquery with "
+                           f"WHERE {dedup.row_number} = 1", where=self.where(select))
+
+
+def _row_number_item(select: exp.Expression) -> exp.Expression | None:
+    if not isinstance(select, exp.Select):
+        return None
+    for item in select.expressions:
+        window = item.unalias()
+        if isinstance(window, exp.Window):
+            if not isinstance(window.this, exp.RowNumber):
+                return None  # the unsupported-construct check names it
+            return item
+    return None
+
+
+def _conjuncts(expr: exp.Expression) -> list[exp.Expression]:
+    if isinstance(expr, exp.And):
+        return _conjuncts(expr.this) + _conjuncts(expr.expression)
+    if isinstance(expr, exp.Paren):
+        return _conjuncts(expr.this)
+    return [expr]
+
+
+def _is_rn_equals_one(expr: exp.Expression, name: str) -> bool:
+    """rn = 1 (or rn <= 1, as Flink's examples write it)."""
+    if not isinstance(expr, (exp.EQ, exp.LTE)) or isinstance(expr.expression, exp.Column):
+        return False
+    sides = {type(expr.this), type(expr.expression)}
+    if sides != {exp.Column, exp.Literal}:
+        return False
+    column = expr.this if isinstance(expr.this, exp.Column) else expr.expression
+    literal = expr.expression if isinstance(expr.this, exp.Column) else expr.this
+    return column.name.lower() == name.lower() and literal.this == "1"

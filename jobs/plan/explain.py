@@ -5,8 +5,8 @@ Deterministic by construction: nodes print their fields in a fixed order and nev
 
 from __future__ import annotations
 
-from jobs.plan.nodes import Calc, ChangelogSource, GroupAggregate, Node, Sink, WindowAggregate, WindowAssign
-from jobs.spec.intervals import describe
+from jobs.plan.describe import describe_node
+from jobs.plan.nodes import Node, Sink
 from jobs.plan.planner import QueryPlan
 
 
@@ -33,41 +33,7 @@ def _tree(plan: QueryPlan, node: Node, prefix: str, last: bool, lines: list[str]
 
 def _describe(plan: QueryPlan, node: Node) -> str:
     if isinstance(node, Sink):
+        materialize = "true" if plan.notes.materialize else "false"
         return (f"Sink(table=[{node.table}], primaryKey=[{', '.join(plan.sink_key)}], "
-                f"upsertMaterialize=[false])")
-    if isinstance(node, WindowAggregate):
-        select = ", ".join(["window.start AS __wstart", "window.end AS __wend"]
-                           + _aggregate_select(node, node.other_keys))
-        return (f"WindowAggregate(groupBy=[{', '.join(node.other_keys)}], window=[{node.window.describe()}], "
-                f"emit=[{node.emit}], select=[{select}], state=[{_state(node)}])")
-    if isinstance(node, GroupAggregate):
-        select = ", ".join(_aggregate_select(node, node.group_keys))
-        return (f"GroupAggregate(groupBy=[{', '.join(node.group_keys)}], select=[{select}], "
-                f"state=[{_state(node)}])")
-    if isinstance(node, WindowAssign):
-        return (f"WindowAssign(window=[{node.window.describe()}], "
-                f"watermark=[{node.window.time_col} - {describe(node.watermark)}], "
-                f"late=[window closed by the watermark: left out, see late_events])")
-    if isinstance(node, Calc):
-        select = ", ".join(_projection(name, expr) for name, expr in node.projections)
-        where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""
-        return f"Calc(select=[{select}]{where})"
-    if isinstance(node, ChangelogSource):
-        pk = f", primaryKey=[{', '.join(node.primary_key)}]" if node.primary_key else ""
-        return (f"ChangelogSource(table=[{node.table}], format=[{node.format}], "
-                f"fields=[{', '.join(node.schema.names)}]{pk})")
-    raise TypeError(f"cannot explain {type(node).__name__}")
-
-
-def _aggregate_select(node: GroupAggregate, keys) -> list[str]:
-    return list(keys) + [f"{a.sql()} AS {a.name}" for a in node.aggregates]
-
-
-def _state(node: GroupAggregate) -> str:
-    return ", ".join(["row count"] + [f"{a.sql()} {'invertible' if a.invertible else 'multiset'}"
-                                      for a in node.aggregates])
-
-
-def _projection(name: str, expr) -> str:
-    text = expr.sql("spark")
-    return text if text == name else f"{text} AS {name}"
+                f"changelogMode=[{node.changelog_mode}], upsertMaterialize=[{materialize}])")
+    return describe_node(node)

@@ -169,11 +169,87 @@ class WindowAggregate(GroupAggregate):
 
 
 @dataclass(frozen=True, eq=False)
+class Deduplicate(Unary, Node):
+    """ROW_NUMBER() OVER (PARTITION BY keys ORDER BY order_col) = 1: per key, the first (ASC) or
+    last (DESC) live row by an explicit ordering column. The row-number column itself is output
+    as the constant 1, so the enclosing query's `rn = 1` still holds. Ties are broken by every
+    other column, so the stream and the batch keep the same row."""
+
+    input: Node
+    keys: tuple[str, ...]
+    order_col: str
+    keep: str  # "first" (ORDER BY ... ASC) or "last" (DESC)
+    row_number: str
+    stateful: ClassVar[bool] = True
+
+    @property
+    def output_names(self):
+        return self.input.output_names + (self.row_number,)
+
+
+@dataclass(frozen=True, eq=False)
+class Join(Node):
+    """A regular equi-join of two changelogs: INNER, LEFT, RIGHT or FULL, with an optional extra
+    (non-equi) condition. Output columns are the left's then the right's (renamed where they
+    clash, see the builder)."""
+
+    left: Node
+    right: Node
+    kind: str  # inner | left | right | full
+    left_keys: tuple[str, ...]
+    right_keys: tuple[str, ...]
+    output: tuple[str, ...]  # names of left columns then right columns
+    condition: exp.Expression | None = None  # over the output names
+    stateful: ClassVar[bool] = True
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @property
+    def output_names(self):
+        return self.output
+
+    @property
+    def left_output(self) -> tuple[str, ...]:
+        return self.output[:len(self.left.output_names)]
+
+    @property
+    def right_output(self) -> tuple[str, ...]:
+        return self.output[len(self.left.output_names):]
+
+
+@dataclass(frozen=True, eq=False)
+class UnionAll(Node):
+    """UNION ALL: the weighted changelogs of the branches, side by side (weights simply add)."""
+
+    branches: tuple[Node, ...]
+    passes_changes: ClassVar[bool] = True
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return self.branches
+
+    @property
+    def output_names(self):
+        return self.branches[0].output_names
+
+
+@dataclass(frozen=True, eq=False)
+class StageInput(ChangelogSource):
+    """The change data feed of an earlier stage's intermediate Delta table, read by a later stage
+    as a keyed changelog (or a multiset when the stage output has no key)."""
+
+    stage: int = 0
+
+
+@dataclass(frozen=True, eq=False)
 class Sink(Unary, Node):
     input: Node
     table: str
     primary_key: tuple[str, ...] | None  # None: the query's upsert key
     upsert_materialize: str
+    changelog_mode: str = "upsert"  # append | upsert | retract
     passes_changes: ClassVar[bool] = True
 
     @property
@@ -189,3 +265,4 @@ class Annotations:
     update_kinds: dict[Node, str] = field(default_factory=dict)
     upsert_keys: dict[Node, tuple[str, ...] | None] = field(default_factory=dict)
     sink_key: list[tuple[str, ...]] = field(default_factory=list)  # set once by sink_check
+    materialize: list[str] = field(default_factory=list)  # why the materializer runs (empty: it does not)

@@ -7,7 +7,10 @@ from datetime import timedelta
 
 from sqlglot import exp
 
+import pyarrow as pa
+
 from jobs.changelog.kinds import ChangelogMode, RowKind
+from jobs.changelog.schema import Column, SourceSchema
 from jobs.errors import SqlError
 from jobs.plan.builder import build_plan
 from jobs.plan.nodes import (WINDOW_END, WINDOW_START, Annotations, Calc, ChangelogSource, GroupAggregate,
@@ -16,6 +19,7 @@ from jobs.plan.passes import PASSES
 from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE
 from jobs.plan.passes.update_kinds import BEFORE_AND_AFTER
 from jobs.plan.sql import parse_select
+from jobs.plan.stages import Stage, split_stages
 from jobs.spec.model import QuerySpec
 
 
@@ -24,6 +28,39 @@ class QueryPlan:
     spec: QuerySpec
     root: Sink
     notes: Annotations
+    stage: Stage | None = None  # set on the plan of one stage (see stages())
+    full: QueryPlan | None = None  # the whole query's plan, on a stage's plan
+
+    @property
+    def sql(self) -> str:
+        """The batch equivalent: the user's SQL, or an intermediate stage's printed SQL."""
+        if self.stage is not None and not self.stage.is_final:
+            return self.stage.batch_sql()
+        return self.spec.sql
+
+    @property
+    def name(self) -> str:
+        return self.root.table
+
+    @property
+    def real_sources(self) -> list[ChangelogSource]:
+        """The spec's sources the query reads (a stage may read an earlier stage instead)."""
+        return (self.full or self).sources
+
+    @property
+    def sink_mode(self) -> str:
+        return self.root.changelog_mode
+
+    @property
+    def materialize(self) -> bool:
+        return bool(self.notes.materialize)
+
+    def stages(self, schema_of=None) -> list[QueryPlan]:
+        """One plan per stage, in the order they run; the last writes the sink. `schema_of`
+        types the intermediate tables (without it, names only: enough for explain)."""
+        split = split_stages(self.root, self.notes, schema_of or _names_only)
+        return [QueryPlan(self.spec, stage.root, _annotate(stage.root, self.spec), stage, self)
+                for stage in split]
 
     @property
     def sink_key(self) -> tuple[str, ...]:
@@ -97,4 +134,23 @@ def plan_query(spec: QuerySpec) -> QueryPlan:
             if exc.where:
                 raise
             raise SqlError(exc.message, where=str(spec.spec_path)) from None
+    _check_windows_single_stage(spec, root)
     return QueryPlan(spec, root, notes)
+
+
+def _annotate(root: Sink, spec: QuerySpec) -> Annotations:
+    notes = Annotations()
+    for run_pass in PASSES:
+        run_pass(root, notes)
+    return notes
+
+
+def _names_only(node: Node) -> SourceSchema:
+    return SourceSchema(tuple(Column(n, "STRING", pa.string()) for n in node.output_names))
+
+
+def _check_windows_single_stage(spec: QuerySpec, root: Sink) -> None:
+    stateful = [n for n in root.walk() if n.stateful]
+    if any(isinstance(n, WindowAssign) for n in root.walk()) and len(stateful) > 1:
+        raise SqlError("a windowed aggregate must read a source directly (not a join, a "
+                       "deduplication or another aggregate)", where=str(spec.spec_path))

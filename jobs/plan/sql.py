@@ -22,9 +22,6 @@ NON_DETERMINISTIC_NAMES = {"rand", "randn", "random", "uuid", "now", "shuffle", 
                            "spark_partition_id", "input_file_name", "current_timezone"}
 
 UNSUPPORTED = {
-    exp.Join: "JOIN",
-    exp.Subquery: "a subquery",
-    exp.Window: "a window function (OVER ...)",
     exp.Order: "ORDER BY",
     exp.Limit: "LIMIT",
     exp.Lateral: "LATERAL VIEW",
@@ -38,7 +35,7 @@ UNSUPPORTED = {
 WINDOW = "__window"  # Spark's window(...) and window.start, renamed past sqlglot (see mask_window)
 
 
-def parse_select(spec: QuerySpec) -> exp.Select:
+def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
     text = mask_window(spec, spec.sql)
     try:
         statements = [s for s in sqlglot.parse(text, read="spark") if s is not None]
@@ -49,7 +46,7 @@ def parse_select(spec: QuerySpec) -> exp.Select:
     if len(statements) != 1:
         raise SqlError(f"expected one SELECT statement, found {len(statements)}", where=_where(spec, 1))
     statement = statements[0]
-    if not isinstance(statement, exp.Select):
+    if not isinstance(statement, (exp.Select, exp.Union)):
         raise SqlError(f"unsupported statement: {_describe(statement)} (lockstep runs one SELECT)",
                        where=_where(spec, line_of(statement)))
     check_supported(spec, statement)
@@ -97,12 +94,25 @@ def check_supported(spec: QuerySpec, select: exp.Select) -> None:
 
 
 def _unsupported_kind(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Order) and isinstance(node.parent, exp.Window):
+        return None  # a window function's ORDER BY: judged with the window function
     for cls, name in UNSUPPORTED.items():
         if isinstance(node, cls):
             return name
-    if isinstance(node, (exp.Union, exp.Intersect, exp.Except)):
+    if isinstance(node, exp.Window) and not _is_dedup_row_number(node):
+        return ("a window function (OVER ...); lockstep runs ROW_NUMBER() OVER (PARTITION BY ... "
+                "ORDER BY ...) in a FROM subquery, filtered on = 1, as deduplication")
+    if isinstance(node, (exp.Intersect, exp.Except)):
         return node.key.upper()
     return None
+
+
+def _is_dedup_row_number(window: exp.Window) -> bool:
+    """ROW_NUMBER() OVER (...) as an item of a SELECT that is itself a subquery in FROM."""
+    item = window.parent if isinstance(window.parent, exp.Alias) else window
+    select = item.parent
+    return (isinstance(window.this, exp.RowNumber) and isinstance(select, exp.Select)
+            and isinstance(select.parent, exp.Subquery))
 
 
 def _non_deterministic(node: exp.Expression) -> bool:

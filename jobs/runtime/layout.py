@@ -9,6 +9,8 @@
       gx/              the Great Expectations project; Data Docs under gx/uncommitted/data_docs
       _state/          what the stream needs to continue: staged changelogs, Spark checkpoint,
                        aggregate value multisets, open windows (emit: final), the consistency point
+      stages/<stage>/  multi-stage queries: each intermediate stage's own stream/ (its Delta
+                       table, change data feed on) and _state/ (see jobs/plan/stages.py)
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ from pathlib import Path
 @dataclass(frozen=True)
 class RunLayout:
     root: Path
+    staging: Path | None = None  # where staged changelogs live: a stage shares its query's
+
+    def for_stage(self, name: str) -> RunLayout:
+        return RunLayout(self.root / "stages" / name, staging=self.staging or self.state / "staged")
+
+    def stage_table(self, name: str) -> Path:
+        return self.for_stage(name).stream
 
     @classmethod
     def for_query(cls, runs_dir: Path, name: str) -> RunLayout:
@@ -75,7 +84,15 @@ class RunLayout:
         return self.state / "batches.jsonl"
 
     def staged(self, source: str) -> Path:
-        return self.state / "staged" / source
+        return (self.staging or self.state / "staged") / source
+
+    @property
+    def operator_state(self) -> Path:
+        return self.state / "operator"
+
+    @property
+    def materializer(self) -> Path:
+        return self.state / "materializer"
 
     def app_id(self, query: str) -> str:
         """The sink's transaction application id: stable for the life of the checkpoint.

@@ -57,6 +57,9 @@ class SinkSpec(Strict):
     # None: the query's upsert key (the group keys, or the source key for a projection).
     primary_key: tuple[str, ...] | None = None
     upsert_materialize: Literal["auto", "none", "force"] = "auto"
+    # What the sink accepts: append (inserts only), upsert (by primary key) or retract (every
+    # change, the table a multiset of rows with a count).
+    changelog_mode: Literal["append", "upsert", "retract"] = "upsert"
     # Windowed queries only. final: a window's row is written once, when the watermark passes
     # its end (an append query). early: written and updated as changes arrive. None: final.
     emit: Literal["final", "early"] | None = None

@@ -6,6 +6,11 @@
   stops passing HAVING) becomes a delete.
 - A projection: the rows that passed the filter; per sink key the last change in the micro-batch
   decides: an addition upserts its image, a retraction deletes the key.
+- A deduplication or a join: the operator's difference for the touched keys (see keyed.py), then
+  the Calc above it; per sink key an added row upserts, a key with only retractions is deleted.
+
+A retract sink takes the net copies gained or lost per row instead; a sink behind the upsert
+materializer takes the rows in arrival order through it (see materializer.py).
 """
 
 from __future__ import annotations
@@ -21,9 +26,12 @@ from jobs.changelog.schema import SEQ, WEIGHT
 from jobs.plan.nodes import Calc, GroupAggregate
 from jobs.plan.planner import QueryPlan
 from jobs.stream.aggregate import COUNT, AggregateState, finalize
-from jobs.stream.calc import projections
+from jobs.errors import SqlError
+from jobs.runtime.layout import RunLayout
+from jobs.stream.calc import apply_calc, projections
+from jobs.stream.materializer import UpsertMaterializer
 from jobs.stream.multiset import ValueMultisets
-from jobs.stream.sink import DELETE, OP, UPSERT
+from jobs.stream.sink import COPIES, DELETE, OP, UPSERT
 
 
 @dataclass(frozen=True)
@@ -72,22 +80,77 @@ class AggregateBatches:
         return groups.select(*_typed(columns, self.output), *[F.col(h) for h in hidden], op)
 
 
+class ChangeRows:
+    """Weighted change rows (the query's columns and __w) into what the sink's writer takes."""
+
+    def __init__(self, plan: QueryPlan, output: StructType, layout: RunLayout, ordered_by: str | None):
+        self.plan, self.output, self.ordered_by = plan, output, ordered_by
+        names = tuple(f.name for f in output.fields)
+        self.materializer = (UpsertMaterializer(plan.sink_key, names, layout.materializer)
+                             if plan.materialize and plan.sink_mode == "upsert" else None)
+
+    def table(self, rows: DataFrame, batch_id: int) -> pa.Table:
+        columns = _typed([F.col(f"`{n}`") for n in self.plan.output_names], self.output)
+        typed = rows.select(*columns, F.col(WEIGHT), *([F.col(self.ordered_by)] if self.ordered_by else []))
+        names = [F.col(f"`{f.name}`") for f in self.output.fields]
+        if self.plan.sink_mode == "retract":
+            return (typed.groupBy(*names).agg(F.sum(WEIGHT).cast("bigint").alias(COPIES))
+                    .where(F.col(COPIES) != 0).toArrow())
+        if self.materializer is not None:
+            return self.materializer.apply(self._in_order(typed), batch_id)
+        return self._net_per_key(typed, names).toArrow()
+
+    def _in_order(self, typed: DataFrame) -> pa.Table:
+        """Arrival order where the rows have one; else retractions before additions (a
+        difference has no order, and a retraction never follows the row that replaces it)."""
+        order = [F.col(self.ordered_by)] if self.ordered_by else [F.col(WEIGHT).asc()]
+        copies = typed.withColumn(WEIGHT, F.explode(F.array_repeat(F.signum(WEIGHT).cast("int"),
+                                                                   F.abs(F.col(WEIGHT)).cast("int"))))
+        return copies.orderBy(*order).drop(*([self.ordered_by] if self.ordered_by else [])).toArrow()
+
+    def _net_per_key(self, typed: DataFrame, names: list) -> DataFrame:
+        """Per sink key, the last change (arrival order), or an addition over a retraction."""
+        key = [F.col(f"`{k}`") for k in self.plan.sink_key]
+        order = [F.col(self.ordered_by).desc()] if self.ordered_by else [F.col(WEIGHT).desc()]
+        latest = Window.partitionBy(*key).orderBy(*order)
+        last = typed.withColumn("__last", F.row_number().over(latest)).where("__last = 1")
+        op = F.when(F.col(WEIGHT) > 0, F.lit(UPSERT)).otherwise(F.lit(DELETE)).alias(OP)
+        return last.select(*names, op)
+
+
 class ProjectionBatches:
     reads_twice = False
 
-    def __init__(self, plan: QueryPlan, output: StructType):
+    def __init__(self, plan: QueryPlan, output: StructType, layout: RunLayout):
         self.plan, self.output = plan, output
+        self.rows = ChangeRows(plan, output, layout, ordered_by=SEQ)
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass
 
     def changes(self, spark: SparkSession, rows: DataFrame, batch: MicroBatch) -> pa.Table:
-        key = [F.col(k) for k in self.plan.sink_key]
-        latest = Window.partitionBy(*key).orderBy(F.col(SEQ).desc())
-        last = rows.withColumn("__last", F.row_number().over(latest)).where("__last = 1")
-        op = F.when(F.col(WEIGHT) > 0, F.lit(UPSERT)).otherwise(F.lit(DELETE)).alias(OP)
-        columns = [F.col(n) for n in self.plan.output_names]
-        return last.select(*_typed(columns, self.output), op).toArrow()
+        return self.rows.table(rows, batch.id)
+
+
+class KeyedBatches:
+    """A deduplication or a join, then the Calc above it (if any)."""
+
+    reads_twice = True  # the micro-batch feeds both the touched keys and the state log
+
+    def __init__(self, plan: QueryPlan, operator, output: StructType, layout: RunLayout):
+        self.plan, self.operator = plan, operator
+        above = plan.root.input
+        self.post: Calc | None = above if isinstance(above, Calc) else None
+        self.rows = ChangeRows(plan, output, layout, ordered_by=None)
+
+    def after_sink_commit(self, batch: MicroBatch) -> None:
+        pass
+
+    def changes(self, spark: SparkSession, delta: DataFrame, batch: MicroBatch) -> pa.Table:
+        difference = self.operator.changes(spark, delta, batch.id)
+        if self.post is not None:
+            difference = apply_calc(difference, self.post, [WEIGHT])
+        return self.rows.table(difference, batch.id)
 
 
 def _typed(columns: list, output: StructType) -> list:
@@ -95,7 +158,14 @@ def _typed(columns: list, output: StructType) -> list:
     return [col.cast(field.dataType).alias(field.name) for col, field in zip(columns, output.fields)]
 
 
-def batches_for(plan: QueryPlan, state: AggregateState | None, multisets, output: StructType):
+def batches_for(plan: QueryPlan, state: AggregateState | None, multisets, output: StructType,
+                operator, layout: RunLayout):
+    if operator is not None:
+        return KeyedBatches(plan, operator, output, layout)
     if isinstance(plan.aggregate, GroupAggregate):
+        if plan.sink_mode == "retract":
+            raise SqlError("sink.changelog_mode: retract is not supported for a query that ends in an "
+                           "aggregate (its rows are keyed by the group keys: use upsert)",
+                           where=str(plan.spec.spec_path))
         return AggregateBatches(plan, state, multisets, output)
-    return ProjectionBatches(plan, output)
+    return ProjectionBatches(plan, output, layout)

@@ -12,6 +12,7 @@ import json
 import os
 import time
 from collections import Counter
+from functools import reduce
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -22,7 +23,10 @@ from jobs.changelog.frames import weight
 from jobs.changelog.schema import KIND, SEQ, WEIGHT
 from jobs.changelog.staging import WATERMARK, StageResult, StagedChangelog, stage_source
 from jobs.errors import RunStateError
-from jobs.plan.nodes import Calc, ChangelogSource, GroupAggregate, Node, WindowAggregate, WindowAssign
+from jobs.changelog.feed import MULTISET_COUNT, stage_change_feed
+from jobs.changelog.schema import Column, SourceSchema
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, Node, StageInput,
+                             UnionAll, WindowAggregate, WindowAssign)
 from jobs.plan.planner import QueryPlan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
@@ -31,6 +35,7 @@ from jobs.spec.model import Settings
 from jobs.stream.aggregate import AggregateState, streaming_aggregate
 from jobs.stream.batches import MicroBatch, batches_for
 from jobs.stream.calc import apply_calc
+from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, tag_side
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.offsets import batch_segments, consumed_rows, logged_files
 from jobs.stream.sink import DeltaUpsertSink
@@ -57,29 +62,79 @@ def run_stream(plan: QueryPlan, settings: Settings, layout: RunLayout,
     progress = progress or Progress(quiet=True)
     result = StreamResult(staged=stage_sources(plan, layout, progress))
     spark = spark_session(settings.spark)
-    from jobs.batch.query import result_on_empty_input
-
-    initial = result_on_empty_input(spark, plan)
-    sink = DeltaUpsertSink(layout.stream, plan.sink_key, layout.app_id(plan.spec.name))
-    _ensure_sink(sink, initial, plan, layout)
-    frame, state = _streaming_frame(spark, plan.root.input, plan, layout)
-    multisets = ValueMultisets(layout.agg_values, state, sink.app_id) if state and state.has_slots else None
-    batches = batches_for(plan, state, multisets, initial.schema)
-    if _emits_final_windows(plan):
-        batches = FinalWindowBatches(batches, layout.pending, plan.sink_key, sink.app_id)
-        batches.create_pending(_nullable(initial.toArrow()))
-    handler = _MicroBatches(plan, sink, batches, layout, progress, spark, result)
+    stages = plan.stages(schema_of=lambda node: _stage_schema(spark, plan, node))
     started = time.monotonic()
-    _run_query(frame, plan, layout, handler)
+    for stage in stages:
+        final = stage.stage.is_final
+        stage_layout = layout if final else layout.for_stage(stage.name)
+        _stage_feeds(stage, layout)
+        if len(stages) > 1:
+            progress.say(f"stage {stage.stage.number}/{len(stages)}: {stage.name}")
+        _run_stage(spark, stage, stage_layout, progress, result if final else StreamResult(staged=[]))
     result.seconds = time.monotonic() - started
-    result.sink_version = sink.version()
-    point = write_consistency_point(plan, layout, result.sink_version)
+    result.sink_version = DeltaUpsertSink(layout.stream, plan.sink_key, "").version()
+    point = write_consistency_point(plan, layout, result.sink_version, stages)
     result.late_events = _late_events(spark, plan, layout, point)
     late = f"; {result.late_events:,} late (row, window) pairs left out" if result.late_events else ""
     progress.say(f"stream {plan.spec.name}: {result.batches} micro-batches, "
                  f"{result.input_rows:,} changelog rows in {result.seconds:.1f} s; "
                  f"sink changes {counts(result.changelog)}{late}")
     return result
+
+
+def _run_stage(spark: SparkSession, plan: QueryPlan, layout: RunLayout, progress: Progress,
+               result: StreamResult) -> None:
+    from jobs.batch.query import result_on_empty_input
+
+    initial = with_sink_columns(result_on_empty_input(spark, plan).toArrow(), plan)
+    sink = DeltaUpsertSink(layout.stream, write_key(plan, initial), layout.app_id(plan.name))
+    _ensure_sink(sink, initial, plan, layout)
+    streaming = _streaming_frame(spark, plan.root.input, plan, layout)
+    state = streaming.state
+    multisets = ValueMultisets(layout.agg_values, state, sink.app_id) if state and state.has_slots else None
+    output = spark.createDataFrame(initial.slice(0, 0)).schema
+    batches = batches_for(plan, state, multisets, output, streaming.operator, layout)
+    if _emits_final_windows(plan):
+        batches = FinalWindowBatches(batches, layout.pending, plan.sink_key, sink.app_id)
+        batches.create_pending(initial)
+    handler = _MicroBatches(plan, sink, batches, layout, progress, spark, result)
+    _run_query(streaming.frame, plan, layout, handler)
+
+
+def _stage_schema(spark: SparkSession, plan: QueryPlan, node: Node) -> SourceSchema:
+    """An intermediate table's columns: the stage's SQL run on empty sources."""
+    from jobs.batch.query import empty_sources
+    from jobs.plan.to_sql import to_sql
+
+    for name, frame in empty_sources(spark, plan).items():
+        frame.createOrReplaceTempView(name)
+    table = spark.sql(to_sql(node)).toArrow()
+    return SourceSchema(tuple(Column(f.name, spark_field.dataType.simpleString().upper(), f.type)
+                              for f, spark_field in zip(table.schema, spark.sql(to_sql(node)).schema)))
+
+
+def _stage_feeds(plan: QueryPlan, layout: RunLayout) -> None:
+    """Stage the change data feed of every earlier stage this one reads."""
+    for source in plan.sources:
+        if isinstance(source, StageInput):
+            stage_change_feed(layout.stage_table(source.table), layout.staged(source.table),
+                              source.table, source.schema, source.primary_key)
+
+
+def with_sink_columns(rows: pa.Table, plan: QueryPlan) -> pa.Table:
+    """The sink's columns: the query's, all nullable, plus a retract sink's copy count."""
+    rows = _nullable(rows)
+    if plan.sink_mode == "retract":
+        rows = rows.append_column(pa.field(MULTISET_COUNT, pa.int64()),
+                                  pa.array([1] * rows.num_rows, pa.int64()))
+    return rows
+
+
+def write_key(plan: QueryPlan, initial: pa.Table) -> tuple[str, ...]:
+    """The columns the sink MERGE matches on: a retract sink's whole row, else the sink key."""
+    if plan.sink_mode == "retract":
+        return tuple(n for n in initial.column_names if n != MULTISET_COUNT)
+    return plan.sink_key
 
 
 def _emits_final_windows(plan: QueryPlan) -> bool:
@@ -98,9 +153,10 @@ def _late_events(spark: SparkSession, plan: QueryPlan, layout: RunLayout, point:
 def stage_sources(plan: QueryPlan, layout: RunLayout, progress: Progress) -> list[StageResult]:
     """Validate every source's new files first, then commit them all: a bad row in one source
     leaves the whole run folder untouched."""
-    pending = [stage_source(s.table, plan.spec.sources[s.table], layout.staged(s.table),
+    tables = list(dict.fromkeys(s.table for s in plan.real_sources))
+    pending = [stage_source(t, plan.spec.sources[t], layout.staged(t),
                             layout.quarantine, rows_per_batch=plan.spec.stream.rows_per_batch)
-               for s in plan.sources]
+               for t in tables]
     for staged, commit in pending:
         commit()
         note = f", {len(staged.quarantined)} quarantined" if staged.quarantined else ""
@@ -109,10 +165,10 @@ def stage_sources(plan: QueryPlan, layout: RunLayout, progress: Progress) -> lis
     return [staged for staged, _ in pending]
 
 
-def _ensure_sink(sink: DeltaUpsertSink, initial: DataFrame, plan: QueryPlan, layout: RunLayout) -> None:
-    rows = _nullable(initial.toArrow())
+def _ensure_sink(sink: DeltaUpsertSink, rows: pa.Table, plan: QueryPlan, layout: RunLayout) -> None:
     if not sink.exists():
-        sink.create(rows, description=f"lockstep stream sink of {plan.spec.name}")
+        what = "stream sink" if plan.stage is None or plan.stage.is_final else "intermediate stage table"
+        sink.create(rows, description=f"lockstep {what} of {plan.spec.name}: {plan.name}")
         return
     from deltalake import DeltaTable
 
@@ -129,23 +185,55 @@ def _nullable(table: pa.Table) -> pa.Table:
     return table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
 
 
-def _streaming_frame(spark: SparkSession, node: Node, plan: QueryPlan, layout: RunLayout
-                     ) -> tuple[DataFrame, AggregateState | None]:
+@dataclass
+class _Streaming:
+    frame: DataFrame  # what each micro-batch hands to foreachBatch
+    state: AggregateState | None = None  # a group aggregate's (on Spark's state store)
+    operator: DedupOperator | JoinOperator | None = None  # recomputes touched keys per micro-batch
+
+
+def _streaming_frame(spark: SparkSession, node: Node, plan: QueryPlan, layout: RunLayout) -> _Streaming:
     """The streaming DataFrame up to and including the stateful operator."""
     if isinstance(node, ChangelogSource):
-        return changelog_stream(spark, StagedChangelog(layout.staged(node.table))), None
-    if isinstance(node, Calc) and isinstance(node.input, GroupAggregate):
+        return _Streaming(changelog_stream(spark, StagedChangelog(layout.staged(node.table))))
+    if isinstance(node, Calc) and node.input.stateful:
         return _streaming_frame(spark, node.input, plan, layout)  # applied per micro-batch
-    child, state = _streaming_frame(spark, node.inputs[0], plan, layout)
+    if isinstance(node, Join):
+        return _join_frame(spark, node, plan, layout)
+    if isinstance(node, UnionAll):
+        frames = [_streaming_frame(spark, b, plan, layout).frame for b in node.branches]
+        return _Streaming(reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames))
+    child = _streaming_frame(spark, node.inputs[0], plan, layout)
     if isinstance(node, Calc):
-        carried = [c for c in (WEIGHT, SEQ, KIND, WATERMARK) if c in child.columns]
-        return apply_calc(child, node, carried), state
+        carried = [c for c in (WEIGHT, SEQ, KIND, WATERMARK) if c in child.frame.columns]
+        return _Streaming(apply_calc(child.frame, node, carried), child.state)
     if isinstance(node, WindowAssign):
-        return stream_window_assign(child, node), state
+        return _Streaming(stream_window_assign(child.frame, node), child.state)
     if isinstance(node, GroupAggregate):
-        state = AggregateState.of(node, child)
-        return streaming_aggregate(child, state), state
+        state = AggregateState.of(node, child.frame)
+        return _Streaming(streaming_aggregate(child.frame, state), state)
+    if isinstance(node, Deduplicate):
+        ddl = _ddl(child.frame, node.input.output_names)
+        return _Streaming(child.frame, operator=DedupOperator(node, layout.operator_state, ddl))
     raise TypeError(f"no streaming rule for {type(node).__name__}")
+
+
+def _join_frame(spark: SparkSession, node: Join, plan: QueryPlan, layout: RunLayout) -> _Streaming:
+    left = _streaming_frame(spark, node.left, plan, layout).frame
+    right = _streaming_frame(spark, node.right, plan, layout).frame
+    left_ddl, right_ddl = _ddl(left, node.left.output_names), _ddl(right, node.right.output_names)
+    tagged = tag_side(left, LEFT, node.left.output_names, RIGHT, _struct_ddl(right, node.right.output_names))
+    tagged = tagged.unionByName(tag_side(right, RIGHT, node.right.output_names, LEFT,
+                                         _struct_ddl(left, node.left.output_names)))
+    return _Streaming(tagged, operator=JoinOperator(node, layout.operator_state, left_ddl, right_ddl))
+
+
+def _ddl(frame: DataFrame, names: tuple[str, ...]) -> str:
+    return ", ".join(f"`{n}` {frame.schema[n].dataType.simpleString()}" for n in names)
+
+
+def _struct_ddl(frame: DataFrame, names: tuple[str, ...]) -> str:
+    return ", ".join(f"`{n}`: {frame.schema[n].dataType.simpleString()}" for n in names)
 
 
 def changelog_stream(spark: SparkSession, staged: StagedChangelog) -> DataFrame:
@@ -159,7 +247,7 @@ def changelog_stream(spark: SparkSession, staged: StagedChangelog) -> DataFrame:
 
 def _run_query(frame: DataFrame, plan: QueryPlan, layout: RunLayout, handler: _MicroBatches) -> None:
     mode = "update" if plan.aggregate is not None else "append"
-    query = (frame.writeStream.outputMode(mode).queryName(f"lockstep_{plan.spec.name}")
+    query = (frame.writeStream.outputMode(mode).queryName(f"lockstep_{plan.name}")
              .option("checkpointLocation", str(layout.checkpoint))
              .foreachBatch(handler).start())
     try:
@@ -202,7 +290,7 @@ class _MicroBatches:
             frame.persist()
         try:
             changes = self.batches.changes(self.spark, frame, batch)
-            merged = self.sink.apply(changes, batch_id)
+            merged = self.sink.write(changes, batch_id, self.plan.sink_mode)
             self.batches.after_sink_commit(batch)
         finally:
             if reused:
@@ -260,17 +348,27 @@ def _append_log(layout: RunLayout, entry: dict) -> None:
         out.write(json.dumps(entry) + "\n")
 
 
-def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: int) -> dict:
-    """What the stream had consumed when it stopped: the batch job computes on exactly this."""
-    commits = layout.checkpoint / "commits"
-    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
-    sources = {}
-    for index, source in enumerate(plan.sources):
-        staged = _staged(layout, source)
-        rows = consumed_rows(logged_files(layout.checkpoint, index), done[-1], staged) if done else 0
-        sources[source.table] = {"rows": rows, **_watermark_at(staged, rows)}
+def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: int,
+                            stages: list[QueryPlan] | None = None) -> dict:
+    """What the stream had consumed when it stopped: the batch job computes on exactly this.
+    A source's consumption is read from the checkpoint of the stage that reads it."""
+    sources, last_batch = {}, None
+    for stage in stages or [plan]:
+        stage_layout = layout if stage.stage is None or stage.stage.is_final else layout.for_stage(stage.name)
+        commits = stage_layout.checkpoint / "commits"
+        done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
+        last_batch = done[-1] if done else None
+        for index, source in enumerate(stage.sources):
+            if isinstance(source, StageInput):
+                continue
+            staged = _staged(layout, source)
+            rows = consumed_rows(logged_files(stage_layout.checkpoint, index), done[-1], staged) if done else 0
+            previous = sources.get(source.table, {}).get("rows")
+            rows = rows if previous is None else min(rows, previous)  # a source read twice (self-join)
+            sources[source.table] = {"rows": rows, **_watermark_at(staged, rows)}
     point = {"query": plan.spec.name, "sink_version": sink_version,
-             "last_batch": done[-1] if done else None, "sources": sources,
+             "last_batch": last_batch, "sources": sources,
+             "stages": [s.name for s in (stages or [plan])[:-1]],
              "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     tmp = layout.consistency.with_suffix(".tmp")
     tmp.write_text(json.dumps(point, indent=1))

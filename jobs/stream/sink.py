@@ -18,6 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 
 OP, UPSERT, DELETE = "__op", "upsert", "delete"
+COPIES = "__count"  # a retract (multiset) sink's number of copies of a row
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,33 @@ class DeltaUpsertSink:
         columns = [n for n in changes.column_names if n != OP]
         merge = merge.when_not_matched_insert(updates={f"`{c}`": f"s.`{c}`" for c in columns},
                                               predicate=f"s.{OP} = '{UPSERT}'")
+        metrics = merge.execute()
+        return MergeCounts(metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"],
+                           metrics["num_target_rows_deleted"])
+
+    def write(self, changes: pa.Table, batch_id: int, mode: str) -> MergeCounts:
+        """Write one micro-batch's change the way the sink's changelog mode asks."""
+        if mode == "retract":
+            return self.apply_counts(changes, batch_id)
+        return self.apply(changes, batch_id)
+
+    def apply_counts(self, changes: pa.Table, batch_id: int) -> MergeCounts:
+        """A multiset sink (key = every column): add `__count` to each row's copies; a row whose
+        copies reach 0 is deleted."""
+        table = DeltaTable(self.path)
+        if self.committed(batch_id):
+            return MergeCounts(skipped_replay=True)
+        if changes.num_rows == 0:
+            return MergeCounts()
+        total = f"t.`{COPIES}` + s.`{COPIES}`"
+        merge = table.merge(changes, predicate=self._match(), source_alias="s", target_alias="t",
+                            commit_properties=CommitProperties(
+                                app_transactions=[Transaction(self.app_id, batch_id)]))
+        merge = merge.when_matched_delete(predicate=f"{total} <= 0")
+        merge = merge.when_matched_update(updates={f"`{COPIES}`": total})
+        columns = changes.column_names
+        merge = merge.when_not_matched_insert(updates={f"`{c}`": f"s.`{c}`" for c in columns},
+                                              predicate=f"s.`{COPIES}` > 0")
         metrics = merge.execute()
         return MergeCounts(metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"],
                            metrics["num_target_rows_deleted"])

@@ -12,9 +12,20 @@ def plan(tmp_path, sql, **kw):
 
 
 @pytest.mark.parametrize("sql, message", [
-    ("SELECT pId, SUM(income) AS s FROM orders o JOIN orders p ON o.pId = p.pId GROUP BY pId", "JOIN"),
+    ("SELECT pId, SUM(income) AS s FROM orders o JOIN orders p ON o.pId = p.pId GROUP BY pId",
+     "'pId' is ambiguous"),
+    ("SELECT o.pId FROM orders o JOIN orders p ON o.income > p.income", "no equality between a column of each side"),
+    ("SELECT o.pId FROM orders o CROSS JOIN orders p", "unsupported join"),
+    ("SELECT o.pId FROM orders o JOIN orders p USING (pId)", "unsupported join"),
     ("SELECT order_id, ROW_NUMBER() OVER (PARTITION BY pId ORDER BY income) AS rn FROM orders", "window function"),
-    ("SELECT pId, SUM(income) AS s FROM (SELECT * FROM orders) GROUP BY pId", "subquery"),
+    ("SELECT pId FROM (SELECT pId, RANK() OVER (PARTITION BY pId ORDER BY income) AS r FROM orders) t",
+     "window function"),
+    ("SELECT pId FROM (SELECT pId, income, ROW_NUMBER() OVER (PARTITION BY pId ORDER BY income) AS rn FROM orders) t",
+     "filter the subquery with WHERE rn = 1"),
+    ("SELECT pId FROM (SELECT pId, ROW_NUMBER() OVER (PARTITION BY pId) AS rn FROM orders) t WHERE rn = 1",
+     "needs ORDER BY one column"),
+    ("SELECT pId FROM orders UNION SELECT pId FROM orders", "UNION \\(distinct\\) is not supported"),
+    ("SELECT pId FROM orders UNION ALL SELECT pId, income FROM orders", "UNION ALL branches have 1 and 2"),
     ("SELECT order_id, rand() AS r FROM orders", "non-deterministic function RAND()"),
     ("SELECT order_id, current_timestamp() AS t FROM orders", "non-deterministic"),
     ("SELECT pId, STDDEV(income) AS s FROM orders GROUP BY pId", "unsupported aggregate function STDDEV"),

@@ -8,13 +8,18 @@
   a group without aggregates (SELECT DISTINCT) is only ever inserted or deleted;
 - a window aggregate emitting final results inserts each window once (an append query); emitting
   early it is a group aggregate;
-- window assignment passes changes through.
+- window assignment passes changes through;
+- a deduplication emits a key's first row as an insert and a better row (by its ordering) as an
+  update; it deletes a key whose rows were all retracted;
+- an inner join emits what its inputs do (two insert-only inputs join to inserts); an outer join
+  also retracts a null-padded row when its first match arrives, so it emits every kind;
+- UNION ALL emits what any branch does.
 """
 
 from __future__ import annotations
 
-from jobs.plan.nodes import (Annotations, Calc, ChangelogSource, GroupAggregate, Node, Sink,
-                             WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (Annotations, Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, Node,
+                             Sink, UnionAll, WindowAggregate, WindowAssign)
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
 
@@ -27,7 +32,7 @@ def run(root: Node, notes: Annotations) -> None:
 def _kinds(node: Node, notes: Annotations) -> set[str]:
     if isinstance(node, ChangelogSource):
         return {INSERT} if node.insert_only else {INSERT, UPDATE, DELETE}
-    child = set(notes.modify_kinds[node.inputs[0]]) if node.inputs else set()
+    child = set().union(*(notes.modify_kinds[c] for c in node.inputs))
     if isinstance(node, WindowAggregate) and node.emit == "final":
         return {INSERT}
     if isinstance(node, GroupAggregate):
@@ -38,6 +43,10 @@ def _kinds(node: Node, notes: Annotations) -> set[str]:
         return {INSERT} | changes | (set() if child == {INSERT} else {DELETE})
     if isinstance(node, Calc):
         return child | ({DELETE} if node.condition is not None and UPDATE in child else set())
-    if isinstance(node, (Sink, WindowAssign)):
+    if isinstance(node, (Sink, WindowAssign, UnionAll)):
         return child
+    if isinstance(node, Deduplicate):
+        return {INSERT, UPDATE} | (set() if child == {INSERT} else {DELETE})
+    if isinstance(node, Join):
+        return child if node.kind == "inner" else {INSERT, UPDATE, DELETE}
     raise TypeError(f"no modify-kind rule for {type(node).__name__}")

@@ -1,46 +1,82 @@
-"""The sink's primary key, and whether the plan can write it as an upsert table as it is.
+"""Can the sink take what the query emits, and with which key? Decided before anything runs.
 
-The Delta sink is written with MERGE by its primary key, each micro-batch applying the net change
-per key. That is exact when the sink key is the query's upsert key. When it is not (a sink keyed
-by other columns than the group keys, or a query without a key), changes for one sink key can
-arrive as a retraction and an insertion of different rows: that needs Flink's upsert
-materializer, which lockstep does not have yet, so such a plan is rejected here with the reason.
+- `append` takes inserts only. A query that updates or deletes is rejected, naming the operator
+  that first produces those changes (Flink: "... doesn't support consuming update changes which
+  is produced by node GroupAggregate(...)").
+- `upsert` (the default) is a Delta table MERGEd by its primary key: the sink's `primary_key`,
+  or else the query's upsert key. When the primary key is not the upsert key (a sink keyed by a
+  column a join shuffles away, or by CONCAT of group keys), changes for one sink key can arrive
+  as a retraction and an insertion of different rows; the upsert materializer keeps, per sink
+  key, the rows alive and writes the latest. `upsert_materialize`: auto adds it when needed,
+  force always, none never (as Flink's table.exec.sink.upsert-materialize).
+- `retract` keeps every row with its multiplicity: no key is needed.
 """
 
 from __future__ import annotations
 
 from jobs.errors import SqlError
+from jobs.plan.describe import describe_node
 from jobs.plan.nodes import Annotations, Node, Sink
+from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE
 
 
 def run(root: Node, notes: Annotations) -> None:
     if not isinstance(root, Sink):
         raise TypeError("a plan's root is its sink")
+    if root.changelog_mode == "append":
+        _check_append(root, notes)
+        notes.sink_key.append(())
+    elif root.changelog_mode == "retract":
+        notes.sink_key.append(())
+    else:
+        key = _upsert_sink_key(root, notes)
+        notes.sink_key.append(key)
+        notes.materialize.extend(_materialize_reasons(root, key, notes))
+
+
+def _check_append(root: Sink, notes: Annotations) -> None:
+    changes = notes.modify_kinds[root.input] - {INSERT}
+    if not changes:
+        return
+    producer = _first_producer(root.input, changes, notes)
+    kinds = " and ".join(k for k in (UPDATE, DELETE) if k in changes)
+    raise SqlError(f"sink.changelog_mode append: table sink '{root.table}' doesn't support consuming "
+                   f"{kinds} changes which is produced by node {describe_node(producer)}")
+
+
+def _first_producer(node: Node, changes: frozenset, notes: Annotations) -> Node:
+    """The deepest node that emits one of `changes` although none of its inputs does."""
+    for child in node.inputs:
+        if notes.modify_kinds[child] & changes:
+            return _first_producer(child, changes, notes)
+    return node
+
+
+def _upsert_sink_key(root: Sink, notes: Annotations) -> tuple[str, ...]:
     upsert_key = notes.upsert_keys[root.input]
+    if root.primary_key is None:
+        if upsert_key is None:
+            raise SqlError("an upsert sink needs a primary key and the query's output has no unique "
+                           "key: set sink.primary_key (the upsert materializer then keeps it "
+                           "consistent), or sink.changelog_mode: retract")
+        return upsert_key
     names = {n.lower(): n for n in root.input.output_names}
-    if root.primary_key is None and upsert_key is None:
-        raise SqlError("the query's output has no unique key, so it cannot be an upsert table: "
-                       "select the source's primary key columns, or aggregate with GROUP BY")
-    key = upsert_key if root.primary_key is None else _resolve(root.primary_key, names)
-    if upsert_key is None or {k.lower() for k in key} != {k.lower() for k in upsert_key}:
-        raise SqlError(_materializer_message(key, upsert_key, root.upsert_materialize))
-    if root.upsert_materialize == "force":
-        raise SqlError("sink.upsert_materialize: force asks for the upsert materializer, which "
-                       "lockstep does not have yet; use auto (it is not needed for this query)")
-    notes.sink_key.append(tuple(key))
-
-
-def _resolve(key: tuple[str, ...], names: dict[str, str]) -> tuple[str, ...]:
-    missing = [k for k in key if k.lower() not in names]
+    missing = [k for k in root.primary_key if k.lower() not in names]
     if missing:
         raise SqlError(f"sink.primary_key: {', '.join(missing)} not among the query's output "
                        f"columns ({', '.join(names.values())})")
-    return tuple(names[k.lower()] for k in key)
+    return tuple(names[k.lower()] for k in root.primary_key)
 
 
-def _materializer_message(key, upsert_key, mode: str) -> str:
-    found = f"[{', '.join(upsert_key)}]" if upsert_key is not None else "none (a multiset)"
-    return (f"sink.primary_key [{', '.join(key)}] is not the query's upsert key {found}: updates for "
-            f"one sink key could arrive out of order, which needs the upsert materializer "
-            f"(upsert_materialize: {mode}); lockstep does not have it yet, so key the sink by the "
-            f"upsert key")
+def _materialize_reasons(root: Sink, key: tuple[str, ...], notes: Annotations) -> list[str]:
+    if root.upsert_materialize == "force":
+        return ["upsert_materialize: force"]
+    if root.upsert_materialize == "none" or notes.modify_kinds[root.input] == {INSERT}:
+        return []
+    upsert_key = notes.upsert_keys[root.input]
+    if upsert_key is None:
+        return [f"the query's output has no upsert key, and the sink is keyed by [{', '.join(key)}]"]
+    if not {k.lower() for k in upsert_key} <= {k.lower() for k in key}:
+        return [f"the sink key [{', '.join(key)}] does not contain the upsert key "
+                f"[{', '.join(upsert_key)}]"]
+    return []

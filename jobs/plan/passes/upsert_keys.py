@@ -2,16 +2,19 @@
 
 A source's key is its primary key; a Calc keeps a key when it projects every key column
 unchanged; an aggregate's key is its group keys (empty for a global aggregate: one row). A window
-is identified by its start (or, equally, its end: the size is fixed). None means the output has no
-key: it is a multiset.
+is identified by its start (or, equally, its end: the size is fixed). A deduplication's key is its
+partition key. A join keeps the keys of its sides when each contains that side's join key (so a
+row's changes stay with one join key); when one side is unique on its join key, the other side's
+key alone identifies a joined row. UNION ALL has no key (one key can come from two branches).
+None means the output has no key: it is a multiset.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from jobs.plan.nodes import (WINDOW_END, WINDOW_START, Annotations, Calc, ChangelogSource, GroupAggregate,
-                             Node, Sink, WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (WINDOW_END, WINDOW_START, Annotations, Calc, ChangelogSource, Deduplicate,
+                             GroupAggregate, Join, Node, Sink, UnionAll, WindowAggregate, WindowAssign)
 
 
 def run(root: Node, notes: Annotations) -> None:
@@ -33,6 +36,12 @@ def _key(node: Node, notes: Annotations) -> tuple[str, ...] | None:
         return _through_projection(node, notes.upsert_keys[node.input])
     if isinstance(node, Sink):
         return notes.upsert_keys[node.input]
+    if isinstance(node, Deduplicate):
+        return node.keys
+    if isinstance(node, Join):
+        return _join_key(node, notes.upsert_keys[node.left], notes.upsert_keys[node.right])
+    if isinstance(node, UnionAll):
+        return None
     raise TypeError(f"no upsert-key rule for {type(node).__name__}")
 
 
@@ -48,3 +57,20 @@ def _through_projection(calc: Calc, key: tuple[str, ...] | None) -> tuple[str, .
     if all(k.lower() in renamed for k in key):
         return tuple(renamed[k.lower()] for k in key)
     return None
+
+
+def _join_key(join: Join, left: tuple[str, ...] | None, right: tuple[str, ...] | None
+              ) -> tuple[str, ...] | None:
+    def ordered(key, join_keys):
+        return key is not None and {k.lower() for k in join_keys} <= {k.lower() for k in key}
+
+    def unique_on_join_key(key, join_keys):
+        return key is not None and {k.lower() for k in key} <= {k.lower() for k in join_keys}
+
+    if not (ordered(left, join.left_keys) and ordered(right, join.right_keys)):
+        return None
+    if join.kind in ("inner", "left") and unique_on_join_key(right, join.right_keys):
+        return left  # each left row meets at most one right row
+    if join.kind in ("inner", "right") and unique_on_join_key(left, join.left_keys):
+        return right
+    return left + right

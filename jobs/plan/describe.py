@@ -1,0 +1,61 @@
+"""Describe a plan node on one line, for `explain` and for error messages that name an operator."""
+
+from __future__ import annotations
+
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, Node, StageInput,
+                             UnionAll, WindowAggregate, WindowAssign)
+from jobs.spec.intervals import describe
+
+
+def describe_node(node: Node) -> str:
+    """One line per operator, Flink-style: its kind and its parameters in a fixed order."""
+    if isinstance(node, WindowAggregate):
+        select = ", ".join(["window.start AS __wstart", "window.end AS __wend"]
+                           + _aggregate_select(node, node.other_keys))
+        return (f"WindowAggregate(groupBy=[{', '.join(node.other_keys)}], window=[{node.window.describe()}], "
+                f"emit=[{node.emit}], select=[{select}], state=[{_state(node)}])")
+    if isinstance(node, GroupAggregate):
+        select = ", ".join(_aggregate_select(node, node.group_keys))
+        return (f"GroupAggregate(groupBy=[{', '.join(node.group_keys)}], select=[{select}], "
+                f"state=[{_state(node)}])")
+    if isinstance(node, WindowAssign):
+        return (f"WindowAssign(window=[{node.window.describe()}], "
+                f"watermark=[{node.window.time_col} - {describe(node.watermark)}], "
+                f"late=[window closed by the watermark: left out, see late_events])")
+    if isinstance(node, Calc):
+        select = ", ".join(_projection(name, expr) for name, expr in node.projections)
+        where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""
+        return f"Calc(select=[{select}]{where})"
+    if isinstance(node, Deduplicate):
+        return (f"Deduplicate(keep=[{'LastRow' if node.keep == 'last' else 'FirstRow'}], "
+                f"key=[{', '.join(node.keys)}], order=[{node.order_col} "
+                f"{'DESC' if node.keep == 'last' else 'ASC'}], state=[live rows per key])")
+    if isinstance(node, Join):
+        where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""
+        pairs = ", ".join(f"{l} = {r}" for l, r in zip(node.left_keys, node.right_keys))
+        return (f"Join(joinType=[{node.kind.capitalize()}Join], on=[{pairs}]{where}, "
+                f"select=[{', '.join(node.output)}], state=[live rows per join key, each side])")
+    if isinstance(node, UnionAll):
+        return f"Union(all=[true], union=[{', '.join(node.output_names)}])"
+    if isinstance(node, StageInput):
+        key = f", upsertKey=[{', '.join(node.primary_key)}]" if node.primary_key else ""
+        return f"StageInput(stage=[{node.stage}], table=[{node.table}]{key})"
+    if isinstance(node, ChangelogSource):
+        pk = f", primaryKey=[{', '.join(node.primary_key)}]" if node.primary_key else ""
+        return (f"ChangelogSource(table=[{node.table}], format=[{node.format}], "
+                f"fields=[{', '.join(node.schema.names)}]{pk})")
+    raise TypeError(f"cannot explain {type(node).__name__}")
+
+
+def _aggregate_select(node: GroupAggregate, keys) -> list[str]:
+    return list(keys) + [f"{a.sql()} AS {a.name}" for a in node.aggregates]
+
+
+def _state(node: GroupAggregate) -> str:
+    return ", ".join(["row count"] + [f"{a.sql()} {'invertible' if a.invertible else 'multiset'}"
+                                      for a in node.aggregates])
+
+
+def _projection(name: str, expr) -> str:
+    text = expr.sql("spark")
+    return text if text == name else f"{text} AS {name}"

@@ -1,0 +1,74 @@
+"""A plan subtree as Spark SQL over the source tables: the batch equivalent of a stage.
+
+The final result's batch side runs the user's own SQL; an intermediate stage (the table a
+deduplication or a join feeds to the next stateful operator) has no SQL of its own, so it is
+printed from its plan. It also gives the stage table's column types (the SQL run on empty inputs).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, Node, UnionAll,
+                             WindowAggregate, WindowAssign)
+
+
+def to_sql(node: Node) -> str:
+    if isinstance(node, ChangelogSource):
+        return f"SELECT {_list(node.output_names)} FROM `{node.table}`"
+    if isinstance(node, Calc):
+        items = ", ".join(f"{e.sql('spark')} AS `{n}`" for n, e in node.projections)
+        where = f" WHERE {node.condition.sql('spark')}" if node.condition is not None else ""
+        return f"SELECT {items} FROM ({to_sql(node.input)}) AS t{where}"
+    if isinstance(node, (WindowAggregate, WindowAssign)):
+        raise NotImplementedError("windows run as one stage over one source")
+    if isinstance(node, GroupAggregate):
+        calls = [f"{a.sql()} AS `{a.name}`" for a in node.aggregates]
+        group = f" GROUP BY {_list(node.group_keys)}" if node.group_keys else ""
+        return f"SELECT {', '.join(list(map(_quote, node.group_keys)) + calls)} FROM ({to_sql(node.input)}) AS t{group}"
+    if isinstance(node, Deduplicate):
+        return _dedup(node)
+    if isinstance(node, Join):
+        return _join(node)
+    if isinstance(node, UnionAll):
+        return " UNION ALL ".join(f"SELECT * FROM ({to_sql(b)}) AS t" for b in node.branches)
+    raise TypeError(f"no SQL for {type(node).__name__}")
+
+
+def _dedup(node: Deduplicate) -> str:
+    direction = "DESC" if node.keep == "last" else "ASC"
+    names = node.input.output_names
+    ties = ", ".join(f"{_quote(n)} {direction}" for n in names if n != node.order_col)
+    order = f"{_quote(node.order_col)} {direction}" + (f", {ties}" if ties else "")
+    ranked = (f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_list(node.keys)} ORDER BY {order}) AS __rn "
+              f"FROM ({to_sql(node.input)}) AS t")
+    return f"SELECT {_list(names)}, 1 AS {_quote(node.row_number)} FROM ({ranked}) AS r WHERE __rn = 1"
+
+
+def _join(node: Join) -> str:
+    left_names, right_names = node.left.output_names, node.right.output_names
+    side = {n: "l" for n in left_names} | {n: "r" for n in right_names}
+    items = [f"l.{_quote(n)} AS {_quote(n)}" for n in left_names] + \
+            [f"r.{_quote(n)} AS {_quote(n)}" for n in right_names]
+    on = [f"l.{_quote(a)} = r.{_quote(b)}" for a, b in zip(node.left_keys, node.right_keys)]
+    if node.condition is not None:
+        on.append(_qualified(node.condition, side).sql("spark"))
+    kind = {"inner": "INNER", "left": "LEFT OUTER", "right": "RIGHT OUTER", "full": "FULL OUTER"}[node.kind]
+    return (f"SELECT {', '.join(items)} FROM ({to_sql(node.left)}) AS l {kind} JOIN "
+            f"({to_sql(node.right)}) AS r ON {' AND '.join(on)}")
+
+
+def _qualified(condition: exp.Expression, side: dict[str, str]) -> exp.Expression:
+    def qualify(column):
+        if isinstance(column, exp.Column) and column.name in side:
+            return exp.column(column.name, table=side[column.name], quoted=True)
+        return column
+    return condition.copy().transform(qualify)
+
+
+def _quote(name: str) -> str:
+    return f"`{name}`"
+
+
+def _list(names) -> str:
+    return ", ".join(map(_quote, names))

@@ -1,0 +1,188 @@
+"""Deduplication and joins over changelogs: recompute the touched keys, emit the difference.
+
+Spark's streaming deduplication and stream-stream joins take append-only input, so they cannot
+retract. Here each micro-batch is handled as a change to a keyed function of the live input:
+
+    touched  = the keys (partition key / join key) the micro-batch's changes carry
+    before   = f(live rows of the touched keys)          e.g. ROW_NUMBER() = 1, or a LEFT JOIN
+    after    = f(live rows of the touched keys + changes)
+    output   = after - before, as weighted rows (+n added, -n retracted)
+
+f is Spark's own batch operator, so the stream applies exactly the semantics the batch side
+does, and outer joins get their null-padded rows added and retracted for free (a padded row is
+in `before` and not in `after` when the first match arrives). Rows of untouched keys cannot
+change, so they are never read.
+
+State is the operator's input changelog, one Parquet file of net changes per micro-batch
+(`state/<side>/batch-<id>.parquet`). Micro-batch b reads only files of earlier batches, so a
+batch replayed after a crash computes the same output, and rewriting its own file is harmless.
+The price: a batch reads the whole history of its state (a compaction would bound it).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import reduce
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from jobs.changelog.schema import WEIGHT
+from jobs.plan.nodes import Deduplicate, Join
+
+COUNT = "__n"
+
+
+class LiveState:
+    """One input's live rows, as net weights per row, logged per micro-batch."""
+
+    def __init__(self, directory: Path, ddl: str):
+        self.directory, self.ddl = directory, ddl
+
+    def changes_before(self, spark: SparkSession, batch_id: int) -> DataFrame:
+        files = sorted(str(p) for p in self.directory.glob("batch-*.parquet")
+                       if int(p.stem.split("-")[1]) < batch_id) if self.directory.exists() else []
+        if not files:
+            return spark.createDataFrame([], f"{self.ddl}, `{COUNT}` BIGINT")
+        return spark.read.schema(f"{self.ddl}, `{COUNT}` BIGINT").parquet(*files)
+
+    def record(self, net: DataFrame, batch_id: int) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"batch-{batch_id:012d}.parquet"
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(net.toArrow(), tmp)
+        os.replace(tmp, path)
+
+
+def net_changes(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+    """Per distinct row, the sum of its weights (rows whose changes cancel out are gone)."""
+    cols = [F.col(f"`{c}`") for c in columns]
+    return rows.groupBy(*cols).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT)).where(F.col(COUNT) != 0)
+
+
+def live(history: DataFrame, columns: tuple[str, ...], keys: tuple[str, ...], touched: DataFrame) -> DataFrame:
+    """The live rows (with their count) whose keys are touched."""
+    cols = [F.col(f"`{c}`") for c in columns]
+    mine = history.join(F.broadcast(touched), _null_safe(history, touched, keys), "left_semi")
+    return mine.groupBy(*cols).agg(F.sum(COUNT).alias(COUNT)).where(F.col(COUNT) > 0)
+
+
+def _null_safe(left: DataFrame, right: DataFrame, keys: tuple[str, ...]) -> Column:
+    return reduce(lambda a, b: a & b, [left[f"`{k}`"].eqNullSafe(right[f"`{k}`"]) for k in keys])
+
+
+def expand(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+    """Each row as many times as its count: what the batch operator sees."""
+    cols = [F.col(f"`{c}`") for c in columns]
+    return rows.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col(COUNT)))).select(*cols)
+
+
+def difference(after: DataFrame, before: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+    """after - before as weighted rows: weight +n for rows added, -n for rows retracted."""
+    cols = [F.col(f"`{c}`") for c in columns]
+    both = after.select(*cols, F.lit(1).alias(WEIGHT)).unionByName(before.select(*cols, F.lit(-1).alias(WEIGHT)))
+    return both.groupBy(*cols).agg(F.sum(WEIGHT).cast("int").alias(WEIGHT)).where(F.col(WEIGHT) != 0)
+
+
+class DedupOperator:
+    def __init__(self, node: Deduplicate, state_dir: Path, input_ddl: str):
+        self.node = node
+        self.columns = node.input.output_names
+        self.state = LiveState(state_dir / "input", input_ddl)
+
+    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
+        net = net_changes(delta, self.columns)
+        touched = net.select(*[F.col(f"`{k}`") for k in self.node.keys]).distinct()
+        before = live(self.state.changes_before(spark, batch_id), self.columns, self.node.keys, touched)
+        after = before.unionByName(net).groupBy(*self._cols()).agg(F.sum(COUNT).alias(COUNT)) \
+            .where(F.col(COUNT) > 0)
+        self.state.record(net, batch_id)
+        return difference(self._first(after), self._first(before), self.node.output_names)
+
+    def _cols(self):
+        return [F.col(f"`{c}`") for c in self.columns]
+
+    def _first(self, rows: DataFrame) -> DataFrame:
+        """ROW_NUMBER() = 1 per key, ties broken by the other columns (as the batch SQL of the stage)."""
+        descending = self.node.keep == "last"
+        order = [self.node.order_col] + [c for c in self.columns if c != self.node.order_col]
+        ordering = [F.col(f"`{c}`").desc() if descending else F.col(f"`{c}`").asc() for c in order]
+        window = Window.partitionBy(*[F.col(f"`{k}`") for k in self.node.keys]).orderBy(*ordering)
+        ranked = rows.withColumn("__rn", F.row_number().over(window)).where(F.col("__rn") == 1)
+        return ranked.select(*self._cols(), F.lit(1).alias(self.node.row_number))
+
+
+SIDE, LEFT, RIGHT = "__side", "__left", "__right"
+
+
+class JoinOperator:
+    def __init__(self, node: Join, state_dir: Path, left_ddl: str, right_ddl: str):
+        self.node = node
+        self.left_cols, self.right_cols = node.left.output_names, node.right.output_names
+        self.left_state = LiveState(state_dir / "left", left_ddl)
+        self.right_state = LiveState(state_dir / "right", right_ddl)
+
+    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
+        node = self.node
+        left_net = net_changes(_side(delta, LEFT, self.left_cols), self.left_cols)
+        right_net = net_changes(_side(delta, RIGHT, self.right_cols), self.right_cols)
+        keys = tuple(f"__k{i}" for i in range(len(node.left_keys)))
+        touched = _keys(left_net, node.left_keys, keys).unionByName(_keys(right_net, node.right_keys, keys)).distinct()
+        left_before = live(self.left_state.changes_before(spark, batch_id), self.left_cols, node.left_keys,
+                           _renamed(touched, keys, node.left_keys))
+        right_before = live(self.right_state.changes_before(spark, batch_id), self.right_cols, node.right_keys,
+                            _renamed(touched, keys, node.right_keys))
+        left_after = _plus(left_before, left_net, self.left_cols)
+        right_after = _plus(right_before, right_net, self.right_cols)
+        self.left_state.record(left_net, batch_id)
+        self.right_state.record(right_net, batch_id)
+        before = self._join(left_before, right_before)
+        after = self._join(left_after, right_after)
+        return difference(after, before, node.output)
+
+    def _join(self, left: DataFrame, right: DataFrame) -> DataFrame:
+        node = self.node
+        l, r = expand(left, self.left_cols).alias("l"), expand(right, self.right_cols).alias("r")
+        on = reduce(lambda a, b: a & b, [F.col(f"l.`{a}`") == F.col(f"r.`{b}`")
+                                         for a, b in zip(node.left_keys, node.right_keys)])
+        if node.condition is not None:
+            on = on & F.expr(_qualified_sql(node))
+        how = {"inner": "inner", "left": "left", "right": "right", "full": "full"}[node.kind]
+        joined = l.join(r, on, how)
+        return joined.select(*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols],
+                             *[F.col(f"r.`{c}`").alias(c) for c in self.right_cols])
+
+
+def _qualified_sql(node: Join) -> str:
+    from jobs.plan.to_sql import _qualified
+
+    side = {n: "l" for n in node.left.output_names} | {n: "r" for n in node.right.output_names}
+    return _qualified(node.condition, side).sql("spark")
+
+
+def _side(delta: DataFrame, side: str, columns: tuple[str, ...]) -> DataFrame:
+    rows = delta.where(F.col(SIDE) == side)
+    return rows.select(*[F.col(f"{side}.`{c}`").alias(c) for c in columns], WEIGHT)
+
+
+def _keys(net: DataFrame, names: tuple[str, ...], as_names: tuple[str, ...]) -> DataFrame:
+    return net.select(*[F.col(f"`{n}`").cast("string").alias(a) for n, a in zip(names, as_names)])
+
+
+def _renamed(touched: DataFrame, keys: tuple[str, ...], names: tuple[str, ...]) -> DataFrame:
+    return touched.select(*[F.col(k).alias(n) for k, n in zip(keys, names)])
+
+
+def _plus(before: DataFrame, net: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+    cols = [F.col(f"`{c}`") for c in columns]
+    return before.unionByName(net).groupBy(*cols).agg(F.sum(COUNT).alias(COUNT)).where(F.col(COUNT) > 0)
+
+
+def tag_side(frame: DataFrame, side: str, columns: tuple[str, ...], other: str, other_ddl: str) -> DataFrame:
+    """A join input's rows in the shape both sides share, so the two streams can be unioned."""
+    mine = F.struct(*[F.col(f"`{c}`") for c in columns]).alias(side)
+    empty = F.lit(None).cast(f"struct<{other_ddl}>").alias(other)
+    parts = {side: mine, other: empty}
+    return frame.select(F.lit(side).alias(SIDE), parts[LEFT], parts[RIGHT], F.col(WEIGHT))

@@ -1,0 +1,176 @@
+import math
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from jobs.changelog.schema import WEIGHT
+from jobs.errors import RunStateError
+from jobs.stream.materializer import UpsertMaterializer
+from jobs.stream.sink import DELETE, OP, UPSERT
+
+# Seed 003: s1 JOIN s2 ON s1.level = s2.id, written to a sink keyed by s1.id. s1's row 1 moves
+# from level 10 to level 20, so the join retracts A1 and adds B1: different rows, one sink key.
+COLUMNS = ("id", "level", "attr")
+SCHEMA = pa.schema([("id", pa.int64()), ("level", pa.int64()), ("attr", pa.string())])
+A1, B1 = (1, 10, "a1"), (1, 20, "b1")
+
+
+def materializer(state_dir: Path) -> UpsertMaterializer:
+    return UpsertMaterializer(("id",), COLUMNS, state_dir)
+
+
+def changes(*steps: tuple[int, tuple]) -> pa.Table:
+    table = pa.Table.from_pylist([dict(zip(COLUMNS, row)) for _, row in steps], schema=SCHEMA)
+    return table.append_column(WEIGHT, pa.array([weight for weight, _ in steps], pa.int32()))
+
+
+def written(output: pa.Table) -> list[tuple[str, tuple]]:
+    return [(row[OP], tuple(row[c] for c in COLUMNS)) for row in output.to_pylist()]
+
+
+@pytest.mark.parametrize("arrival", [
+    [(+1, A1), (-1, A1), (+1, B1)],  # +I a1, -U a1, +U b1: the order they happened in
+    [(+1, B1), (+1, A1), (-1, A1)],  # +U b1 overtakes both
+    [(+1, A1), (+1, B1), (-1, A1)],  # -U a1 comes last
+], ids=["in-order", "update-after-first", "update-before-last"])
+def test_every_arrival_order_of_seed_003_in_one_micro_batch_ends_with_b1(tmp_path, arrival):
+    assert written(materializer(tmp_path).apply(changes(*arrival), 0)) == [(UPSERT, B1)]
+
+
+@pytest.mark.parametrize("arrival, outputs", [
+    ([(+1, B1), (+1, A1), (-1, A1)], [B1, A1, B1]),  # a1 shows until it is retracted
+    ([(+1, A1), (+1, B1), (-1, A1)], [A1, B1, B1]),  # retracting an older row leaves b1 in place
+], ids=["update-after-first", "update-before-last"])
+def test_seed_003_one_change_per_micro_batch_shows_the_newest_live_row(tmp_path, arrival, outputs):
+    sink = materializer(tmp_path)
+    steps = [written(sink.apply(changes(step), batch)) for batch, step in enumerate(arrival)]
+    assert steps == [[(UPSERT, row)] for row in outputs]
+
+
+def test_retracting_the_last_live_row_deletes_the_key_with_its_values(tmp_path):
+    sink = materializer(tmp_path)
+    assert written(sink.apply(changes((+1, A1)), 0)) == [(UPSERT, A1)]
+    assert written(sink.apply(changes((-1, A1)), 1)) == [(DELETE, A1)]
+    assert sink.state_rows() == 0
+
+
+def test_an_addition_and_its_retraction_in_one_micro_batch_delete_the_key(tmp_path):
+    assert written(materializer(tmp_path).apply(changes((+1, A1), (-1, A1)), 0)) == [(DELETE, A1)]
+
+
+def test_only_touched_keys_are_written_in_the_order_first_touched(tmp_path):
+    sink = materializer(tmp_path)
+    sink.apply(changes((+1, A1), (+1, (2, 10, "a1"))), 0)
+    assert written(sink.apply(changes((+1, (3, 20, "b1")), (+1, B1)), 1)) == [
+        (UPSERT, (3, 20, "b1")), (UPSERT, B1)]
+
+
+def test_a_key_with_two_distinct_live_rows_is_a_violation(tmp_path):
+    sink = materializer(tmp_path)
+    sink.apply(changes((+1, A1), (+1, B1), (+1, (2, 10, "a1")), (+1, (2, 10, "a1"))), 0)
+    assert sink.violations() == [{"key": {"id": 1}, "rows": [
+        {"id": 1, "level": 10, "attr": "a1"}, {"id": 1, "level": 20, "attr": "b1"}]}]
+    assert sink.state_rows() == 4
+
+
+def test_a_retraction_of_a_row_that_is_not_live_is_an_error(tmp_path):
+    sink = materializer(tmp_path)
+    sink.apply(changes((+1, A1)), 0)
+    with pytest.raises(RunStateError, match=r"sink key \(id=1\).*attr='zz'"):
+        sink.apply(changes((-1, (1, 10, "zz"))), 1)
+
+
+def test_a_micro_batch_that_failed_half_way_is_retried_from_the_saved_state(tmp_path):
+    sink = materializer(tmp_path)
+    sink.apply(changes((+1, A1)), 0)
+    with pytest.raises(RunStateError):
+        sink.apply(changes((+1, B1), (-1, (9, 9, "never added"))), 1)
+    assert written(sink.apply(changes((+1, B1)), 1)) == [(UPSERT, B1)]
+    assert sink.state_rows() == 2
+
+
+@pytest.mark.parametrize("restart", [True, False], ids=["after-a-crash", "in-the-same-process"])
+def test_a_replayed_micro_batch_gives_the_same_output(tmp_path, restart):
+    sink = materializer(tmp_path)
+    sink.apply(changes((+1, A1)), 0)
+    first = sink.apply(changes((+1, B1), (-1, A1)), 1)  # writes state-1, then "crashes"
+    if restart:
+        sink = materializer(tmp_path)
+    assert sink.apply(changes((+1, B1), (-1, A1)), 1).equals(first)
+    assert written(sink.apply(changes((-1, B1)), 2)) == [(DELETE, B1)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "state-000000000001.parquet", "state-000000000002.parquet"]
+
+
+def test_times_and_nan_survive_the_saved_state(tmp_path):
+    schema = pa.schema([("k", pa.int64()), ("at", pa.timestamp("us", tz="UTC")), ("x", pa.float64())])
+    row = {"k": 1, "at": datetime(2024, 5, 18, 21, 58, tzinfo=timezone.utc), "x": math.nan}
+
+    def one(weight: int) -> pa.Table:
+        return pa.Table.from_pylist([row], schema=schema).append_column(WEIGHT, pa.array([weight], pa.int8()))
+
+    UpsertMaterializer(("k",), ("k", "at", "x"), tmp_path).apply(one(+1), 0)
+    output = UpsertMaterializer(("k",), ("k", "at", "x"), tmp_path).apply(one(-1), 1)
+    assert output.schema.field("at").type == schema.field("at").type
+    deleted = output.to_pylist()[0]
+    assert deleted[OP] == DELETE and deleted["at"] == row["at"] and math.isnan(deleted["x"])
+
+
+ROWS = st.tuples(st.integers(0, 2), st.integers(0, 2), st.sampled_from(["a", "b", None]))
+
+
+@st.composite
+def changelogs_in_micro_batches(draw) -> list[list[tuple[int, tuple]]]:
+    """Additions of random rows and retractions of live ones (any live copy of any key, so
+    retractions of older rows come after newer additions), cut into micro-batches."""
+    live: list[tuple] = []
+    steps: list[tuple[int, tuple]] = []
+    for _ in range(draw(st.integers(1, 40))):
+        if live and draw(st.booleans()):
+            row = live.pop(draw(st.integers(0, len(live) - 1)))
+            steps.append((-1, row))
+        else:
+            row = draw(ROWS)
+            live.append(row)
+            steps.append((+1, row))
+    cuts = sorted(draw(st.sets(st.integers(1, len(steps) - 1), max_size=6))) if len(steps) > 1 else []
+    bounds = [0, *cuts, len(steps)]
+    return [steps[start:end] for start, end in zip(bounds, bounds[1:])]
+
+
+def newest_live_row_per_key(steps: list[tuple[int, tuple]]) -> dict[tuple, tuple]:
+    """The reference: mark each retraction's newest identical live addition dead, then take
+    the newest addition still alive for each key."""
+    added: list[tuple] = []
+    alive: list[bool] = []
+    for weight, row in steps:
+        if weight == 1:
+            added.append(row)
+            alive.append(True)
+        else:
+            newest = max(i for i, r in enumerate(added) if r == row and alive[i])
+            alive[newest] = False
+    return {(row[0],): row for row, is_alive in zip(added, alive) if is_alive}
+
+
+@settings(max_examples=100, deadline=None)
+@given(changelogs_in_micro_batches(), st.lists(st.booleans(), min_size=8, max_size=8))
+def test_the_sink_holds_the_newest_live_row_of_every_key(batches, restarts):
+    sink_table: dict[tuple, tuple] = {}
+    seen: list[tuple[int, tuple]] = []
+    with tempfile.TemporaryDirectory() as state_dir:
+        sink = materializer(Path(state_dir))
+        for batch_id, (batch, restart) in enumerate(zip(batches, restarts)):
+            if restart:
+                sink = materializer(Path(state_dir))
+            for op, row in written(sink.apply(changes(*batch), batch_id)):
+                if op == UPSERT:
+                    sink_table[(row[0],)] = row
+                else:
+                    sink_table.pop((row[0],), None)
+            seen += batch
+            assert sink_table == newest_live_row_per_key(seen)
