@@ -2,6 +2,7 @@ import pytest
 
 from jobs.errors import SpecError, SqlError
 from jobs.plan import plan_query
+from jobs.plan.explain import explain
 from jobs.plan.nodes import Calc, GroupAggregate
 from jobs.spec import load_spec
 from tests.conftest import orders_spec
@@ -61,15 +62,52 @@ def test_a_projection_without_the_source_key_has_no_upsert_key(tmp_path):
         plan(tmp_path, "SELECT pId, income FROM orders")
 
 
-def test_a_sink_keyed_by_other_columns_needs_the_materializer(tmp_path):
-    with pytest.raises(SqlError, match="is not the query's upsert key \\[pId\\].*upsert materializer"):
-        plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId", sink={"primary_key": ["s"]})
+def test_a_sink_keyed_by_other_columns_gets_the_materializer_and_says_why(tmp_path):
+    p = plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId", sink={"primary_key": ["s"]})
+    assert p.sink_key == ("s",)
+    assert p.notes.materialize == ["the sink key [s] does not contain the upsert key [pId]"]
+    assert "upsertMaterialize=[true]" in explain(p)
 
 
-def test_force_materialize_is_rejected_until_the_materializer_exists(tmp_path):
-    with pytest.raises(SqlError, match="force"):
+def test_materialize_none_and_force_override_auto(tmp_path):
+    sql = "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId"
+    assert not plan(tmp_path, sql, sink={"primary_key": ["s"], "upsert_materialize": "none"}).materialize
+    assert plan(tmp_path, sql, sink={"upsert_materialize": "force"}).notes.materialize == [
+        "upsert_materialize: force"]
+    assert not plan(tmp_path, sql).materialize
+
+
+def test_seed_003_join_on_a_non_key_column_into_a_sink_keyed_by_the_left_key_is_materialized(tmp_path):
+    sql = "SELECT o.order_id, o.pId, p.income AS attr FROM orders o JOIN orders p ON o.pId = p.order_id"
+    p = plan(tmp_path, sql, sink={"primary_key": ["order_id"]})
+    assert p.notes.upsert_keys[p.root.input] is None
+    assert p.materialize and "no upsert key" in p.notes.materialize[0]
+
+
+@pytest.mark.parametrize("sql, kinds, producer", [
+    ("SELECT pId, SUM(income) AS s FROM orders GROUP BY pId", "update and delete", "ChangelogSource"),
+    ("SELECT order_id, pId FROM orders", "update and delete", "ChangelogSource\\(table=\\[orders\\]"),
+])
+def test_an_append_sink_rejects_updates_naming_the_operator_that_produces_them(tmp_path, sql, kinds, producer):
+    with pytest.raises(SqlError, match=f"doesn't support consuming {kinds} changes which is produced "
+                                       f"by node {producer}"):
+        plan(tmp_path, sql, sink={"changelog_mode": "append"})
+
+
+def test_an_append_sink_names_the_group_aggregate_over_an_insert_only_source(tmp_path):
+    with pytest.raises(SqlError, match="consuming update changes which is produced by node GroupAggregate"):
         plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId",
-             sink={"upsert_materialize": "force"})
+             sink={"changelog_mode": "append"}, source={"format": "json", "primary_key": []})
+    p = plan(tmp_path, "SELECT order_id, pId FROM orders", sink={"changelog_mode": "append"},
+             source={"format": "json", "primary_key": []})
+    assert p.sink_mode == "append"
+
+
+def test_an_upsert_sink_needs_a_key_and_a_retract_sink_does_not(tmp_path):
+    sql = "SELECT pId FROM orders UNION ALL SELECT pId FROM orders"
+    with pytest.raises(SqlError, match="an upsert sink needs a primary key"):
+        plan(tmp_path, sql)
+    assert plan(tmp_path, sql, sink={"changelog_mode": "retract"}).sink_mode == "retract"
 
 
 def test_an_unknown_sink_key_column_is_named(tmp_path):
