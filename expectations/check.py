@@ -37,6 +37,7 @@ from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
 from jobs.stream.aggregate import state_value_names
 from jobs.stream.job import read_consistency_point
+from jobs.stream.sink import COPIES
 
 DATA_DOCS = "gx/uncommitted/data_docs/local_site/index.html"
 # Which expectation's unexpected rows count as which kind of difference in the report.
@@ -65,6 +66,8 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     # Each expectation is a query or two over these: cached once, scanned from memory after.
     stream = read_snapshot(spark, layout.stream, point["sink_version"]).cache()
     batch_all = read_snapshot(spark, layout.batch)
+    if plan.write_mode == "retract":
+        batch_all = _as_multiset(batch_all)
     windows = WindowCheck.of(spark, plan, layout, point) if plan.window is not None else None
     batch = (windows.compared(batch_all) if windows else batch_all).cache()
     batch.createOrReplaceTempView(BATCH_VIEW)
@@ -111,8 +114,15 @@ def _ordered_feed(spark: SparkSession, feed, cols: Columns, layout: RunLayout) -
     return spark.sql(queries.ordered_feed(cols, FEED_VIEW))
 
 
+def _as_multiset(batch: DataFrame) -> DataFrame:
+    """The batch result as a retract sink holds it: each distinct row once, with its copies."""
+    columns = [F.col(f"`{c}`") for c in batch.columns]
+    return batch.groupBy(*columns).agg(F.count(F.lit(1)).alias(COPIES))
+
+
 def _columns(plan: QueryPlan, stream: DataFrame, settings: Settings) -> Columns:
-    key = plan.sink_key
+    # A multiset sink's rows are identified by all their columns; the copy count is the value.
+    key = plan.sink_key if plan.write_mode == "upsert" else tuple(c for c in stream.columns if c != COPIES)
     values = tuple(c for c in stream.columns if c not in key)
     floating = frozenset(f.name for f in stream.schema.fields
                          if isinstance(f.dataType, (DoubleType, FloatType)))

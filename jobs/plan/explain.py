@@ -14,10 +14,29 @@ def explain(plan: QueryPlan) -> str:
     lines = [f"== {plan.spec.name} =="]
     _tree(plan, plan.root, "", True, lines, top=True)
     key = ", ".join(plan.sink_key)
-    lines += ["", f"upsert key: [{key}]",
-              f"sink: Delta table keyed by [{key}], written by MERGE; its change data feed is the "
-              f"output changelog (insert=+I, update_preimage=-U, update_postimage=+U, delete=-D)"]
+    lines += ["", f"upsert key: [{key}]", _sink_line(plan)]
+    lines += [f"upsert materializer: {reason}" for reason in plan.notes.materialize]
+    stages = plan.stages()
+    if len(stages) > 1:
+        lines += ["", "stages (each intermediate result is a Delta table with change data feed, "
+                      "read by the next stage):"]
+        lines += [f"  {s.stage.number}. {s.name}: {describe_node(s.root.input)} -> "
+                  f"{'the sink' if s.stage.is_final else _stage_table(s)}" for s in stages]
     return "\n".join(lines) + "\n"
+
+
+def _sink_line(plan: QueryPlan) -> str:
+    feed = ("its change data feed is the output changelog (insert=+I, update_preimage=-U, "
+            "update_postimage=+U, delete=-D)")
+    if plan.write_mode == "retract":
+        return f"sink: Delta table of rows with a copy count (__count), MERGEd by every column; {feed}"
+    return f"sink: Delta table keyed by [{', '.join(plan.sink_key)}], written by MERGE; {feed}"
+
+
+def _stage_table(stage: QueryPlan) -> str:
+    key = stage.sink_key if stage.write_mode == "upsert" else None
+    kept = f"keyed by [{', '.join(key)}]" if key is not None else "a multiset with copy counts"
+    return f"stages/{stage.name} ({kept})"
 
 
 def _tree(plan: QueryPlan, node: Node, prefix: str, last: bool, lines: list[str], top=False) -> None:

@@ -52,6 +52,15 @@ class QueryPlan:
         return self.root.changelog_mode
 
     @property
+    def write_mode(self) -> str:
+        """How the Delta table is written: "upsert" (MERGE by the sink key) or "retract" (a
+        multiset: MERGE by every column, with a copy count). An append sink takes inserts only,
+        so it is written by its key when the query has one, else as a multiset."""
+        if self.sink_mode == "retract" or (self.sink_mode == "append" and not self.sink_key):
+            return "retract"
+        return "upsert"
+
+    @property
     def materialize(self) -> bool:
         return bool(self.notes.materialize)
 

@@ -188,10 +188,10 @@ class SelectBuilder:
 
     def _aggregate_calls(self, pre: dict[str, exp.Expression]) -> dict[str, AggCall]:
         calls: dict[str, AggCall] = {}
-        aliases = {self._key(a.this): a.alias for a in self.select.expressions
+        aliases = {self._key(self._unqualify(a.this)): a.alias for a in self.select.expressions
                    if isinstance(a, exp.Alias) and type(a.this) in AGGREGATES}
         for node in self._aggregate_nodes():
-            key = self._key(node)
+            key = self._key(self._unqualify(node))
             if key in calls:
                 continue
             func, arg, distinct = self._aggregate_parts(node)

@@ -87,13 +87,13 @@ class ChangeRows:
         self.plan, self.output, self.ordered_by = plan, output, ordered_by
         names = tuple(f.name for f in output.fields)
         self.materializer = (UpsertMaterializer(plan.sink_key, names, layout.materializer)
-                             if plan.materialize and plan.sink_mode == "upsert" else None)
+                             if plan.materialize and plan.write_mode == "upsert" else None)
 
     def table(self, rows: DataFrame, batch_id: int) -> pa.Table:
         columns = _typed([F.col(f"`{n}`") for n in self.plan.output_names], self.output)
         typed = rows.select(*columns, F.col(WEIGHT), *([F.col(self.ordered_by)] if self.ordered_by else []))
-        names = [F.col(f"`{f.name}`") for f in self.output.fields]
-        if self.plan.sink_mode == "retract":
+        names = [F.col(f"`{f.name}`") for f in self.output.fields if f.name != COPIES]
+        if self.plan.write_mode == "retract":
             return (typed.groupBy(*names).agg(F.sum(WEIGHT).cast("bigint").alias(COPIES))
                     .where(F.col(COPIES) != 0).toArrow())
         if self.materializer is not None:
@@ -163,7 +163,7 @@ def batches_for(plan: QueryPlan, state: AggregateState | None, multisets, output
     if operator is not None:
         return KeyedBatches(plan, operator, output, layout)
     if isinstance(plan.aggregate, GroupAggregate):
-        if plan.sink_mode == "retract":
+        if plan.write_mode == "retract":
             raise SqlError("sink.changelog_mode: retract is not supported for a query that ends in an "
                            "aggregate (its rows are keyed by the group keys: use upsert)",
                            where=str(plan.spec.spec_path))

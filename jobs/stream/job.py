@@ -124,7 +124,7 @@ def _stage_feeds(plan: QueryPlan, layout: RunLayout) -> None:
 def with_sink_columns(rows: pa.Table, plan: QueryPlan) -> pa.Table:
     """The sink's columns: the query's, all nullable, plus a retract sink's copy count."""
     rows = _nullable(rows)
-    if plan.sink_mode == "retract":
+    if plan.write_mode == "retract":
         rows = rows.append_column(pa.field(MULTISET_COUNT, pa.int64()),
                                   pa.array([1] * rows.num_rows, pa.int64()))
     return rows
@@ -132,7 +132,7 @@ def with_sink_columns(rows: pa.Table, plan: QueryPlan) -> pa.Table:
 
 def write_key(plan: QueryPlan, initial: pa.Table) -> tuple[str, ...]:
     """The columns the sink MERGE matches on: a retract sink's whole row, else the sink key."""
-    if plan.sink_mode == "retract":
+    if plan.write_mode == "retract":
         return tuple(n for n in initial.column_names if n != MULTISET_COUNT)
     return plan.sink_key
 
@@ -290,7 +290,7 @@ class _MicroBatches:
             frame.persist()
         try:
             changes = self.batches.changes(self.spark, frame, batch)
-            merged = self.sink.write(changes, batch_id, self.plan.sink_mode)
+            merged = self.sink.write(changes, batch_id, self.plan.write_mode)
             self.batches.after_sink_commit(batch)
         finally:
             if reused:

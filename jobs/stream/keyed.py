@@ -25,6 +25,7 @@ import os
 from functools import reduce
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -48,12 +49,20 @@ class LiveState:
             return spark.createDataFrame([], f"{self.ddl}, `{COUNT}` BIGINT")
         return spark.read.schema(f"{self.ddl}, `{COUNT}` BIGINT").parquet(*files)
 
-    def record(self, net: DataFrame, batch_id: int) -> None:
+    def record(self, net: pa.Table, batch_id: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"batch-{batch_id:012d}.parquet"
         tmp = path.with_suffix(".tmp")
-        pq.write_table(net.toArrow(), tmp)
+        pq.write_table(net, tmp)
         os.replace(tmp, path)
+
+    def local(self, spark: SparkSession, rows: DataFrame) -> tuple[DataFrame, pa.Table]:
+        """Compute `rows` (live rows or net changes, small: touched keys only) once, and go on
+        from the result: Spark would otherwise recompute the whole lineage in every action."""
+        table = rows.toArrow()
+        if table.num_rows == 0:
+            return spark.createDataFrame([], f"{self.ddl}, `{COUNT}` BIGINT"), table
+        return spark.createDataFrame(table), table
 
 
 def net_changes(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
@@ -93,12 +102,12 @@ class DedupOperator:
         self.state = LiveState(state_dir / "input", input_ddl)
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
-        net = net_changes(delta, self.columns)
+        net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
         touched = net.select(*[F.col(f"`{k}`") for k in self.node.keys]).distinct()
-        before = live(self.state.changes_before(spark, batch_id), self.columns, self.node.keys, touched)
-        after = before.unionByName(net).groupBy(*self._cols()).agg(F.sum(COUNT).alias(COUNT)) \
-            .where(F.col(COUNT) > 0)
-        self.state.record(net, batch_id)
+        before, _ = self.state.local(spark, live(self.state.changes_before(spark, batch_id), self.columns,
+                                                 self.node.keys, touched))
+        after = _plus(before, net, self.columns)
+        self.state.record(net_rows, batch_id)
         return difference(self._first(after), self._first(before), self.node.output_names)
 
     def _cols(self):
@@ -126,18 +135,24 @@ class JoinOperator:
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         node = self.node
-        left_net = net_changes(_side(delta, LEFT, self.left_cols), self.left_cols)
-        right_net = net_changes(_side(delta, RIGHT, self.right_cols), self.right_cols)
+        left_net, left_rows = self.left_state.local(spark, net_changes(_side(delta, LEFT, self.left_cols),
+                                                                       self.left_cols))
+        right_net, right_rows = self.right_state.local(spark, net_changes(_side(delta, RIGHT, self.right_cols),
+                                                                          self.right_cols))
         keys = tuple(f"__k{i}" for i in range(len(node.left_keys)))
         touched = _keys(left_net, node.left_keys, keys).unionByName(_keys(right_net, node.right_keys, keys)).distinct()
-        left_before = live(self.left_state.changes_before(spark, batch_id), self.left_cols, node.left_keys,
-                           _renamed(touched, keys, node.left_keys))
-        right_before = live(self.right_state.changes_before(spark, batch_id), self.right_cols, node.right_keys,
-                            _renamed(touched, keys, node.right_keys))
+        touched = F.broadcast(spark.createDataFrame(touched.toArrow()) if not _empty(left_rows, right_rows)
+                              else touched)
+        left_before, _ = self.left_state.local(spark, live(
+            self.left_state.changes_before(spark, batch_id), self.left_cols, node.left_keys,
+            _renamed(touched, keys, node.left_keys)))
+        right_before, _ = self.right_state.local(spark, live(
+            self.right_state.changes_before(spark, batch_id), self.right_cols, node.right_keys,
+            _renamed(touched, keys, node.right_keys)))
         left_after = _plus(left_before, left_net, self.left_cols)
         right_after = _plus(right_before, right_net, self.right_cols)
-        self.left_state.record(left_net, batch_id)
-        self.right_state.record(right_net, batch_id)
+        self.left_state.record(left_rows, batch_id)
+        self.right_state.record(right_rows, batch_id)
         before = self._join(left_before, right_before)
         after = self._join(left_after, right_after)
         return difference(after, before, node.output)
@@ -153,6 +168,10 @@ class JoinOperator:
         joined = l.join(r, on, how)
         return joined.select(*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols],
                              *[F.col(f"r.`{c}`").alias(c) for c in self.right_cols])
+
+
+def _empty(*tables: pa.Table) -> bool:
+    return all(t.num_rows == 0 for t in tables)
 
 
 def _qualified_sql(node: Join) -> str:

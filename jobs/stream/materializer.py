@@ -22,6 +22,7 @@ import re
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -31,7 +32,7 @@ from jobs.errors import RunStateError
 from jobs.stream.sink import DELETE, OP, UPSERT
 
 # Each live row's place in the saved state: one sequence over all keys, so loading the rows
-# in this order rebuilds every key's list (and the dict's key order) as it was.
+# in this order rebuilds every key's list as it was.
 ORDINAL = "__ordinal"
 _STATE_FILE = re.compile(r"state-(\d+)\.parquet")
 # One shared NaN object: Python compares tuples element by identity first, and hashes a NaN by
@@ -74,12 +75,13 @@ class UpsertMaterializer:
         for key, rows in self._live.items():
             distinct = _distinct(rows)
             if len(distinct) > 1:
-                found.append({"key": dict(zip(self.key, key)), "rows": self._as_dicts(distinct)})
+                shown = self._as_dicts(distinct)
+                found.append({"key": {k: shown[0][k] for k in self.key}, "rows": shown})
                 if len(found) == limit:
                     break
         return found
 
-    def _apply_changes(self, changes: pa.Table, batch_id: int) -> tuple[list[tuple], dict[tuple, tuple]]:
+    def _apply_changes(self, changes: pa.Table, batch_id: int) -> tuple[list, dict[tuple, tuple]]:
         """Apply the changes in order; return every change's sink key and, for each key that
         lost a row, the last row retracted from it.
 
@@ -109,9 +111,6 @@ class UpsertMaterializer:
 
     def _keys(self, columns: list[list]) -> list[tuple]:
         return list(zip(*(columns[i] for i in self._key_positions)))
-
-    def _key_tuples(self, table: pa.Table) -> list[tuple]:
-        return list(zip(*(_python_values(table.column(name)) for name in self.key)))
 
     def _retract(self, key: tuple, row: tuple, batch_id: int) -> None:
         rows = self._live.get(key, ())
@@ -144,11 +143,23 @@ class UpsertMaterializer:
         """Save the live rows: the untouched keys' rows as last saved (filtered in Arrow, as
         turning a million Python rows back into columns would take longer than the whole
         micro-batch), then the touched keys' rows."""
-        untouched = pa.array([key not in touched for key in self._key_tuples(self._saved)], pa.bool_())
         fresh = self._table([row for key in touched for row in self._live.get(key, ())])
-        state = pa.concat_tables([self._saved.filter(untouched).cast(fresh.schema), fresh])
-        self._write(state.append_column(ORDINAL, pa.array(range(state.num_rows), pa.int64())), batch_id)
+        kept = self._saved.filter(self._untouched(touched)).cast(fresh.schema)
+        state = pa.concat_tables([kept, fresh])
+        ordinal = pa.array(np.arange(state.num_rows, dtype=np.int64))
+        self._write(state.append_column(ORDINAL, ordinal), batch_id)
         self._saved = state
+
+    def _untouched(self, touched: dict[tuple, None]) -> pa.Array:
+        """Which saved rows belong to a key this micro-batch did not touch. One key column is
+        looked up in Arrow (is_in matches null to null, as the dict does); a composite key
+        needs its tuples built in Python."""
+        if len(self.key) == 1:
+            field = self._saved.schema.field(self.key[0])
+            values = _arrow_values([key[0] for key in touched], field.type)
+            return pc.invert(pc.is_in(self._saved.column(field.name), value_set=values))
+        saved_keys = zip(*(_python_values(self._saved.column(name)) for name in self.key))
+        return pa.array([key not in touched for key in saved_keys], pa.bool_())
 
     def _write(self, table: pa.Table, batch_id: int) -> None:
         path = self._state_path(batch_id)
@@ -161,11 +172,18 @@ class UpsertMaterializer:
     def _restore(self, batch_id: int) -> None:
         """Load the newest state older than batch_id: a file of batch_id or later is what a
         crashed attempt left, and this attempt replaces it."""
-        older = [b for b in self._saved_batches() if b < batch_id]
+        saved = self._saved_batches()
+        older = [b for b in saved if b < batch_id]
         self._live, self._saved = {}, self._table([])
-        if not older:
-            return
-        self._saved = pq.read_table(self._state_path(older[-1])).sort_by(ORDINAL).select(self.columns)
+        if older:
+            self._load(self._state_path(older[-1]))
+        elif saved and saved[-1] > batch_id:
+            raise RunStateError(f"micro-batch {batch_id} is replayed, but the state it started "
+                                "from is gone (only the last two are kept)",
+                                where=str(self.state_dir))
+
+    def _load(self, path: Path) -> None:
+        self._saved = pq.read_table(path).sort_by(ORDINAL).select(self.columns)
         columns = [_python_values(self._saved.column(name)) for name in self.columns]
         for key, row in zip(self._keys(columns), zip(*columns)):
             self._live.setdefault(key, []).append(row)

@@ -7,12 +7,26 @@ service would see it), the batch step and the whole run, and the peak memory of 
 tumbling window query (event times over a day, emit early, a watermark of a day so that nothing is
 late), warm, and the window path's cost per event relative to the group aggregate's.
 
+Then two multi-operator workloads on the warm session (sources from tests/benchmarks/workloads.py),
+each with its stream, batch and check steps and a row-for-row comparison of the two Delta tables:
+- a join of an orders changelog (generate_changelog) with a products changelog keyed by pId, both
+  with updates and deletes, over the same products. The planner keeps no key through a join
+  when a side's key does not contain its join key, so orders keyed by order_id alone leave the
+  output without an upsert key; the join is measured with orders keyed by (order_id, pId) (no
+  materializer), as a LEFT JOIN the same way, and as written with orders keyed by order_id into
+  a sink keyed by order_id (the upsert materializer runs);
+- a deduplication (latest row per order_id) then COUNT(DISTINCT) per company, over an insert-only
+  json source: two chained stages, the aggregate reading the dedup table's change feed. The
+  micro-batch seconds of each stage are printed, to see which one the time goes to.
+
     python -m tests.benchmarks.bench_stream [--events 300000] [--rows-per-batch 50000]
+        [--join-events 200000] [--join-keys 20000] [--dedup-events 200000] [--dedup-orders 50000]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import threading
 import time
@@ -22,12 +36,19 @@ import psutil
 import yaml
 
 from jobs.changelog.generate import SCHEMA, TIMED_SCHEMA, generate_changelog
+from tests.benchmarks.workloads import (ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, generate_order_events,
+                                        generate_products)
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "state" / "bench"
 GROUP_SQL = "SELECT pId, SUM(income) AS total, COUNT(*) AS orders FROM orders GROUP BY pId"
 WINDOW_SQL = ("SELECT pId, window.start AS minute, SUM(income) AS total, COUNT(*) AS orders "
               "FROM orders GROUP BY pId, window(order_time, '1 minute')")
+JOIN_SQL = "SELECT o.order_id, o.pId, o.income, p.name FROM orders o JOIN products p ON o.pId = p.pId"
+LEFT_JOIN_SQL = JOIN_SQL.replace(" JOIN ", " LEFT JOIN ")
+DEDUP_SQL = ("SELECT company, COUNT(DISTINCT order_id) AS n FROM (SELECT order_id, company, seq FROM "
+             "(SELECT order_id, company, seq, ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY seq DESC) "
+             "AS rn FROM events) t WHERE rn = 1) d GROUP BY company")
 
 
 class PeakMemory(threading.Thread):
@@ -51,6 +72,11 @@ class PeakMemory(threading.Thread):
         self._stop.set()
         return self.peak
 
+    def take(self) -> int:
+        """The peak since the last take (or the start), then start over."""
+        peak, self.peak = self.peak, 0
+        return peak
+
 
 def main() -> None:
     args = _arguments()
@@ -72,7 +98,11 @@ def main() -> None:
     cold = _run(spec, settings, "cold")
     warm = _run(spec, settings, "warm")
     window = _run(window_spec, settings, "window")
-    peak = memory.stop()
+    peak = memory.take()
+    joins = {label: _run(spec, settings, label, compare=True) | {"peak": memory.take()}
+             for label, spec in _join_specs(args).items()}
+    dedup = _run(_dedup_spec(args), settings, "dedup_agg", compare=True) | {"peak": memory.take()}
+    peak_all = max([peak, dedup["peak"], memory.stop()] + [r["peak"] for r in joins.values()])
     rows = cold["rows"]
     print()
     print(f"changelog: {rows:,} events ({args.events:,} logical; updates are -U/+U pairs), "
@@ -91,9 +121,49 @@ def main() -> None:
           f"{rows / window['stream']:>9,.0f} events/s  ({window['stream'] / warm['stream']:.2f}x the "
           f"warm group aggregate per event)  verdict {window['verdict']}")
     print(f"peak driver memory (python + JVM RSS) {peak / 2**20:,.0f} MiB")
+    _print_joins(args, joins)
+    _print_dedup(args, dedup)
+    print(f"peak driver memory, all workloads {peak_all / 2**20:,.0f} MiB")
 
 
-def _run(spec: Path, settings, label: str) -> dict:
+def _print_joins(args, joins: dict) -> None:
+    print()
+    print(f"join: orders ({args.join_events:,} logical events) and products ({args.join_events:,} "
+          f"logical events), both with -U/+U updates and deletes, over {args.join_keys:,} join keys; "
+          f"events/s counts the changelog rows of both sides")
+    print(f"join query: {JOIN_SQL}  (left_join: LEFT JOIN)")
+    print("  join, left_join: orders keyed by (order_id, pId), so is the sink; no materializer")
+    print("  join_materialized: orders keyed by order_id, sink.primary_key [order_id], upsert materializer")
+    for label, r in joins.items():
+        _print_steps(label, r)
+
+
+def _print_dedup(args, r: dict) -> None:
+    print()
+    print(f"dedup then aggregate: {args.dedup_events:,} json insert events over {args.dedup_orders:,} "
+          f"order ids, 2 chained stages")
+    print(f"dedup query: {DEDUP_SQL}")
+    _print_steps("dedup_agg", r)
+
+
+def _print_steps(label: str, r: dict) -> None:
+    events = r["events"]
+    print(f"[{label}] stream step ({r['batches']} micro-batches) {r['stream']:7.1f} s  "
+          f"{events / r['stream']:>9,.0f} events/s  ({events:,} input rows)")
+    for stage in r["stages"]:
+        print(f"[{label}]   {stage['name']}: {stage['batches']} micro-batches, {stage['rows']:,} rows in, "
+              f"{stage['seconds']:.1f} s in micro-batches")
+    outside = r["stream"] - sum(stage["seconds"] for stage in r["stages"])
+    print(f"[{label}]   outside micro-batches (staging, query start) {outside:.1f} s")
+    print(f"[{label}] batch step                  {r['batch']:7.1f} s  {events / r['batch']:>9,.0f} events/s")
+    print(f"[{label}] check step                  {r['check']:7.1f} s")
+    same = "stream == batch row for row" if r["same"] else "stream != batch"
+    print(f"[{label}] whole run                   {r['total']:7.1f} s  {events / r['total']:>9,.0f} events/s"
+          f"  verdict {r['verdict']}, {same} ({r['result_rows']:,} rows)")
+    print(f"[{label}] peak driver memory          {r['peak'] / 2**20:7,.0f} MiB")
+
+
+def _run(spec: Path, settings, label: str, compare: bool = False) -> dict:
     from expectations.check import run_check
     from jobs.batch.job import run_batch
     from jobs.plan import plan_query
@@ -113,8 +183,31 @@ def _run(spec: Path, settings, label: str) -> dict:
     t2 = time.monotonic()
     report = run_check(plan, settings, layout, progress)
     t3 = time.monotonic()
-    return {"rows": stream.input_rows, "batches": stream.batches, "stream": t1 - t0,
-            "batch": t2 - t1, "check": t3 - t2, "total": t3 - t0, "verdict": report["verdict"]}
+    run = {"rows": stream.input_rows, "batches": stream.batches, "stream": t1 - t0,
+           "batch": t2 - t1, "check": t3 - t2, "total": t3 - t0, "verdict": report["verdict"]}
+    if compare:
+        stream_rows, batch_rows = _table_rows(layout.stream), _table_rows(layout.batch)
+        run.update(events=sum(s.total_rows for s in stream.staged), same=stream_rows == batch_rows,
+                   result_rows=len(batch_rows), stages=_stage_figures(layout, plan.spec.name))
+    return run
+
+
+def _table_rows(path: Path) -> list[tuple]:
+    from deltalake import DeltaTable
+
+    rows = [tuple(r.values()) for r in DeltaTable(str(path)).to_pyarrow_table().to_pylist()]
+    return sorted(rows, key=lambda row: tuple((v is None, v) for v in row))
+
+
+def _stage_figures(layout, final: str) -> list[dict]:
+    """Micro-batches, input rows and micro-batch seconds of each stage, from its batches log."""
+    logs = [(p.parent.parent.name, p) for p in sorted(layout.root.glob("stages/*/_state/batches.jsonl"))]
+    figures = []
+    for name, log in logs + [(final, layout.batches_log)]:
+        entries = [json.loads(line) for line in log.read_text().splitlines()]
+        figures.append({"name": name, "batches": len(entries), "rows": sum(e["rows"] for e in entries),
+                        "seconds": sum(e["seconds"] for e in entries)})
+    return figures
 
 
 def _spec(data: Path, sql: str, rows_per_batch: int, windowed: bool = False) -> Path:
@@ -125,6 +218,44 @@ def _spec(data: Path, sql: str, rows_per_batch: int, windowed: bool = False) -> 
     if windowed:
         source.update(event_time="order_time", watermark="1 day")
         spec["sink"] = {"emit": "early"}
+    return _write_spec(spec)
+
+
+def _join_specs(args) -> dict[str, Path]:
+    orders = WORK / f"join-orders-{args.join_events}-{args.join_keys}"
+    products = WORK / f"join-products-{args.join_events}-{args.join_keys}"
+    if not orders.exists():
+        print(f"generating {args.join_events:,} order events into {orders} ...", flush=True)
+        generate_changelog(orders, events=args.join_events, groups=args.join_keys)
+    if not products.exists():
+        print(f"generating {args.join_events:,} product events into {products} ...", flush=True)
+        generate_products(products, events=args.join_events, keys=args.join_keys)
+
+    def spec(name: str, sql: str, orders_key: list[str], sink: dict | None = None) -> Path:
+        sources = {"orders": {"path": str(orders), "format": "changelog-json", "schema": SCHEMA,
+                              "primary_key": orders_key},
+                   "products": {"path": str(products), "format": "changelog-json",
+                                "schema": PRODUCTS_SCHEMA, "primary_key": ["pId"]}}
+        return _write_spec({"name": name, "sql": sql, "sources": sources, **({"sink": sink} if sink else {}),
+                            "stream": {"rows_per_batch": args.rows_per_batch}})
+
+    return {"join": spec("bench_join", JOIN_SQL, ["order_id", "pId"]),
+            "left_join": spec("bench_left_join", LEFT_JOIN_SQL, ["order_id", "pId"]),
+            "join_materialized": spec("bench_join_materialized", JOIN_SQL, ["order_id"],
+                                      sink={"primary_key": ["order_id"]})}
+
+
+def _dedup_spec(args) -> Path:
+    events = WORK / f"dedup-events-{args.dedup_events}-{args.dedup_orders}"
+    if not events.exists():
+        print(f"generating {args.dedup_events:,} order events into {events} ...", flush=True)
+        generate_order_events(events, events=args.dedup_events, orders=args.dedup_orders)
+    source = {"path": str(events), "format": "json", "schema": ORDER_EVENTS_SCHEMA}
+    return _write_spec({"name": "bench_dedup_agg", "sql": DEDUP_SQL, "sources": {"events": source},
+                        "stream": {"rows_per_batch": args.rows_per_batch}})
+
+
+def _write_spec(spec: dict) -> Path:
     path = WORK / f"{spec['name']}.yaml"
     WORK.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -135,6 +266,10 @@ def _arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--rows-per-batch", type=int, default=50_000)
+    parser.add_argument("--join-events", type=int, default=200_000, help="logical events per join side")
+    parser.add_argument("--join-keys", type=int, default=20_000)
+    parser.add_argument("--dedup-events", type=int, default=200_000)
+    parser.add_argument("--dedup-orders", type=int, default=50_000, help="distinct order ids")
     return parser.parse_args()
 
 

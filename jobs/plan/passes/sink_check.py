@@ -25,7 +25,7 @@ def run(root: Node, notes: Annotations) -> None:
         raise TypeError("a plan's root is its sink")
     if root.changelog_mode == "append":
         _check_append(root, notes)
-        notes.sink_key.append(())
+        notes.sink_key.append(notes.upsert_keys[root.input] or ())
     elif root.changelog_mode == "retract":
         notes.sink_key.append(())
     else:

@@ -1,0 +1,67 @@
+"""Generated sources for the benchmark's join and dedup workloads (deterministic, like
+jobs/changelog/generate.py, whose orders changelog is the join's left side).
+
+- products: a changelog-json stream keyed by pId over `keys` products: each event picks a
+  product at random and inserts it if it is not live, else deletes it (a fifth of the time) or
+  renames it (a -U/+U pair). At steady state about 5/6 of the products are live, so roughly
+  two thirds of the events are updates and one sixth each inserts and deletes.
+- order events: an insert-only json stream of (order_id, company, seq) where every one of
+  `orders` ids appears at least once and the rest repeat ids at random, each repeat with a
+  possibly different company; seq is the arrival position, so the latest repeat wins a dedup.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+PRODUCTS_SCHEMA = "pId BIGINT, name STRING"
+ORDER_EVENTS_SCHEMA = "order_id BIGINT, company STRING, seq BIGINT"
+COMPANIES = [f"company_{n:02d}" for n in range(20)]
+
+
+def generate_products(folder: Path, *, events: int = 200_000, keys: int = 20_000,
+                      delete_share: float = 0.2, files: int = 10, seed: int = 11) -> int:
+    """Write the products changelog into `folder` (replacing its parts); return the row count."""
+    changes = _product_changes(events, keys, delete_share, random.Random(seed))
+    return _write_parts(folder, list(changes), files)
+
+
+def generate_order_events(folder: Path, *, events: int = 200_000, orders: int = 50_000,
+                          files: int = 10, seed: int = 13) -> int:
+    """Write the order events into `folder` (replacing its parts); return the row count."""
+    rng = random.Random(seed)
+    ids = list(range(orders)) + [rng.randrange(orders) for _ in range(events - orders)]
+    rng.shuffle(ids)
+    rows = [{"order_id": order_id, "company": rng.choice(COMPANIES), "seq": seq}
+            for seq, order_id in enumerate(ids)]
+    return _write_parts(folder, rows, files)
+
+
+def _product_changes(events: int, keys: int, delete_share: float, rng: random.Random):
+    live: dict[int, str] = {}
+    for number in range(events):
+        key = rng.randrange(keys)
+        name = f"product-{key}-v{number}"
+        if key not in live:
+            live[key] = name
+            yield {"pId": key, "name": name, "op": "+I"}
+        elif rng.random() < delete_share:
+            yield {"pId": key, "name": live.pop(key), "op": "-D"}
+        else:
+            yield {"pId": key, "name": live[key], "op": "-U"}
+            live[key] = name
+            yield {"pId": key, "name": name, "op": "+U"}
+
+
+def _write_parts(folder: Path, rows: list[dict], files: int) -> int:
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("part-*.json"):
+        old.unlink()
+    per_file = -(-len(rows) // files)
+    for index in range(files):
+        chunk = rows[index * per_file:(index + 1) * per_file]
+        text = "\n".join(json.dumps(r, separators=(",", ":")) for r in chunk)
+        (folder / f"part-{index:05d}.json").write_text(text + "\n" if chunk else "")
+    return len(rows)
