@@ -39,7 +39,8 @@ def test_parsing_the_dags_imports_neither_spark_nor_great_expectations(airflow_d
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-@pytest.mark.parametrize("query, stream_rows", [("income_per_product", 3), ("seed_004_windows", 5)])
+@pytest.mark.parametrize("query, stream_rows", [("income_per_product", 3), ("seed_004_windows", 5),
+                                                ("seed_003_join", 2)])
 def test_a_query_dag_runs_end_to_end_and_leaves_a_passing_report(spark, airflow_db, tmp_path, monkeypatch,
                                                                   query, stream_rows):
     import json
