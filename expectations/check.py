@@ -37,6 +37,7 @@ from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
 from jobs.stream.aggregate import state_value_names
 from jobs.stream.job import read_consistency_point
+from expectations.stages import compare_stages
 from jobs.stream.sink import COPIES
 
 DATA_DOCS = "gx/uncommitted/data_docs/local_site/index.html"
@@ -81,9 +82,14 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
              suites.retraction_suite(cols, final_windows=bool(windows and windows.final))]
     if windows is not None:
         specs.append(windows.suite(cols))
-    if plan.aggregate is not None:
-        data["stream_state"] = _stream_state(spark, plan, layout).cache()
-        specs.append(_state_suite(plan))
+    last_stage = plan.stages()[-1]  # the stage that writes the sink owns the checkpoint's state
+    if last_stage.aggregate is not None:
+        data["stream_state"] = _stream_state(spark, last_stage, layout).cache()
+        specs.append(_state_suite(last_stage))
+    materializer = _materializer_state(spark, layout) if plan.materialize else None
+    if materializer is not None:
+        data["materializer_state"] = materializer.cache()
+        specs.append(suites.materializer_suite(cols))
     counts = {"stream_rows": stream.count(), "batch_rows": batch.count()}
     context = _context(layout)
     outcomes = []
@@ -97,6 +103,10 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     report = _report(plan, layout, point, counts, outcomes, feed, time.monotonic() - started)
     if windows is not None:
         report.update(windows.report(spark, cols, batch_all, batch))
+    report.update(compare_stages(spark, plan, layout))
+    if plan.materialize:
+        report["materializer"] = {"reasons": plan.notes.materialize,
+                                  "state_rows": materializer.count() if materializer is not None else 0}
     _write_json(layout.report, report)
     progress.say(f"check {plan.spec.name}: {report['verdict'].upper()} "
                  f"({sum(o.success for o in outcomes)}/{len(outcomes)} expectations hold)")
@@ -112,6 +122,12 @@ def _ordered_feed(spark: SparkSession, feed, cols: Columns, layout: RunLayout) -
     pq.write_table(feed, path)
     spark.read.parquet(str(path)).createOrReplaceTempView(FEED_VIEW)
     return spark.sql(queries.ordered_feed(cols, FEED_VIEW))
+
+
+def _materializer_state(spark: SparkSession, layout: RunLayout) -> DataFrame | None:
+    """The materializer's live rows after the last micro-batch (its newest state file)."""
+    files = sorted(layout.materializer.glob("state-*.parquet")) if layout.materializer.exists() else []
+    return spark.read.parquet(str(files[-1])).drop("__ordinal") if files else None
 
 
 def _as_multiset(batch: DataFrame) -> DataFrame:

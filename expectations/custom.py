@@ -27,6 +27,11 @@ class ExpectSinkKeyUnique(gxe.UnexpectedRowsExpectation):
     description: str = "The stream result has at most one row per sink primary key."
 
 
+class ExpectNoPrimaryKeyViolations(gxe.UnexpectedRowsExpectation):
+    description: str = ("The upsert materializer holds at most one distinct live row per sink "
+                        "primary key: two would mean the key is not unique in the query's result.")
+
+
 class ExpectBatchKeyUnique(gxe.UnexpectedRowsExpectation):
     description: str = ("The batch result has at most one row per sink primary key, so a "
                         "comparison by key is a comparison of rows.")

@@ -94,6 +94,13 @@ def duplicate_keys(cols: Columns, table: str = "{batch}") -> str:
     return f"SELECT {head}COUNT(*) AS copies FROM {table}{group} HAVING COUNT(*) > 1"
 
 
+def primary_key_violations(cols: Columns, table: str = "{batch}") -> str:
+    """Sink keys with two or more distinct live rows in the materializer's state."""
+    key = _select(cols.key)
+    return (f"SELECT {key}, COUNT(*) AS distinct_live_rows FROM (SELECT DISTINCT {_select(cols.columns)} "
+            f"FROM {table}) GROUP BY {key} HAVING COUNT(*) > 1")
+
+
 # -- the change feed ---------------------------------------------------------------------------
 # The retraction rules validate the change feed with, per key, the previous and next change in
 # commit order (a commit's retractions before its additions): ordered_feed() computes that once,

@@ -6,6 +6,7 @@
     windows       windowed queries, on the stream result: final windows end before the
                   watermark; windows without late events agree with batch
     state         on Spark's aggregation state: no group counted below zero or left empty
+    materializer  on the upsert materializer's state: one distinct live row per sink key
 """
 
 from __future__ import annotations
@@ -76,3 +77,8 @@ def state_suite(group_keys: tuple[str, ...], sink_key: tuple[str, ...], has_slot
         found.append(custom.ExpectNoEmptyGroupInSink(
             unexpected_rows_query=queries.empty_groups_in_sink(group_keys, sink_key, has_slots)))
     return SuiteSpec("state", "stream_state", tuple(found))
+
+
+def materializer_suite(cols: Columns) -> SuiteSpec:
+    return SuiteSpec("materializer", "materializer_state", (
+        custom.ExpectNoPrimaryKeyViolations(unexpected_rows_query=queries.primary_key_violations(cols)),))

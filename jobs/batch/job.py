@@ -44,13 +44,21 @@ def run_batch(plan: QueryPlan, settings: Settings, layout: RunLayout,
                                           consumed.get(s.table, 0)) for s in plan.sources}
     result = run_sql(spark, plan, snapshots).toArrow()
     metadata = {"lockstep.consistency_point": json.dumps(point["sources"], sort_keys=True)}
-    write_deltalake(str(layout.batch), result, mode="overwrite", schema_mode="overwrite",
-                    commit_properties=CommitProperties(custom_metadata=metadata))
+    _write(layout.batch, result, metadata)
+    for stage in plan.stages()[:-1]:
+        # Each intermediate stage's batch equivalent, for the check to find the first stage
+        # where stream and batch part (the stage SQL reads the same source views).
+        _write(layout.for_stage(stage.name).batch, run_sql(spark, stage, snapshots).toArrow(), metadata)
     seconds = time.monotonic() - started
     input_rows = sum(consumed.values())
     progress.say(f"batch {plan.spec.name}: {result.num_rows:,} result rows from {input_rows:,} "
                  f"changelog rows in {seconds:.1f} s")
     return BatchResult(result.num_rows, input_rows, seconds)
+
+
+def _write(path, table, metadata: dict) -> None:
+    write_deltalake(str(path), table, mode="overwrite", schema_mode="overwrite",
+                    commit_properties=CommitProperties(custom_metadata=metadata))
 
 
 def source_snapshot(spark: SparkSession, staged: StagedChangelog, consumed: int) -> DataFrame:

@@ -24,6 +24,7 @@ from jobs.plan.sql import WINDOW, where_in_spec
 from jobs.spec.intervals import parse_interval
 from jobs.spec.model import QuerySpec
 
+RESOLVED = "lockstep_plan_name"  # meta mark of a column already resolved to its plan name
 AGGREGATES = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
 
 
@@ -354,13 +355,17 @@ class SelectBuilder:
     # -- helpers --------------------------------------------------------------------------------------
 
     def _unqualify(self, expr: exp.Expression) -> exp.Expression:
-        """Every column reference by its plan name (select aliases and window fields stay)."""
+        """Every column reference by its plan name (select aliases and window fields stay).
+        Idempotent: a column already resolved is marked, so a plan name is never looked up
+        again as a user's name (after a join, `g` may be the plan name of `t.g`)."""
         def resolve(node):
             if isinstance(node, exp.Column) and node.table.lower() != WINDOW \
-                    and not isinstance(node.this, exp.Star):
+                    and not isinstance(node.this, exp.Star) and not node.meta.get(RESOLVED):
                 found = self._find(node)
                 if found is not None:
-                    return exp.column(found.plan_name)
+                    column = exp.column(found.plan_name)
+                    column.meta[RESOLVED] = True
+                    return column
             return node
         return expr.copy().transform(resolve)
 

@@ -63,7 +63,7 @@ def expanded(rows: list[dict]) -> list[dict]:
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
-@given(changelogs(max_events=10), changelogs(max_events=10), two_source_queries(), st.integers(2, 8))
+@given(changelogs(max_events=10), changelogs(max_events=10), two_source_queries(), st.integers(3, 8))
 def test_stream_equals_batch_for_joins_dedup_and_union(spark, t_events, u_events, query, rows_per_batch):
     sql, sink = query
     with tempfile.TemporaryDirectory() as tmp:
