@@ -97,7 +97,7 @@ def duplicate_keys(cols: Columns, table: str = "{batch}") -> str:
 def primary_key_violations(cols: Columns, table: str = "{batch}") -> str:
     """Sink keys with two or more distinct live rows in the materializer's state."""
     key = _select(cols.key)
-    return (f"SELECT {key}, COUNT(*) AS distinct_live_rows FROM (SELECT DISTINCT {_select(cols.columns)} "
+    return (f"SELECT {key}, COUNT(*) AS distinct_live_rows FROM (SELECT DISTINCT {_select(cols.all)} "
             f"FROM {table}) GROUP BY {key} HAVING COUNT(*) > 1")
 
 

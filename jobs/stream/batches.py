@@ -37,9 +37,11 @@ from jobs.stream.sink import COPIES, DELETE, OP, UPSERT
 @dataclass(frozen=True)
 class MicroBatch:
     id: int
-    start: int  # changelog rows [start, end), summed over sources
+    start: int  # changelog rows [start, end), summed over sources (one source: its positions)
     end: int
     watermark_after: int | None  # microseconds since the epoch, for sources with event time
+    rows: int = 0  # changelog rows this micro-batch read, over all sources
+    consumed: int = 0  # changelog rows read up to and including it, over all sources
 
 
 class AggregateBatches:

@@ -299,24 +299,25 @@ class _MicroBatches:
             os._exit(70)
         seconds = time.monotonic() - started
         self.result.batches += 1
-        self.result.input_rows += end - start
+        self.result.input_rows += batch.rows
         self.result.changelog.update(merged.changelog())
-        entry = {"batch": batch_id, "start_seq": start, "end_seq": end, "rows": end - start,
+        entry = {"batch": batch_id, "start_seq": start, "end_seq": end, "rows": batch.rows,
                  "changelog": merged.changelog(), "seconds": round(seconds, 3),
                  "replayed": merged.skipped_replay}
         _append_log(self.layout, entry)
         replay = " (replayed: already committed, skipped)" if merged.skipped_replay else ""
-        share = f" ({100 * end / self.total:.0f}%)" if self.total else ""
-        self.progress.say(f"  batch {batch_id}: rows {start:,}-{end:,} of {self.total:,}{share}, "
+        share = f" ({100 * batch.consumed / self.total:.0f}%)" if self.total else ""
+        self.progress.say(f"  batch {batch_id}: {batch.rows:,} rows, {batch.consumed:,} of {self.total:,}{share}, "
                           f"sink {counts(merged.changelog())}, {seconds:.2f} s{replay}")
 
     def _micro_batch(self, batch_id: int) -> MicroBatch:
         """The changelog rows this micro-batch covers (summed over sources), the watermark after
         it; and a check that each source's segment follows the one the previous batch read."""
-        start = end = 0
+        start = end = rows = consumed = 0
         watermark = None
         for index, staged in enumerate(self.staged):
             taken = logged_files(self.layout.checkpoint, index)
+            consumed += consumed_rows(taken, batch_id, staged)
             segments = batch_segments(taken, batch_id, staged)
             if not segments:
                 continue
@@ -327,10 +328,10 @@ class _MicroBatches:
                 if lo != previous:
                     raise RunStateError(f"micro-batch {batch_id} read rows from {lo} but the "
                                         f"changelog continues at {previous}", where=str(staged.directory))
-            start, end = start + lo, end + hi
+            start, end, rows = start + lo, end + hi, rows + hi - lo
             marks = [s["watermark_after"] for s in segments if s.get("watermark_after") is not None]
             watermark = max(marks + ([watermark] if watermark is not None else []), default=None)
-        return MicroBatch(batch_id, start, end, watermark)
+        return MicroBatch(batch_id, start, end, watermark, rows, consumed)
 
     def record_state_sizes(self, progress_entries) -> None:
         sizes = {}
