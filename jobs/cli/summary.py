@@ -18,6 +18,14 @@ def verdict_lines(report: dict, layout: RunLayout) -> str:
                      f"{report['mismatched_rows']:,} with different values")
         failed = [e["name"] for e in report["expectations"] if not e["success"]]
         lines.append(f"  failed: {', '.join(failed)}")
+    for stage in report.get("stages", []):
+        state = "agrees" if stage["agrees"] else (f"DIFFERS ({stage['missing_rows']:,} missing, "
+                                                  f"{stage['extra_rows']:,} extra)")
+        lines.append(f"  stage {stage['stage']}: {stage['stream_rows']:,} rows, {state} with its batch equivalent")
+    if report.get("first_diverging_stage"):
+        lines.append(f"  first stage to diverge: {report['first_diverging_stage']}")
+    if report.get("materializer"):
+        lines.append(f"  upsert materializer: {report['materializer']['state_rows']:,} live rows held")
     if report.get("quarantined_rows"):
         lines.append(f"  quarantined input rows: {report['quarantined_rows']:,} (see {layout.quarantine})")
     lines.append(f"  report: {layout.report}")

@@ -56,11 +56,12 @@ class PeakMemory(threading.Thread):
 
     def __init__(self):
         super().__init__(daemon=True)
-        self.peak, self._stop = 0, threading.Event()
+        # Not `_stop`: that would shadow Thread._stop(), which Python calls in a forked child.
+        self.peak, self._done = 0, threading.Event()
 
     def run(self):
         me = psutil.Process()
-        while not self._stop.is_set():
+        while not self._done.is_set():
             try:
                 rss = me.memory_info().rss + sum(c.memory_info().rss for c in me.children(recursive=True))
             except psutil.Error:
@@ -69,7 +70,7 @@ class PeakMemory(threading.Thread):
             time.sleep(0.2)
 
     def stop(self) -> int:
-        self._stop.set()
+        self._done.set()
         return self.peak
 
     def take(self) -> int:

@@ -82,3 +82,22 @@ def test_an_aggregate_over_an_aggregate_runs_as_two_stages(spark, tmp_path):
     assert [s.name for s in plan_query(load_spec(spec)).stages()] == ["stage1_aggregate", "q"]
     outcome = run_both(spec, tmp_path / "runs")
     assert outcome.stream == outcome.batch == [{"n": 1, "products": 1}, {"n": 2, "products": 1}]
+
+
+def test_union_all_into_a_retract_sink_keeps_copies_and_each_side_retracts_its_own(spark, tmp_path):
+    spec = {"name": "u", "sql": "SELECT pId, income FROM a UNION ALL SELECT pId, income FROM b",
+            "sources": {"a": {"path": "a", "format": "changelog-json",
+                              "schema": "order_id BIGINT, pId BIGINT, income BIGINT", "primary_key": ["order_id"]},
+                        "b": {"path": "b", "format": "json", "schema": "pId BIGINT, income BIGINT"}},
+            "sink": {"changelog_mode": "retract"}, "stream": {"rows_per_batch": 1}}
+    (tmp_path / "u.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    write_changelog(tmp_path / "a", "1.json", [change("+I", 1, 1, 5), change("+I", 2, 1, 5),
+                                              change("-D", 2, 1, 5), change("+I", 3, 2, 7)])
+    write_changelog(tmp_path / "b", "1.json", [{"pId": 1, "income": 5}, {"pId": 3, "income": 1}])
+    outcome = run_both(tmp_path / "u.yaml", tmp_path / "runs")
+    assert outcome.stream == [{"pId": 1, "income": 5, "__count": 2}, {"pId": 2, "income": 7, "__count": 1},
+                              {"pId": 3, "income": 1, "__count": 1}]
+    assert outcome.batch == [{"pId": 1, "income": 5}, {"pId": 1, "income": 5}, {"pId": 2, "income": 7},
+                             {"pId": 3, "income": 1}]
+    report = run_check(plan_query(load_spec(tmp_path / "u.yaml")), Settings(), outcome.layout)
+    assert report["verdict"] == "pass", report["samples"]
