@@ -62,10 +62,10 @@ class _Relations:
         branches = [self.query(b) for b in (union.left, union.right)]
         flat = [n for b in branches for n in (b.branches if isinstance(b, UnionAll) else (b,))]
         names = flat[0].output_names
-        for branch, source in zip(flat[1:], (union.right,) * len(flat)):
+        for branch in flat[1:]:
             if len(branch.output_names) != len(names):
                 raise SqlError(f"UNION ALL branches have {len(names)} and {len(branch.output_names)} "
-                               f"columns", where=self.where(source))
+                               f"columns", where=self.where(union))
         return UnionAll(tuple(self._renamed(b, names) for b in flat))
 
     @staticmethod

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from jobs.changelog.schema import SourceSchema
 from jobs.plan.nodes import (Annotations, ChangelogSource, Deduplicate, GroupAggregate, Join, Node, Sink,
                              StageInput, UnionAll)
 from jobs.plan.to_sql import to_sql
@@ -78,8 +77,3 @@ def _with_inputs(node: Node, children: list[Node]) -> Node:
         return node
     return replace(node, input=children[0])
 
-
-def stage_schema(columns: list[tuple[str, str]]) -> SourceSchema:
-    from jobs.changelog.schema import parse_schema
-
-    return parse_schema(", ".join(f"`{n}` {t}" for n, t in columns), where="stage table")

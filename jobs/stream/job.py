@@ -108,9 +108,10 @@ def _stage_schema(spark: SparkSession, plan: QueryPlan, node: Node) -> SourceSch
 
     for name, frame in empty_sources(spark, plan).items():
         frame.createOrReplaceTempView(name)
-    table = spark.sql(to_sql(node)).toArrow()
+    frame = spark.sql(to_sql(node))
+    arrow = frame.toArrow().schema
     return SourceSchema(tuple(Column(f.name, spark_field.dataType.simpleString().upper(), f.type)
-                              for f, spark_field in zip(table.schema, spark.sql(to_sql(node)).schema)))
+                              for f, spark_field in zip(arrow, frame.schema)))
 
 
 def _stage_feeds(plan: QueryPlan, layout: RunLayout) -> None:

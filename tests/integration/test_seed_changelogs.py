@@ -3,26 +3,19 @@ non-equi condition (seed 001), a join into a sink keyed by another column (seed 
 
 from __future__ import annotations
 
-from jobs.changelog.kinds import RowKind
 from tests.conftest import write_changelog, write_spec
-from tests.integration.conftest import run_both, same_rows
+from tests.integration.conftest import run_both
 
 FEED_KINDS = {"insert": "+I", "update_preimage": "-U", "update_postimage": "+U", "delete": "-D"}
 
 
 def feed_sequence(feed, columns):
-    """(kind, values...) per change, by commit version; within a version -U before its +U, and
-    groups in the order of their first change."""
+    """The change feed as one list per commit version (= per micro-batch), each version's changes
+    sorted: a MERGE writes the rows of one commit in no fixed order."""
     rows = feed.to_pylist()
-    rows.sort(key=lambda r: (r["_commit_version"], ))
-    out = []
-    for version in sorted({r["_commit_version"] for r in rows}):
-        changes = [r for r in rows if r["_commit_version"] == version]
-        changes.sort(key=lambda r: ({"update_preimage": 0, "insert": 1, "update_postimage": 1,
-                                      "delete": 1}[r["_change_type"]]))
-        out.append(sorted(((FEED_KINDS[r["_change_type"]],) + tuple(r[c] for c in columns) for r in changes),
-                          key=repr))
-    return out
+    return [sorted(((FEED_KINDS[r["_change_type"]],) + tuple(r[c] for c in columns)
+                    for r in rows if r["_commit_version"] == version), key=repr)
+            for version in sorted({r["_commit_version"] for r in rows})]
 
 
 SEED_000 = """
