@@ -6,7 +6,7 @@ Deterministic by construction: nodes print their fields in a fixed order and nev
 from __future__ import annotations
 
 from jobs.plan.describe import describe_node
-from jobs.plan.nodes import Node, Sink
+from jobs.plan.nodes import Join, Node, Sink
 from jobs.plan.planner import QueryPlan
 
 
@@ -51,8 +51,23 @@ def _tree(plan: QueryPlan, node: Node, prefix: str, last: bool, lines: list[str]
 
 
 def _describe(plan: QueryPlan, node: Node) -> str:
+    if isinstance(node, Join):
+        sides = (f"leftInputSpec=[{_input_spec(plan, node.left, node.left_keys)}], "
+                 f"rightInputSpec=[{_input_spec(plan, node.right, node.right_keys)}]")
+        return describe_node(node).replace(", state=[", f", {sides}, state=[")
     if isinstance(node, Sink):
         materialize = "true" if plan.notes.materialize else "false"
         return (f"Sink(table=[{node.table}], primaryKey=[{', '.join(plan.sink_key)}], "
                 f"changelogMode=[{node.changelog_mode}], upsertMaterialize=[{materialize}])")
     return describe_node(node)
+
+
+def _input_spec(plan: QueryPlan, side: Node, join_keys: tuple[str, ...]) -> str:
+    """Seed 001's three cases for a join input: at most one row per join key, rows identified by
+    a unique key, or possible duplicates (Flink's JoinInputSideSpec)."""
+    key = plan.notes.upsert_keys.get(side)
+    if key is None:
+        return "NoUniqueKey"
+    if {k.lower() for k in key} <= {k.lower() for k in join_keys}:
+        return "JoinKeyContainsUniqueKey"
+    return f"HasUniqueKey([{', '.join(key)}])"
