@@ -51,6 +51,8 @@ def _rest(result, message):
 @pytest.mark.parametrize("edit, message", [
     (("format: changelog-json", "formt: changelog-json"), "q.yaml:6: sources.orders.formt: unknown key"),
     (("sql: SELECT", "sql: SELECT rand() AS r,"), "q.yaml:2: non-deterministic function RAND()"),
+    (("stream:", "sink:\n  changelog_mode: append\nstream:"),
+     "doesn't support consuming update and delete changes which is produced by node ChangelogSource("),
 ])
 def test_an_invalid_spec_or_sql_exits_2_before_anything_runs(tmp_path, edit, message):
     write_changelog(tmp_path / "orders", "001.json", GOOD)
