@@ -25,6 +25,11 @@ def generate_changelog(folder: Path, *, events: int = 300_000, groups: int = 20_
                        seed: int = 7) -> int:
     """Write the changelog into `folder` (replacing what is there); return the number of rows."""
     rows = list(_changes(events, groups, update_share, delete_share, random.Random(seed)))
+    return write_parts(folder, rows, files)
+
+
+def write_parts(folder: Path, rows: list[dict], files: int) -> int:
+    """Write `rows` as JSON lines into `files` part files in `folder`, replacing earlier parts."""
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("part-*.json"):
         old.unlink()

@@ -12,9 +12,10 @@ jobs/changelog/generate.py, whose orders changelog is the join's left side).
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
+
+from jobs.changelog.generate import write_parts
 
 PRODUCTS_SCHEMA = "pId BIGINT, name STRING"
 ORDER_EVENTS_SCHEMA = "order_id BIGINT, company STRING, seq BIGINT"
@@ -25,7 +26,7 @@ def generate_products(folder: Path, *, events: int = 200_000, keys: int = 20_000
                       delete_share: float = 0.2, files: int = 10, seed: int = 11) -> int:
     """Write the products changelog into `folder` (replacing its parts); return the row count."""
     changes = _product_changes(events, keys, delete_share, random.Random(seed))
-    return _write_parts(folder, list(changes), files)
+    return write_parts(folder, list(changes), files)
 
 
 def generate_order_events(folder: Path, *, events: int = 200_000, orders: int = 50_000,
@@ -36,7 +37,7 @@ def generate_order_events(folder: Path, *, events: int = 200_000, orders: int = 
     rng.shuffle(ids)
     rows = [{"order_id": order_id, "company": rng.choice(COMPANIES), "seq": seq}
             for seq, order_id in enumerate(ids)]
-    return _write_parts(folder, rows, files)
+    return write_parts(folder, rows, files)
 
 
 def _product_changes(events: int, keys: int, delete_share: float, rng: random.Random):
@@ -54,14 +55,3 @@ def _product_changes(events: int, keys: int, delete_share: float, rng: random.Ra
             live[key] = name
             yield {"pId": key, "name": name, "op": "+U"}
 
-
-def _write_parts(folder: Path, rows: list[dict], files: int) -> int:
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("part-*.json"):
-        old.unlink()
-    per_file = -(-len(rows) // files)
-    for index in range(files):
-        chunk = rows[index * per_file:(index + 1) * per_file]
-        text = "\n".join(json.dumps(r, separators=(",", ":")) for r in chunk)
-        (folder / f"part-{index:05d}.json").write_text(text + "\n" if chunk else "")
-    return len(rows)
