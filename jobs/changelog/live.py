@@ -79,7 +79,7 @@ class LiveRows:
 
         The hot loop of staging (one pass per changelog row): plain ints and dict operations,
         with messages built only for the rare invalid row."""
-        columns = [_python_values(rows.column(name)) for name in self.schema.names]
+        columns = [python_values(rows.column(name)) for name in self.schema.names]
         kinds = rows.column(KIND).to_pylist()
         apply_fast = self._fast_keyed if self.primary_key else self._fast_multiset
         invalid = []
@@ -130,14 +130,14 @@ class LiveRows:
 
     def load(self, path: Path) -> None:
         table = pq.read_table(path)
-        rows = zip(*(_python_values(table.column(name)) for name in self.schema.names))
+        rows = zip(*(python_values(table.column(name)) for name in self.schema.names))
         if self.primary_key:
             self._live = {tuple(row[i] for i in self._key_positions): row for row in rows}
         else:
             self._live = dict(zip(rows, table.column(COUNT).to_pylist()))
 
 
-def _python_values(column: pa.ChunkedArray) -> list:
+def python_values(column: pa.ChunkedArray) -> list:
     """Column values for the dict: times as their integer ticks, which compare the same and
     convert many times faster than timezone-aware datetimes."""
     if pa.types.is_timestamp(column.type):

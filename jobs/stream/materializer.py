@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from jobs.changelog.live import python_values
 from jobs.changelog.schema import WEIGHT
 from jobs.errors import RunStateError
 from jobs.stream.sink import DELETE, OP, UPSERT
@@ -244,13 +245,9 @@ def _distinct(rows: list[tuple]) -> list[tuple]:
 
 
 def _python_values(column: pa.ChunkedArray) -> list:
-    """Column values to compare rows by: times as their integer ticks, which compare the same
-    and convert many times faster than timezone-aware datetimes; every NaN as the one _NAN."""
-    if pa.types.is_timestamp(column.type):
-        return column.cast(pa.int64()).to_pylist()
-    if pa.types.is_date32(column.type):
-        return column.cast(pa.int32()).to_pylist()
-    values = column.to_pylist()
+    """Column values to compare rows by, as the staging check compares them (times as integer
+    ticks), and every NaN as the one _NAN, so a row holding NaN can be retracted."""
+    values = python_values(column)
     if pa.types.is_floating(column.type) and pc.any(pc.is_nan(column)).as_py():
         return [_NAN if v is not None and v != v else v for v in values]
     return values
