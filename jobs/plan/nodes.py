@@ -186,6 +186,16 @@ class Deduplicate(Unary, Node):
     def output_names(self):
         return self.input.output_names + (self.row_number,)
 
+    @property
+    def descending(self) -> bool:
+        return self.keep == "last"
+
+    @property
+    def ordering(self) -> tuple[str, ...]:
+        """The columns the rows of a key are ranked by, all in one direction: the ordering column,
+        then every other column to break ties."""
+        return (self.order_col,) + tuple(c for c in self.input.output_names if c != self.order_col)
+
 
 @dataclass(frozen=True, eq=False)
 class Join(Node):

@@ -36,10 +36,9 @@ def to_sql(node: Node) -> str:
 
 
 def _dedup(node: Deduplicate) -> str:
-    direction = "DESC" if node.keep == "last" else "ASC"
+    direction = "DESC" if node.descending else "ASC"
     names = node.input.output_names
-    ties = ", ".join(f"{_quote(n)} {direction}" for n in names if n != node.order_col)
-    order = f"{_quote(node.order_col)} {direction}" + (f", {ties}" if ties else "")
+    order = ", ".join(f"{_quote(n)} {direction}" for n in node.ordering)
     ranked = (f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_list(node.keys)} ORDER BY {order}) AS __rn "
               f"FROM ({to_sql(node.input)}) AS t")
     return f"SELECT {_list(names)}, 1 AS {_quote(node.row_number)} FROM ({ranked}) AS r WHERE __rn = 1"
@@ -47,23 +46,26 @@ def _dedup(node: Deduplicate) -> str:
 
 def _join(node: Join) -> str:
     left_names, right_names = node.left.output_names, node.right.output_names
-    side = {n: "l" for n in left_names} | {n: "r" for n in right_names}
     items = [f"l.{_quote(n)} AS {_quote(n)}" for n in left_names] + \
             [f"r.{_quote(n)} AS {_quote(n)}" for n in right_names]
     on = [f"l.{_quote(a)} = r.{_quote(b)}" for a, b in zip(node.left_keys, node.right_keys)]
     if node.condition is not None:
-        on.append(_qualified(node.condition, side).sql("spark"))
+        on.append(join_condition_sql(node))
     kind = {"inner": "INNER", "left": "LEFT OUTER", "right": "RIGHT OUTER", "full": "FULL OUTER"}[node.kind]
     return (f"SELECT {', '.join(items)} FROM ({to_sql(node.left)}) AS l {kind} JOIN "
             f"({to_sql(node.right)}) AS r ON {' AND '.join(on)}")
 
 
-def _qualified(condition: exp.Expression, side: dict[str, str]) -> exp.Expression:
+def join_condition_sql(node: Join) -> str:
+    """The join's non-equi condition with each column qualified by its side: `l` or `r` (the
+    aliases both the stage SQL and the stream's join operator give the two inputs)."""
+    side = {n: "l" for n in node.left.output_names} | {n: "r" for n in node.right.output_names}
+
     def qualify(column):
         if isinstance(column, exp.Column) and column.name in side:
             return exp.column(column.name, table=side[column.name], quoted=True)
         return column
-    return condition.copy().transform(qualify)
+    return node.condition.copy().transform(qualify).sql("spark")
 
 
 def _quote(name: str) -> str:

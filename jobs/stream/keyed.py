@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 
 from jobs.changelog.schema import WEIGHT
 from jobs.plan.nodes import Deduplicate, Join
+from jobs.plan.to_sql import join_condition_sql
 
 COUNT = "__n"
 
@@ -115,9 +116,8 @@ class DedupOperator:
 
     def _first(self, rows: DataFrame) -> DataFrame:
         """ROW_NUMBER() = 1 per key, ties broken by the other columns (as the batch SQL of the stage)."""
-        descending = self.node.keep == "last"
-        order = [self.node.order_col] + [c for c in self.columns if c != self.node.order_col]
-        ordering = [F.col(f"`{c}`").desc() if descending else F.col(f"`{c}`").asc() for c in order]
+        ordering = [F.col(f"`{c}`").desc() if self.node.descending else F.col(f"`{c}`").asc()
+                    for c in self.node.ordering]
         window = Window.partitionBy(*[F.col(f"`{k}`") for k in self.node.keys]).orderBy(*ordering)
         ranked = rows.withColumn("__rn", F.row_number().over(window)).where(F.col("__rn") == 1)
         return ranked.select(*self._cols(), F.lit(1).alias(self.node.row_number))
@@ -163,7 +163,7 @@ class JoinOperator:
         on = reduce(lambda a, b: a & b, [F.col(f"l.`{a}`") == F.col(f"r.`{b}`")
                                          for a, b in zip(node.left_keys, node.right_keys)])
         if node.condition is not None:
-            on = on & F.expr(_qualified_sql(node))
+            on = on & F.expr(join_condition_sql(node))
         how = {"inner": "inner", "left": "left", "right": "right", "full": "full"}[node.kind]
         joined = l.join(r, on, how)
         return joined.select(*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols],
@@ -172,13 +172,6 @@ class JoinOperator:
 
 def _empty(*tables: pa.Table) -> bool:
     return all(t.num_rows == 0 for t in tables)
-
-
-def _qualified_sql(node: Join) -> str:
-    from jobs.plan.to_sql import _qualified
-
-    side = {n: "l" for n in node.left.output_names} | {n: "r" for n in node.right.output_names}
-    return _qualified(node.condition, side).sql("spark")
 
 
 def _side(delta: DataFrame, side: str, columns: tuple[str, ...]) -> DataFrame:
