@@ -32,11 +32,14 @@ class QueryPlan:
     full: QueryPlan | None = None  # the whole query's plan, on a stage's plan
 
     @property
+    def is_intermediate(self) -> bool:
+        """The plan of a stage whose result feeds another stage (not the query's sink)."""
+        return self.stage is not None and not self.stage.is_final
+
+    @property
     def sql(self) -> str:
         """The batch equivalent: the user's SQL, or an intermediate stage's printed SQL."""
-        if self.stage is not None and not self.stage.is_final:
-            return self.stage.batch_sql()
-        return self.spec.sql
+        return self.stage.batch_sql() if self.is_intermediate else self.spec.sql
 
     @property
     def name(self) -> str:

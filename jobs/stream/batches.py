@@ -124,7 +124,6 @@ class ProjectionBatches:
     reads_twice = False
 
     def __init__(self, plan: QueryPlan, output: StructType, layout: RunLayout):
-        self.plan, self.output = plan, output
         self.rows = ChangeRows(plan, output, layout, ordered_by=SEQ)
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
@@ -140,7 +139,7 @@ class KeyedBatches:
     reads_twice = True  # the micro-batch feeds both the touched keys and the state log
 
     def __init__(self, plan: QueryPlan, operator, output: StructType, layout: RunLayout):
-        self.plan, self.operator = plan, operator
+        self.operator = operator
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
         self.rows = ChangeRows(plan, output, layout, ordered_by=None)

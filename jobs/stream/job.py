@@ -65,12 +65,11 @@ def run_stream(plan: QueryPlan, settings: Settings, layout: RunLayout,
     stages = plan.stages(schema_of=lambda node: _stage_schema(spark, plan, node))
     started = time.monotonic()
     for stage in stages:
-        final = stage.stage.is_final
-        stage_layout = layout if final else layout.for_stage(stage.name)
         _stage_feeds(stage, layout)
         if len(stages) > 1:
             progress.say(f"stage {stage.stage.number}/{len(stages)}: {stage.name}")
-        _run_stage(spark, stage, stage_layout, progress, result if final else StreamResult(staged=[]))
+        own = StreamResult(staged=[]) if stage.is_intermediate else result
+        _run_stage(spark, stage, stage_layout(layout, stage), progress, own)
     result.seconds = time.monotonic() - started
     result.sink_version = DeltaUpsertSink(layout.stream, plan.sink_key, "").version()
     point = write_consistency_point(plan, layout, result.sink_version, stages)
@@ -80,6 +79,12 @@ def run_stream(plan: QueryPlan, settings: Settings, layout: RunLayout,
                  f"{result.input_rows:,} changelog rows in {result.seconds:.1f} s; "
                  f"sink changes {counts(result.changelog)}{late}")
     return result
+
+
+def stage_layout(layout: RunLayout, stage: QueryPlan) -> RunLayout:
+    """Where a stage keeps its table and state: the query's folder for the stage that writes the
+    sink, stages/<name>/ for an intermediate one."""
+    return layout.for_stage(stage.name) if stage.is_intermediate else layout
 
 
 def _run_stage(spark: SparkSession, plan: QueryPlan, layout: RunLayout, progress: Progress,
@@ -168,7 +173,7 @@ def stage_sources(plan: QueryPlan, layout: RunLayout, progress: Progress) -> lis
 
 def _ensure_sink(sink: DeltaUpsertSink, rows: pa.Table, plan: QueryPlan, layout: RunLayout) -> None:
     if not sink.exists():
-        what = "stream sink" if plan.stage is None or plan.stage.is_final else "intermediate stage table"
+        what = "intermediate stage table" if plan.is_intermediate else "stream sink"
         sink.create(rows, description=f"lockstep {what} of {plan.spec.name}: {plan.name}")
         return
     from deltalake import DeltaTable
@@ -356,15 +361,15 @@ def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: in
     A source's consumption is read from the checkpoint of the stage that reads it."""
     sources, last_batch = {}, None
     for stage in stages or [plan]:
-        stage_layout = layout if stage.stage is None or stage.stage.is_final else layout.for_stage(stage.name)
-        commits = stage_layout.checkpoint / "commits"
+        checkpoint = stage_layout(layout, stage).checkpoint
+        commits = checkpoint / "commits"
         done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
         last_batch = done[-1] if done else None
         for index, source in enumerate(stage.sources):
             if isinstance(source, StageInput):
                 continue
             staged = _staged(layout, source)
-            rows = consumed_rows(logged_files(stage_layout.checkpoint, index), done[-1], staged) if done else 0
+            rows = consumed_rows(logged_files(checkpoint, index), done[-1], staged) if done else 0
             previous = sources.get(source.table, {}).get("rows")
             rows = rows if previous is None else min(rows, previous)  # a source read twice (self-join)
             sources[source.table] = {"rows": rows, **_watermark_at(staged, rows)}
