@@ -34,12 +34,13 @@ KINDS = {"insert": RowKind.INSERT, "update_preimage": RowKind.UPDATE_BEFORE,
 
 def stage_change_feed(table: Path, directory: Path, name: str, schema: SourceSchema,
                       key: tuple[str, ...]) -> int:
-    """Stage the versions committed since the last call; return the number of new rows."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Stage the versions committed since the last call; return the number of new rows.
+
+    The manifest is written even when there is nothing new: an earlier stage that has emitted
+    nothing yet (a join without matches) is an empty changelog, not a missing one."""
+    (directory / SEGMENTS).mkdir(parents=True, exist_ok=True)
     manifest = _read(directory) or _new_manifest(name, schema, key)
     feed = read_change_feed(table, starting_version=manifest["next_version"])
-    if feed.num_rows == 0:
-        return 0
     new_rows = 0
     for version in sorted(set(feed.column(COMMIT_VERSION).to_pylist())):
         rows = _rows_of(feed.filter(pc.equal(feed.column(COMMIT_VERSION), version)), schema, key)
@@ -93,9 +94,7 @@ def _write_segment(directory: Path, manifest: dict, rows: pa.Table, version: int
     rows = rows.append_column(LINE, pa.array(np.zeros(n, np.int32)))
     rows = rows.append_column(SEQ, pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)))
     rows = rows.append_column(FILE, pa.array([f"v{version}"] * n, pa.string()))
-    folder = directory / SEGMENTS
-    folder.mkdir(exist_ok=True)
-    path = folder / f"seg-{first_seq:012d}.parquet"
+    path = directory / SEGMENTS / f"seg-{first_seq:012d}.parquet"
     pq.write_table(rows, path)
     ordinal = len(manifest["segments"])
     os.utime(path, (SEGMENT_EPOCH + ordinal, SEGMENT_EPOCH + ordinal))

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from tests.integration.conftest import run_both, same_rows
 from tests.strategies import SCHEMA, changelogs
@@ -62,7 +62,22 @@ def expanded(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _blank(op: str, key: int) -> dict:
+    return {"id": key, "g": None, "x": None, "y": None, "s": None, "op": op}
+
+
+# Found by this test in CI: no t row has a join key, so the join stage never emits a change and
+# the aggregate stage read a changelog that was never staged.
+NO_MATCH_UNDER_AGGREGATE = (
+    [_blank("+I", 0), _blank("-D", 0), _blank("+I", 1), _blank("-D", 1)],
+    [{"id": 0, "g": 0, "x": None, "y": 0.5, "s": None, "op": "+I"}],
+    ("SELECT t.g, COUNT(*) AS n, SUM(u.x) AS sx, MAX(u.s) AS ms FROM t JOIN u ON t.g = u.g "
+     "GROUP BY t.g", {}),
+    3)
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@example(*NO_MATCH_UNDER_AGGREGATE)
 @given(changelogs(max_events=10), changelogs(max_events=10), two_source_queries(), st.integers(3, 8))
 def test_stream_equals_batch_for_joins_dedup_and_union(spark, t_events, u_events, query, rows_per_batch):
     sql, sink = query

@@ -81,3 +81,16 @@ def test_the_check_names_the_first_stage_that_diverges(spark, tmp_path):
     report = run_check(plan, Settings(), outcome.layout)
     assert report["first_diverging_stage"] == "stage1_dedup"
     assert report["stages"][0]["missing_rows"] == 1
+
+
+def test_a_stage_that_emits_nothing_is_an_empty_changelog_for_the_next(spark, tmp_path):
+    # Order 5 comes and goes inside one micro-batch: the dedup stage's table gets no change, and
+    # the aggregate stage must run on that empty feed (found by the join property test: an inner
+    # join whose keys never match, under an aggregate).
+    write_changelog(tmp_path / "orders", "001.json", EVENTS[9:11])
+    spec = orders_spec(tmp_path, DEDUP_THEN_AGGREGATE, rows_per_batch=2)
+    first = run_both(spec, tmp_path / "runs")
+    assert first.stream == first.batch == []
+    write_changelog(tmp_path / "orders", "002.json", EVENTS[:9])
+    second = run_both(spec, tmp_path / "runs")
+    assert second.stream == second.batch == run_both(spec, tmp_path / "fresh").stream != []
