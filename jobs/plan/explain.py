@@ -16,6 +16,7 @@ def explain(plan: QueryPlan) -> str:
     key = ", ".join(plan.sink_key)
     lines += ["", f"upsert key: [{key}]", _sink_line(plan)]
     lines += [f"upsert materializer: {reason}" for reason in plan.notes.materialize]
+    lines += [f"WARNING {warning}" for warning in plan.warnings]
     stages = plan.stages()
     if len(stages) > 1:
         lines += ["", "stages (each intermediate result is a Delta table with change data feed, "

@@ -18,7 +18,7 @@ from jobs.plan.nodes import (WINDOW_END, WINDOW_START, Annotations, Calc, Change
 from jobs.plan.passes import PASSES
 from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE
 from jobs.plan.passes.update_kinds import BEFORE_AND_AFTER
-from jobs.plan.sql import parse_select
+from jobs.plan.sql import non_deterministic_calls, parse_select
 from jobs.plan.stages import Stage, split_stages
 from jobs.spec.model import QuerySpec
 
@@ -30,6 +30,7 @@ class QueryPlan:
     notes: Annotations
     stage: Stage | None = None  # set on the plan of one stage (see stages())
     full: QueryPlan | None = None  # the whole query's plan, on a stage's plan
+    warnings: tuple[str, ...] = ()  # what makes the query uncheckable, e.g. a rand() call
 
     @property
     def is_intermediate(self) -> bool:
@@ -147,7 +148,7 @@ def plan_query(spec: QuerySpec) -> QueryPlan:
                 raise
             raise SqlError(exc.message, where=str(spec.spec_path)) from None
     _check_windows_single_stage(spec, root)
-    return QueryPlan(spec, root, notes)
+    return QueryPlan(spec, root, notes, warnings=non_deterministic_calls(spec, select))
 
 
 def _annotate(root: Sink, spec: QuerySpec) -> Annotations:

@@ -27,8 +27,6 @@ def plan(tmp_path, sql, **kw):
      "needs ORDER BY one column"),
     ("SELECT pId FROM orders UNION SELECT pId FROM orders", "UNION \\(distinct\\) is not supported"),
     ("SELECT pId FROM orders UNION ALL SELECT pId, income FROM orders", "UNION ALL branches have 1 and 2"),
-    ("SELECT order_id, rand() AS r FROM orders", "non-deterministic function RAND()"),
-    ("SELECT order_id, current_timestamp() AS t FROM orders", "non-deterministic"),
     ("SELECT pId, STDDEV(income) AS s FROM orders GROUP BY pId", "unsupported aggregate function STDDEV"),
     ("SELECT pId, SUM(incme) AS s FROM orders GROUP BY pId", "unknown column 'incme'"),
     ("SELECT pId, SUM(income) AS s FROM order GROUP BY pId", "unknown table 'order'"),
@@ -45,6 +43,22 @@ def test_unsupported_or_invalid_sql_names_the_construct_and_the_yaml_line(tmp_pa
     with pytest.raises(SqlError, match=message) as info:
         plan(tmp_path, sql)
     assert info.value.where.endswith("q.yaml:2")  # the YAML line of the one-line SQL
+
+
+@pytest.mark.parametrize("sql, call", [
+    ("SELECT order_id, rand() AS r FROM orders", "RAND()"),
+    ("SELECT order_id, current_timestamp() AS t FROM orders", "CURRENT_TIMESTAMP()"),
+    ("SELECT pId, SUM(income * rand()) AS s FROM orders GROUP BY pId", "RAND()"),
+    ("SELECT order_id, uuid() AS u FROM orders", "UUID()"),
+])
+def test_a_non_deterministic_call_is_a_plan_warning_naming_it_and_its_line(tmp_path, sql, call):
+    found = plan(tmp_path, sql)
+    assert len(found.warnings) == 1
+    assert found.warnings[0].endswith(f"q.yaml:2: non-deterministic function {call}: its result "
+                                      f"differs between the stream and the batch run, so unity "
+                                      f"cannot be checked")
+    assert f"WARNING {found.warnings[0]}" in explain(found)
+    assert plan(tmp_path, "SELECT order_id, income FROM orders").warnings == ()
 
 
 def test_errors_in_multi_line_sql_name_the_yaml_line_of_the_construct(tmp_path):
