@@ -74,8 +74,10 @@ class LiveRows:
     def _describe(self, key: tuple) -> str:
         return "(" + ", ".join(f"{k}={v!r}" for k, v in zip(self.primary_key, key)) + ")"
 
-    def check(self, rows: pa.Table) -> list[tuple[int, str]]:
+    def check(self, rows: pa.Table, keep: bool = False) -> list[tuple[int, str]]:
         """Apply the rows in order; return (row index, reason) for each one that is invalid.
+        With `keep`, an invalid row still changes the state as a table would take it (see
+        force()), because it stays in the changelog.
 
         The hot loop of staging (one pass per changelog row): plain ints and dict operations,
         with messages built only for the rare invalid row."""
@@ -88,7 +90,24 @@ class LiveRows:
                 reason = self.apply(RowKind(kind), row)
                 if reason:
                     invalid.append((index, reason))
+                    if keep:
+                        self.force(RowKind(kind), row)
         return invalid
+
+    def force(self, kind: RowKind, row: tuple) -> None:
+        """Apply an invalid change the way a table keyed by the primary key would: an addition
+        replaces the key's row, a retraction removes whatever the key holds."""
+        if not self.primary_key:
+            if not kind.is_retraction:
+                self._live[row] = self._live.get(row, 0) + 1
+            return
+        key = tuple(row[i] for i in self._key_positions)
+        if None in key:
+            return
+        if kind.is_retraction:
+            self._live.pop(key, None)
+        else:
+            self._live[key] = row
 
     def _fast_keyed(self, kind: int, row: tuple) -> bool:
         """The common, valid cases of _apply_keyed; False sends the row to the full check."""

@@ -64,6 +64,7 @@ class StageResult:
     new_rows: int = 0
     total_rows: int = 0
     quarantined: list[Quarantined] = field(default_factory=list)
+    anomalies: list[Quarantined] = field(default_factory=list)  # kept by `on_bad_rows: keep`
 
 
 class StagedChangelog:
@@ -128,7 +129,8 @@ class StagedChangelog:
 
 
 def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path, *,
-                 rows_per_batch: int) -> tuple[StageResult, Callable[[], None]]:
+                 rows_per_batch: int, anomalies: Path | None = None
+                 ) -> tuple[StageResult, Callable[[], None]]:
     """Parse and validate the source's new files; return the result and a commit function.
 
     Nothing is written until the commit function is called, so a bad row in fail mode leaves the
@@ -147,12 +149,13 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
     consumed = {f["name"] for f in manifest["files"]}
     tables, file_entries = [], []
     for path in (p for p in files if _relative(p, spec.path) not in consumed):
-        rows, bad = _validated_rows(path, spec, schema, live)
+        rows, bad, kept = _validated_rows(path, spec, schema, live)
         if bad and spec.on_bad_rows == "fail":
             first = bad[0]
             raise InputError(first.reason, where=place(_display(path), first.line))
         rel = _relative(path, spec.path)
         result.quarantined += [Quarantined(name, rel, b.line, b.reason, b.raw) for b in bad]
+        result.anomalies += [Quarantined(name, rel, b.line, b.reason, b.raw) for b in kept]
         first_seq = result.total_rows
         rows = rows.append_column(SEQ, pa.array(range(first_seq, first_seq + rows.num_rows), pa.int64()))
         rows = rows.append_column(FILE, pa.array([rel] * rows.num_rows, pa.string()))
@@ -167,31 +170,34 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
     def commit() -> None:
         if file_entries:
             _write_generation(directory, manifest, pa.concat_tables(tables), file_entries, live,
-                              result, quarantine, rows_per_batch)
+                              result, (quarantine, anomalies), rows_per_batch)
 
     return result, commit
 
 
 def _validated_rows(path: Path, spec: SourceSpec, schema: SourceSchema, live: LiveRows
-                    ) -> tuple[pa.Table, list[BadRow]]:
+                    ) -> tuple[pa.Table, list[BadRow], list[BadRow]]:
+    """(rows to stage, bad rows set aside, rows kept although they break the changelog protocol)."""
     parsed = parse_file(path, spec.format, schema)
     bad = list(parsed.bad)
     if bad and spec.on_bad_rows == "fail":
-        return parsed.rows, bad
+        return parsed.rows, bad, []
     rows = parsed.rows
     if spec.event_time is not None:
         rows, no_time = _without_event_time(rows, spec.event_time)
         bad += no_time
         if no_time and spec.on_bad_rows == "fail":
-            return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path)
-    invalid = live.check(rows)
-    if invalid:
-        lines = rows.column(LINE).to_pylist()
-        bad += [BadRow(lines[i], reason, "") for i, reason in invalid]
-        keep = pc.invert(pc.is_in(pa.array(range(rows.num_rows)), value_set=pa.array([i for i, _ in invalid])))
-        rows = rows.filter(keep)
-        bad = _fill_raw(sorted(bad, key=lambda b: b.line), path)
-    return rows, bad
+            return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), []
+    keep = spec.on_bad_rows == "keep"
+    invalid = live.check(rows, keep=keep)
+    if not invalid:
+        return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), []
+    lines = rows.column(LINE).to_pylist()
+    protocol = [BadRow(lines[i], reason, "") for i, reason in invalid]
+    if keep:
+        return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), _fill_raw(protocol, path)
+    wanted = pc.invert(pc.is_in(pa.array(range(rows.num_rows)), value_set=pa.array([i for i, _ in invalid])))
+    return rows.filter(wanted), _fill_raw(sorted(bad + protocol, key=lambda b: b.line), path), []
 
 
 def _without_event_time(rows: pa.Table, column: str) -> tuple[pa.Table, list[BadRow]]:
@@ -212,10 +218,15 @@ def _fill_raw(bad: list[BadRow], path: Path) -> list[BadRow]:
 
 
 def _write_generation(directory: Path, manifest: dict, rows: pa.Table, file_entries: list[dict],
-                      live: LiveRows, result: StageResult, quarantine: Path, rows_per_batch: int) -> None:
+                      live: LiveRows, result: StageResult, tables: tuple[Path, Path | None],
+                      rows_per_batch: int) -> None:
     generation = manifest["generation"] + 1
+    quarantine, anomalies = tables
     append_quarantine(quarantine, result.quarantined, app_id=f"lockstep-staging-{result.source}",
                       version=generation)
+    if anomalies is not None:
+        append_quarantine(anomalies, result.anomalies, app_id=f"lockstep-anomalies-{result.source}",
+                          version=generation)
     segments = _write_segments(directory / SEGMENTS, rows, len(manifest["segments"]), rows_per_batch,
                                _Watermark.of(manifest))
     live_file = f"live-{generation:06d}.parquet"

@@ -4,6 +4,7 @@
       stream/          the streaming sink: Delta table, change data feed on
       batch/           the batch result: Delta table
       quarantine/      rows set aside by `on_bad_rows: quarantine` (Delta table)
+      anomalies/       rows kept by `on_bad_rows: keep` that break the changelog protocol (Delta table)
       late_events/     windowed queries: the (row, window) pairs left out as late (Delta table)
       report.json      the check's verdict and figures
       gx/              the Great Expectations project; Data Docs under gx/uncommitted/data_docs
@@ -46,6 +47,10 @@ class RunLayout:
     @property
     def quarantine(self) -> Path:
         return self.root / "quarantine"
+
+    @property
+    def anomalies(self) -> Path:
+        return self.root / "anomalies"
 
     @property
     def late_events(self) -> Path:

@@ -28,7 +28,12 @@ class SourceSpec(Strict):
     format: Literal["changelog-json", "debezium-json", "json"]
     schema_ddl: str = Field(alias="schema")
     primary_key: tuple[str, ...] = ()
-    on_bad_rows: Literal["fail", "quarantine"] = "fail"
+    # fail: exit 2 at the first bad row. quarantine: set bad rows aside, counted in the report.
+    # keep: malformed rows are quarantined, but rows that only break the changelog protocol (a
+    # retraction of a row never inserted, an update without its before-image) are fed to both
+    # jobs as they are, as Flink would, and listed as anomalies: the check attributes the
+    # differences they cause to them.
+    on_bad_rows: Literal["fail", "quarantine", "keep"] = "fail"
     # Event time and the allowed out-of-orderness: watermark = max event time seen - watermark.
     event_time: str | None = None
     watermark: str | None = None

@@ -60,6 +60,8 @@ class StreamResult:
 def run_stream(plan: QueryPlan, settings: Settings, layout: RunLayout,
                progress: Progress | None = None) -> StreamResult:
     progress = progress or Progress(quiet=True)
+    for warning in plan.warnings:
+        progress.say(f"warning: {warning}")
     result = StreamResult(staged=stage_sources(plan, layout, progress))
     spark = spark_session(settings.spark)
     stages = plan.stages(schema_of=lambda node: _stage_schema(spark, plan, node))
@@ -160,12 +162,14 @@ def stage_sources(plan: QueryPlan, layout: RunLayout, progress: Progress) -> lis
     """Validate every source's new files first, then commit them all: a bad row in one source
     leaves the whole run folder untouched."""
     tables = list(dict.fromkeys(s.table for s in plan.real_sources))
-    pending = [stage_source(t, plan.spec.sources[t], layout.staged(t),
-                            layout.quarantine, rows_per_batch=plan.spec.stream.rows_per_batch)
+    pending = [stage_source(t, plan.spec.sources[t], layout.staged(t), layout.quarantine,
+                            rows_per_batch=plan.spec.stream.rows_per_batch, anomalies=layout.anomalies)
                for t in tables]
     for staged, commit in pending:
         commit()
         note = f", {len(staged.quarantined)} quarantined" if staged.quarantined else ""
+        if staged.anomalies:
+            note += f", {len(staged.anomalies)} kept although they break the changelog protocol"
         progress.say(f"source {staged.source}: {len(staged.new_files)} new file(s), "
                      f"{staged.new_rows:,} new rows{note}, {staged.total_rows:,} in all")
     return [staged for staged, _ in pending]

@@ -66,6 +66,27 @@ def test_quarantine_sets_bad_rows_aside_counts_them_and_keeps_the_rest(tmp_path)
     assert table.column("raw").to_pylist()[1] == '{"order_id": 3, "op": "??"}'
 
 
+def test_keep_stages_protocol_breaking_rows_as_anomalies_and_quarantines_malformed_ones(tmp_path):
+    spec = source(tmp_path, on_bad_rows="keep")
+    folder = tmp_path / "orders"
+    write_changelog(folder, "a.json", [change("+I", 1, 1, 5), change("-D", 9, 1, 5),
+                                       change("+U", 1, 1, 7), change("-D", 1, 1, 7)])
+    with open(folder / "a.json", "a") as f:
+        f.write('{"order_id": 3, "op": "??"}\n')
+    result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
+                                  rows_per_batch=2, anomalies=tmp_path / "anomalies")
+    commit()
+    # The ghost -D and the +U without its -U stay in the changelog; the last -D retracts the
+    # row as a table would hold it after the +U (order 1 at income 7), so it is valid.
+    assert result.total_rows == 4
+    assert [(a.line, a.reason.split(" ")[0]) for a in result.anomalies] == [(2, "-D"), (3, "+U")]
+    assert [q.line for q in result.quarantined] == [5]
+    anomalies = read_quarantine(tmp_path / "anomalies")
+    assert anomalies.column("line").to_pylist() == [2, 3]
+    assert '"op": "+U"' in anomalies.column("raw").to_pylist()[1]
+    assert StagedChangelog(tmp_path / "staged").read(0, 4).column("order_id").to_pylist() == [1, 9, 1, 1]
+
+
 def test_a_consumed_file_that_changes_is_refused(tmp_path):
     spec = source(tmp_path)
     path = write_changelog(tmp_path / "orders", "a.json", [change("+I", 1, 1, 5)])
