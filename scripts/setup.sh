@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up what is missing on this machine, then exits: Java 17+, the .venv with pinned packages.
+# Sets up what is missing on this machine, then exits: Java 17+, Chromium (browser test), the .venv with pinned packages.
 # Safe to run again: it does nothing when everything is in place (a stamp records what was installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,17 @@ if need_java; then
     apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
   else
     echo "setup: Spark needs Java 17 or newer; install it (Debian: sudo apt-get install openjdk-17-jre-headless) and run again" >&2
+    exit 1
+  fi
+fi
+
+# The HTML report's browser test opens the page in headless Chromium through chromedriver.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium and chromium-driver for the report's browser test" >&2
+    apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "setup: the report's browser test needs Chromium and chromedriver; install them (Debian: sudo apt-get install chromium chromium-driver) and run again" >&2
     exit 1
   fi
 fi

@@ -20,6 +20,9 @@ def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
         command.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
         command.add_argument("--to", type=Path, default=Path("conf/queries/data/generated/large_orders"),
                              help="folder to write (default: conf/queries/data/generated/large_orders)")
+    if name == "report":
+        command.add_argument("runs_dir", type=Path, nargs="?", default=None, metavar="RUNS_DIR",
+                             help="runs folder (default: runs_dir from the settings, 'runs')")
 
 
 def _context(args):
@@ -100,6 +103,17 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from expectations.report import rebuild
+    from jobs.spec import load_settings
+
+    runs_dir = args.runs_dir or load_settings(args.settings).runs_dir
+    pages = rebuild(runs_dir)
+    index, reports = pages[-1], len(pages) - 1
+    print(f"{index} ({reports} report page{'s' if reports != 1 else ''} and the index)")
+    return 0
+
+
 COMMANDS = [
     ("run", cmd_run, "stream, batch and check one query (exit 0 pass, 1 fail, 2 invalid)", True),
     ("stream", cmd_stream, "replay the sources' new changelog files into the Delta sink", True),
@@ -108,4 +122,5 @@ COMMANDS = [
     ("explain", cmd_explain, "print the plan with each operator's changelog mode", True),
     ("demo", cmd_demo, "run every query in conf/queries on the bundled data", False),
     ("generate", cmd_generate, "write the large synthetic changelog used by the demo and benchmark", False),
+    ("report", cmd_report, "re-render every run's report.html and the runs folder's index.html", False),
 ]

@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
         if with_spec:
             command.add_argument("spec", type=Path, help="query spec (YAML), e.g. conf/queries/income_per_product.yaml")
-        _common(command, with_out=name != "explain")
+        # explain writes nothing; report takes its runs folder as its argument.
+        _common(command, with_out=name not in ("explain", "report"))
         commands.extra_arguments(name, command)
         command.set_defaults(handler=handler)
     return parser

@@ -1,0 +1,140 @@
+"""One check run as one self-contained HTML page (inline CSS and SVG; no script, no network).
+
+The page answers in the order a reader asks: do stream and batch agree, why not, which rows,
+how the stream got there (changelog, state), what the suites checked, and the plan. Every
+optional report field may be missing: reports written by older versions still render.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from functools import lru_cache
+
+from markupsafe import Markup
+
+from expectations.report import charts
+from expectations.report.diff import differences
+from expectations.report.tables import cell, figure, rows_table
+from expectations.report.templating import render
+
+UNEXPLAINED = "unexplained"
+COUNTS = [("stream_rows", "stream rows"), ("batch_rows", "batch rows"), ("missing_rows", "missing from stream"),
+          ("extra_rows", "extra in stream"), ("mismatched_rows", "mismatched values")]
+
+
+def render_page(report: dict, *, data_docs_href: str | None, index_href: str | None = None) -> str:
+    return render("page.html.j2", title=report.get("query", "lockstep report"),
+                  description=report.get("description"), checked_at=report.get("checked_at"),
+                  passed=report.get("verdict") == "pass", explanation=explanation(report),
+                  warnings=[str(w) for w in report.get("warnings") or []],
+                  diagnosis=_diagnosis(report.get("diagnosis")), counts=_counts(report),
+                  differences=differences(report), changelog=_changelog(report),
+                  suites=_suites(report), data_docs_href=data_docs_href, index_href=index_href,
+                  stages=_stages(report), materializer=report.get("materializer"),
+                  windows=_windows(report), run=_run_figures(report), plan=report.get("plan"))
+
+
+def explanation(report: dict) -> str:
+    """The sentence under the verdict: the check's own, else the diagnosis', else from the counts."""
+    diagnosis = report.get("diagnosis") or {}
+    return report.get("explanation") or diagnosis.get("summary") or _from_counts(report)
+
+
+def _from_counts(report: dict) -> str:
+    expectations = report.get("expectations") or []
+    failed = [e["name"] for e in expectations if not e.get("success")]
+    held = f"{len(expectations) - len(failed)} of {len(expectations)} expectations hold"
+    if report.get("verdict") == "pass":
+        return f"Stream and batch agree: {report.get('stream_rows') or 0:,} rows on each side; {held}."
+    differing = [f"{report[field]:,} {label}" for field, label in COUNTS[2:] if report.get(field)]
+    if differing:
+        return f"Stream and batch disagree: {', '.join(differing)}; {held}."
+    if failed:
+        return f"Stream and batch hold the same rows, but {held}: {', '.join(failed)} failed."
+    return "The check failed; this report does not say which expectation (see the Data Docs)."
+
+
+def _diagnosis(diagnosis: dict | None) -> dict | None:
+    if not diagnosis:
+        return None
+    causes = [{**cause, "sample": rows_table(cause.get("sample") or []),
+               "highlight": cause.get("cause") == UNEXPLAINED and (cause.get("rows") or 0) > 0}
+              for cause in diagnosis.get("causes") or []]
+    # Rows nothing explains are the ones to look at first.
+    causes.sort(key=lambda cause: not cause["highlight"])
+    figures = [(label, figure(diagnosis[field])) for field, label in
+               [("differing_rows", "differing rows"), ("explained_rows", "explained"),
+                ("unexplained_rows", "unexplained")] if field in diagnosis]
+    return {"causes": causes, "figures": figures}
+
+
+def _counts(report: dict) -> list[dict]:
+    return [{"label": label, "value": figure(report.get(field)),
+             "bad": index >= 2 and bool(report.get(field))} for index, (field, label) in enumerate(COUNTS)]
+
+
+def _changelog(report: dict) -> dict:
+    batches = [b for b in report.get("micro_batches") or [] if isinstance(b, dict) and "batch" in b]
+    totals = report.get("changelog") or {}
+    return {"totals": [(kind, figure(count)) for kind, count in totals.items()],
+            "charts": _charts(json.dumps(batches, sort_keys=True, default=str)) if batches else (),
+            "batches": rows_table([_batch_row(b) for b in batches])}
+
+
+@lru_cache(maxsize=16)
+def _charts(batches_json: str) -> tuple[Markup, Markup]:
+    # Drawing is most of a page's rendering time, and publish() renders each report twice (the
+    # latest page and its archived copy) with the same micro-batches.
+    batches = json.loads(batches_json)
+    return Markup(charts.changelog_chart(batches)), Markup(charts.state_chart(batches))
+
+
+def _batch_row(batch: dict) -> dict:
+    changes = batch.get("changelog") or {}
+    return {"micro-batch": batch["batch"], "changelog rows": batch.get("rows"),
+            **{kind: changes.get(kind, 0) for kind in ("+I", "-U", "+U", "-D")},
+            "state rows": batch.get("state_rows"), "seconds": batch.get("seconds"),
+            "replayed": batch.get("replayed", False)}
+
+
+def _suites(report: dict) -> list[dict]:
+    """Expectations grouped by suite in the order the check ran them, failed ones with samples."""
+    samples = report.get("samples") or {}
+    grouped = defaultdict(list)
+    for expectation in report.get("expectations") or []:
+        grouped[expectation.get("suite", "")].append(
+            {**expectation, "unexpected": figure(expectation.get("unexpected_rows")),
+             "sample": rows_table(samples.get(expectation.get("name")) or [])})
+    return [{"name": suite, "expectations": items, "held": sum(bool(e.get("success")) for e in items)}
+            for suite, items in grouped.items()]
+
+
+def _stages(report: dict) -> dict | None:
+    stages = report.get("stages")
+    if not stages:
+        return None
+    first = report.get("first_diverging_stage")
+    return {"first": first, "rows": [{**stage, "diverges": stage.get("stage") == first} for stage in stages]}
+
+
+def _windows(report: dict) -> dict | None:
+    if not any(field in report for field in ("final_watermark", "late_events", "late_explanation")):
+        return None
+    figures = [(label, figure(report[field])) for field, label in
+               [("final_watermark", "final watermark"), ("late_events", "late events"),
+                ("open_windows_not_compared", "open windows not compared")] if field in report]
+    return {"figures": figures, "by_window": rows_table(report.get("late_events_by_window") or []),
+            "explanation": (report.get("late_explanation") or {}).get("summary")}
+
+
+def _run_figures(report: dict) -> dict:
+    point = report.get("consistency_point") or {}
+    sink = report.get("sink") or {}
+    sources = [{"source": name, **figures} for name, figures in (point.get("sources") or {}).items()]
+    figures = [("sink version", point.get("sink_version")), ("quarantined rows", report.get("quarantined_rows"))]
+    return {"figures": [(label, figure(value)) for label, value in figures if value is not None],
+            "sources": rows_table(sources),
+            "sink": [(label, cell(sink[field])) for field, label in
+                     [("path", "path"), ("primary_key", "primary key"), ("version", "version")] if field in sink],
+            "check_seconds": report.get("check_seconds")}

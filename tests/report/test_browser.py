@@ -1,0 +1,82 @@
+"""The published report as a person sees it: headless Chromium opens the page and the index.
+
+Chromium and chromedriver are Debian packages that scripts/setup.sh installs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from expectations.report import publish
+from tests.report.conftest import FAILING, OLD_PASSING, SCRIPT
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert CHROMIUM.exists() and CHROMEDRIVER.exists(), \
+        "needs chromium and chromium-driver: scripts/setup.sh (make test) installs them"
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,2000"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    publish(OLD_PASSING, runs / FAILING["query"])
+    return publish(FAILING, runs / FAILING["query"])
+
+
+def test_the_failing_report_reads_as_it_should(browser, published, tmp_path):
+    browser.get(published.as_uri())
+    screenshot = tmp_path / "report.png"
+    assert browser.save_screenshot(str(screenshot))
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
+
+    assert browser.find_element(By.ID, "verdict").text == "FAIL"
+    charts = browser.find_elements(By.CSS_SELECTOR, "svg.chart")
+    assert len(charts) == 2
+    assert all(chart.size["width"] > 0 and chart.size["height"] > 0 for chart in charts)
+
+
+def test_the_mismatched_row_has_its_differing_cell_marked(browser, published):
+    browser.get(published.as_uri())
+    row = browser.find_element(By.CSS_SELECTOR, "#mismatched tbody tr")
+    assert [cell.text for cell in row.find_elements(By.TAG_NAME, "td")] == ["1", "7≠", "8", "2", "2"]
+    assert [cell.text for cell in row.find_elements(By.CSS_SELECTOR, "td.differs")] == ["7≠", "8"]
+
+
+def test_a_script_in_the_data_is_text_not_code(browser, published):
+    browser.get(published.as_uri())
+    shown = browser.find_elements(By.XPATH, f"//td[contains(., '{SCRIPT}')]")
+    assert shown and shown[0].is_displayed()
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert
+    assert browser.find_elements(By.TAG_NAME, "script") == []
+
+
+def test_the_index_links_to_the_reports(browser, published):
+    browser.get((published.parent.parent / "index.html").as_uri())
+    history = [link.get_attribute("href") for link in browser.find_elements(By.CSS_SELECTOR, "a.history-link")]
+    assert len(history) == 2
+    browser.find_element(By.CSS_SELECTOR, "a.report-link").click()
+    assert browser.current_url == published.as_uri()
+    assert browser.find_element(By.ID, "verdict").text == "FAIL"
+    browser.get(history[-1])  # the oldest run: the passing one
+    assert browser.find_element(By.ID, "verdict").text == "PASS"
+    browser.find_element(By.ID, "index-link").click()
+    assert browser.current_url.endswith("/index.html")
