@@ -1,5 +1,6 @@
 """`lockstep check`: run the Great Expectations suites at the consistency point, publish Data Docs,
-write report.json, and return the verdict ("pass" only when every expectation holds).
+write report.json with the diagnosis and its HTML page (expectations/report), and return the
+verdict ("pass" only when every expectation holds).
 
 The stream side is read at the sink version recorded by the stream step, so a check repeated
 later judges the same consistency point.
@@ -8,7 +9,6 @@ later judges the same consistency point.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -37,7 +37,11 @@ from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
 from jobs.stream.aggregate import state_value_names
 from jobs.stream.job import read_consistency_point
+from expectations.diagnosis import Evidence, diagnose
+from expectations.differences import side_by_side
+from expectations.report.publish import publish
 from expectations.stages import compare_stages
+from jobs.plan.explain import explain
 from jobs.stream.sink import COPIES
 
 DATA_DOCS = "gx/uncommitted/data_docs/local_site/index.html"
@@ -100,14 +104,19 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
         for frame in data.values():
             frame.unpersist()
     context.build_data_docs()
-    report = _report(plan, layout, point, counts, outcomes, feed, time.monotonic() - started)
+    report = _report(plan, layout, point, counts, outcomes, feed)
     if windows is not None:
         report.update(windows.report(spark, cols, batch_all, batch))
-    report.update(compare_stages(spark, plan, layout))
+    stages = compare_stages(spark, plan, layout)
+    report.update(stages)
     if plan.materialize:
         report["materializer"] = {"reasons": plan.notes.materialize,
                                   "state_rows": materializer.count() if materializer is not None else 0}
-    _write_json(layout.report, report)
+    evidence = Evidence(spark, plan, layout, point, cols, windows, stages, materializer)
+    report["diagnosis"] = diagnose(evidence, settings.check.sample_rows)
+    report["differences"] = side_by_side(cols, report["samples"])
+    report["check_seconds"] = round(time.monotonic() - started, 2)
+    publish(report, layout.root)
     progress.say(f"check {plan.spec.name}: {report['verdict'].upper()} "
                  f"({sum(o.success for o in outcomes)}/{len(outcomes)} expectations hold)")
     return report
@@ -208,7 +217,7 @@ def _outcome(suite: str, result: dict, sample_rows: int) -> Outcome:
 
 
 def _report(plan: QueryPlan, layout: RunLayout, point: dict, counts: dict, outcomes: list[Outcome],
-            feed, seconds: float) -> dict:
+            feed) -> dict:
     by_name = {o.name: o for o in outcomes}
     differences = {field: (by_name[name].unexpected or 0) if name in by_name else 0
                    for field, name in DIFFERENCES.items()}
@@ -218,6 +227,7 @@ def _report(plan: QueryPlan, layout: RunLayout, point: dict, counts: dict, outco
         "query": plan.spec.name,
         "description": plan.spec.description,
         "verdict": verdict,
+        "warnings": list(plan.warnings),
         **counts,
         **differences,
         "changelog": {kind.short: changes.get(name, 0) for name, kind in CDF_CHANGE_TYPES.items()},
@@ -226,10 +236,11 @@ def _report(plan: QueryPlan, layout: RunLayout, point: dict, counts: dict, outco
         "samples": {o.name: o.sample for o in outcomes if not o.success and o.sample},
         "consistency_point": {"sink_version": point["sink_version"], "sources": point["sources"]},
         "quarantined_rows": read_quarantine(layout.quarantine).num_rows,
+        "source_anomalies": read_quarantine(layout.anomalies).num_rows,
         "micro_batches": _micro_batches(layout),
         "sink": {"path": "stream", "primary_key": list(plan.sink_key), "version": point["sink_version"]},
         "data_docs": DATA_DOCS,
-        "check_seconds": round(seconds, 2),
+        "plan": explain(plan),
         "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -246,9 +257,3 @@ def _micro_batches(layout: RunLayout) -> list[dict]:
     for batch, entry in latest.items():
         entry["state_rows"] = sizes.get(str(batch))
     return [latest[b] for b in sorted(latest)]
-
-
-def _write_json(path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)

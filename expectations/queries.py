@@ -14,6 +14,7 @@ FEED_VIEW = "lockstep_change_feed"
 LATE_WINDOWS_VIEW = "lockstep_late_windows"
 RETRACTIONS = "('update_preimage', 'delete')"
 ADDITIONS = "('insert', 'update_postimage')"
+MISMATCH_SUFFIXES = ("__stream", "__batch")  # a mismatched row's value column, per side
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def extra_rows(cols: Columns, stream: str = "{batch}", batch: str = BATCH_VIEW) 
 
 
 def mismatched_rows(cols: Columns, stream: str = "{batch}", batch: str = BATCH_VIEW) -> str:
-    sides = ", ".join(f"s.{q(v)} AS {q(v + '__stream')}, b.{q(v)} AS {q(v + '__batch')}" for v in cols.values)
+    in_stream, in_batch = MISMATCH_SUFFIXES
+    sides = ", ".join(f"s.{q(v)} AS {q(v + in_stream)}, b.{q(v)} AS {q(v + in_batch)}" for v in cols.values)
     key = _select(cols.key, "s")
     head = f"{key}, " if key else ""
     return (f"SELECT {head}{sides} FROM {stream} s JOIN {batch} b "

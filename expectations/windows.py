@@ -32,6 +32,7 @@ class WindowCheck:
     layout: RunLayout
     point: dict
     late: DataFrame
+    without_late: DataFrame | None = None  # the batch result without the late events, once computed
 
     @classmethod
     def of(cls, spark: SparkSession, plan: QueryPlan, layout: RunLayout, point: dict) -> WindowCheck:
@@ -77,13 +78,18 @@ class WindowCheck:
             figures["late_explanation"] = self._explain(spark, cols, differing, late_events)
         return figures
 
+    def still_differing(self, spark: SparkSession, cols: Columns) -> DataFrame:
+        """The differing rows left when the batch result is recomputed without the late events."""
+        if self.without_late is None:
+            source = self.plan.sources[0]
+            staged = StagedChangelog(self.layout.staged(source.table))
+            consumed = self.point["sources"][source.table]["rows"]
+            self.without_late = self.compared(batch_without_late(spark, self.plan, staged, consumed)).cache()
+        self.without_late.createOrReplaceTempView(WITHOUT_LATE_VIEW)
+        return spark.sql(queries.differing_rows(cols, STREAM_VIEW, WITHOUT_LATE_VIEW))
+
     def _explain(self, spark: SparkSession, cols: Columns, differing: int, late_events: int) -> dict:
-        source = self.plan.sources[0]
-        staged = StagedChangelog(self.layout.staged(source.table))
-        consumed = self.point["sources"][source.table]["rows"]
-        without = self.compared(batch_without_late(spark, self.plan, staged, consumed))
-        without.createOrReplaceTempView(WITHOUT_LATE_VIEW)
-        remaining = spark.sql(queries.differing_rows(cols, STREAM_VIEW, WITHOUT_LATE_VIEW)).count()
+        remaining = self.still_differing(spark, cols).count()
         explains = "all" if remaining == 0 else ("part" if remaining < differing else "none")
         sentence = {"all": f"{late_events} late events explain all of the difference: without them "
                            f"the batch result equals the stream's",

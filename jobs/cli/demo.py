@@ -32,7 +32,8 @@ def run_demo(args) -> int:
     for path in specs:
         rows.append(_run_one(path, settings, out, progress))
     print(_table(rows))
-    print(f"\nreports: {out}/<query>/report.json; Data Docs: {out}/<query>/gx/uncommitted/data_docs/local_site/index.html")
+    print(f"\nreports: {out}/index.html (one page per query: {out}/<query>/report.html, figures in "
+          f"report.json); Data Docs: {out}/<query>/gx/uncommitted/data_docs/local_site/index.html")
     return 0 if all(r["verdict"] == "pass" for r in rows) else 1
 
 

@@ -12,6 +12,10 @@ def verdict_lines(report: dict, layout: RunLayout) -> str:
     head = (f"{report['query']}: {report['verdict'].upper()}  stream {report['stream_rows']:,} rows, "
             f"batch {report['batch_rows']:,} rows; {held}/{total} expectations hold")
     lines = [head, f"  output changelog: {counts(report['changelog'])}"]
+    lines += [f"  WARNING {warning}" for warning in report.get("warnings", [])]
+    diagnosis = report.get("diagnosis") or {}
+    if diagnosis.get("differing_rows"):
+        lines.append(f"  diagnosis: {diagnosis['summary']}")
     if report["verdict"] != "pass":
         lines.append(f"  differences: {report['missing_rows']:,} missing from the stream, "
                      f"{report['extra_rows']:,} extra in the stream, "
@@ -28,6 +32,9 @@ def verdict_lines(report: dict, layout: RunLayout) -> str:
         lines.append(f"  upsert materializer: {report['materializer']['state_rows']:,} live rows held")
     if report.get("quarantined_rows"):
         lines.append(f"  quarantined input rows: {report['quarantined_rows']:,} (see {layout.quarantine})")
-    lines.append(f"  report: {layout.report}")
+    if report.get("source_anomalies"):
+        lines.append(f"  kept input rows that break the changelog protocol: {report['source_anomalies']:,} "
+                     f"(see {layout.anomalies})")
+    lines.append(f"  report: {layout.root / 'report.html'} (figures: {layout.report})")
     lines.append(f"  Data Docs: {layout.root / report['data_docs']}")
     return "\n".join(lines)
