@@ -12,6 +12,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass
+from datetime import date
 
 import great_expectations as gx
 from great_expectations.core.expectation_suite import ExpectationSuite
@@ -61,12 +62,17 @@ class Outcome:
 
 
 def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
-              progress: Progress | None = None) -> dict:
+              progress: Progress | None = None, logical_date: date | None = None) -> dict:
+    """Check the latest consistency point, or a logical date's. A past date (the stream has
+    moved on) is re-checked by time travel: the sink and stage tables at that date's versions.
+    The aggregation and materializer state exist only as of now, so their suites are left out
+    of such a re-check."""
     progress = progress or Progress(quiet=True)
     started = time.monotonic()
     if not layout.batch.exists():
         raise RunStateError("no batch result: run `lockstep batch` first", where=str(layout.root))
-    point = read_consistency_point(layout)
+    point = read_consistency_point(layout, logical_date)
+    past = point["sink_version"] != read_consistency_point(layout)["sink_version"]
     spark = spark_session(settings.spark)
     # Each expectation is a query or two over these: cached once, scanned from memory after.
     stream = read_snapshot(spark, layout.stream, point["sink_version"]).cache()
@@ -87,10 +93,10 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     if windows is not None:
         specs.append(windows.suite(cols))
     last_stage = plan.stages()[-1]  # the stage that writes the sink owns the checkpoint's state
-    if last_stage.aggregate is not None:
+    if last_stage.aggregate is not None and not past:
         data["stream_state"] = _stream_state(spark, last_stage, layout).cache()
         specs.append(_state_suite(last_stage))
-    materializer = _materializer_state(spark, layout) if plan.materialize else None
+    materializer = _materializer_state(spark, layout) if plan.materialize and not past else None
     if materializer is not None:
         data["materializer_state"] = materializer.cache()
         specs.append(suites.materializer_suite(cols))
@@ -107,7 +113,7 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     report = _report(plan, layout, point, counts, outcomes, feed)
     if windows is not None:
         report.update(windows.report(spark, cols, batch_all, batch))
-    stages = compare_stages(spark, plan, layout)
+    stages = compare_stages(spark, plan, layout, point.get("stage_versions"))
     report.update(stages)
     if plan.materialize:
         report["materializer"] = {"reasons": plan.notes.materialize,
@@ -116,6 +122,8 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     report["diagnosis"] = diagnose(evidence, settings.check.sample_rows)
     report["differences"] = side_by_side(cols, report["samples"])
     report["check_seconds"] = round(time.monotonic() - started, 2)
+    report["logical_date"] = point.get("logical_date")
+    report["rechecked_by_time_travel"] = past
     publish(report, layout.root)
     progress.say(f"check {plan.spec.name}: {report['verdict'].upper()} "
                  f"({sum(o.success for o in outcomes)}/{len(outcomes)} expectations hold)")
@@ -237,7 +245,7 @@ def _report(plan: QueryPlan, layout: RunLayout, point: dict, counts: dict, outco
         "consistency_point": {"sink_version": point["sink_version"], "sources": point["sources"]},
         "quarantined_rows": read_quarantine(layout.quarantine).num_rows,
         "source_anomalies": read_quarantine(layout.anomalies).num_rows,
-        "micro_batches": _micro_batches(layout),
+        "micro_batches": _micro_batches(layout, point.get("last_batch")),
         "sink": {"path": "stream", "primary_key": list(plan.sink_key), "version": point["sink_version"]},
         "data_docs": DATA_DOCS,
         "plan": explain(plan),
@@ -245,13 +253,15 @@ def _report(plan: QueryPlan, layout: RunLayout, point: dict, counts: dict, outco
     }
 
 
-def _micro_batches(layout: RunLayout) -> list[dict]:
-    if not layout.batches_log.exists():
+def _micro_batches(layout: RunLayout, last_batch: int | None) -> list[dict]:
+    """The micro-batches up to the consistency point's last one."""
+    if not layout.batches_log.exists() or last_batch is None:
         return []
     latest = {}
     for line in layout.batches_log.read_text().splitlines():
         entry = json.loads(line)
-        latest[entry["batch"]] = entry
+        if entry["batch"] <= last_batch:
+            latest[entry["batch"]] = entry
     sizes_file = layout.state / "state_rows.json"
     sizes = json.loads(sizes_file.read_text()) if sizes_file.exists() else {}
     for batch, entry in latest.items():

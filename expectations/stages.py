@@ -16,17 +16,20 @@ from jobs.runtime.layout import RunLayout
 from jobs.stream.sink import COPIES
 
 
-def compare_stages(spark: SparkSession, plan: QueryPlan, layout: RunLayout) -> dict:
+def compare_stages(spark: SparkSession, plan: QueryPlan, layout: RunLayout,
+                   versions: dict[str, int] | None = None) -> dict:
+    """versions: each stage table's Delta version at the consistency point (None: the latest)."""
     stages = plan.stages()[:-1]
     if not stages:
         return {}
-    found = [_compare(spark, stage, layout.for_stage(stage.name)) for stage in stages]
+    found = [_compare(spark, stage, layout.for_stage(stage.name), (versions or {}).get(stage.name))
+             for stage in stages]
     first = next((s["stage"] for s in found if not s["agrees"]), None)
     return {"stages": found, "first_diverging_stage": first}
 
 
-def _compare(spark: SparkSession, stage: QueryPlan, layout: RunLayout) -> dict:
-    stream = _rows(read_snapshot(spark, layout.stream))
+def _compare(spark: SparkSession, stage: QueryPlan, layout: RunLayout, version: int | None) -> dict:
+    stream = _rows(read_snapshot(spark, layout.stream, version))
     batch = read_snapshot(spark, layout.batch)
     columns = [F.col(f"`{c}`") for c in batch.columns]
     stream = stream.select(*columns)

@@ -2,7 +2,8 @@
 
     runs/index.html                               every query, its latest verdict and its history
     runs/<query>/report.json, report.html         the latest check
-    runs/<query>/history/<run_id>/report.*        every check, run_id from checked_at
+    runs/<query>/history/<run_id>/report.*        every check: run_id is the logical date of a
+                                                  scheduled run, else from checked_at
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ HISTORY = "history"
 
 
 def run_id(report: dict) -> str:
-    """"2026-11-22T18:13:29Z" -> "20261122T181329Z": sorts by time and is a safe folder name."""
+    """The logical date ("2026-11-21") of a scheduled run, so a re-run of a date replaces its
+    report; else "2026-11-22T18:13:29Z" -> "20261122T181329Z". Both sort by time and are safe
+    folder names."""
+    if report.get("logical_date"):
+        return report["logical_date"]
     checked_at = report.get("checked_at")
     if not checked_at:
         raise RunStateError("report has no checked_at to name its history folder",

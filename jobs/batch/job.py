@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from datetime import date
 
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
@@ -34,10 +35,11 @@ class BatchResult:
 
 
 def run_batch(plan: QueryPlan, settings: Settings, layout: RunLayout,
-              progress: Progress | None = None) -> BatchResult:
+              progress: Progress | None = None, logical_date: date | None = None) -> BatchResult:
+    """The batch result at the latest consistency point, or at a logical date's."""
     progress = progress or Progress(quiet=True)
     started = time.monotonic()
-    point = read_consistency_point(layout)
+    point = read_consistency_point(layout, logical_date)
     spark = spark_session(settings.spark)
     consumed = {name: entry["rows"] for name, entry in point["sources"].items()}
     snapshots = {s.table: source_snapshot(spark, StagedChangelog(layout.staged(s.table)),

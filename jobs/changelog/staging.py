@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Callable
 
@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from jobs.changelog import partitions
 from jobs.changelog.formats import LINE, BadRow, parse_file
 from jobs.changelog.kinds import RowKind
 from jobs.changelog.live import LiveRows
@@ -129,9 +130,10 @@ class StagedChangelog:
 
 
 def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path, *,
-                 rows_per_batch: int, anomalies: Path | None = None
+                 rows_per_batch: int, anomalies: Path | None = None, until: date | None = None
                  ) -> tuple[StageResult, Callable[[], None]]:
-    """Parse and validate the source's new files; return the result and a commit function.
+    """Parse and validate the source's new files (of the partitions up to `until`, for a
+    partitioned source); return the result and a commit function.
 
     Nothing is written until the commit function is called, so a bad row in fail mode leaves the
     run folder exactly as it was.
@@ -142,11 +144,15 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
     _check_same_source(manifest, name, spec, directory)
     files = _list_files(spec.path, name)
     _check_consumed_unchanged(manifest, files, spec.path)
+    consumed = {f["name"] for f in manifest["files"]}
+    if spec.partitioned_by:
+        files = partitions.up_to(files, spec.path, until)
+        partitions.check_in_order([p for p in files if _relative(p, spec.path) not in consumed],
+                                  sorted(consumed), spec.path)
     live = LiveRows(schema, spec.primary_key)
     if manifest["live_state"]:
         live.load(directory / manifest["live_state"])
     result = StageResult(source=name, total_rows=manifest["rows"])
-    consumed = {f["name"] for f in manifest["files"]}
     tables, file_entries = [], []
     for path in (p for p in files if _relative(p, spec.path) not in consumed):
         rows, bad, kept = _validated_rows(path, spec, schema, live)
@@ -302,7 +308,8 @@ def _new_manifest(name: str, spec: SourceSpec) -> dict:
 def _identity(spec: SourceSpec) -> dict:
     """What a run folder's staged changelog was made with; changing any of it needs a new run."""
     return {"format": spec.format, "schema": spec.schema_ddl, "primary_key": list(spec.primary_key),
-            "event_time": spec.event_time, "watermark": spec.watermark}
+            "event_time": spec.event_time, "watermark": spec.watermark,
+            "partitioned_by": spec.partitioned_by}
 
 
 def _read_manifest(directory: Path) -> dict | None:

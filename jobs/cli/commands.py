@@ -20,9 +20,23 @@ def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
         command.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
         command.add_argument("--to", type=Path, default=Path("conf/queries/data/generated/large_orders"),
                              help="folder to write (default: conf/queries/data/generated/large_orders)")
+    if name in ("run", "stream", "batch", "check"):
+        command.add_argument("--date", type=_logical_date, default=None, metavar="YYYY-MM-DD",
+                             help="logical date of a scheduled run: stream the partitions up to it "
+                                  "(or, once the stream is past it, re-check its consistency point "
+                                  "by time travel)")
     if name == "report":
         command.add_argument("runs_dir", type=Path, nargs="?", default=None, metavar="RUNS_DIR",
                              help="runs folder (default: runs_dir from the settings, 'runs')")
+
+
+def _logical_date(text: str):
+    from datetime import date
+
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
 def _context(args):
@@ -47,18 +61,25 @@ def cmd_explain(args) -> int:
 
 
 def cmd_stream(args) -> int:
-    from jobs.stream.job import run_stream
-
     plan, settings, layout, progress = _context(args)
-    run_stream(plan, settings, layout, progress)
+    stream_step(plan, settings, layout, progress, args.date)
     return 0
+
+
+def stream_step(plan, settings, layout, progress, logical_date=None):
+    """Stream everything new, or, for a logical date, up to it (see stream_until)."""
+    from jobs.stream.job import run_stream, stream_until
+
+    if logical_date is None:
+        return run_stream(plan, settings, layout, progress)
+    return stream_until(plan, settings, layout, progress, logical_date)
 
 
 def cmd_batch(args) -> int:
     from jobs.batch.job import run_batch
 
     plan, settings, layout, progress = _context(args)
-    run_batch(plan, settings, layout, progress)
+    run_batch(plan, settings, layout, progress, args.date)
     return 0
 
 
@@ -66,27 +87,26 @@ def cmd_check(args) -> int:
     from expectations.check import run_check
 
     plan, settings, layout, progress = _context(args)
-    report = run_check(plan, settings, layout, progress)
+    report = run_check(plan, settings, layout, progress, args.date)
     print(summary.verdict_lines(report, layout), file=sys.stdout)
     return 0 if report["verdict"] == "pass" else 1
 
 
 def cmd_run(args) -> int:
     plan, settings, layout, progress = _context(args)
-    report = run_all(plan, settings, layout, progress)
+    report = run_all(plan, settings, layout, progress, args.date)
     print(summary.verdict_lines(report, layout))
     return 0 if report["verdict"] == "pass" else 1
 
 
-def run_all(plan, settings, layout, progress) -> dict:
+def run_all(plan, settings, layout, progress, logical_date=None) -> dict:
     """Stream, batch and check in one process (one SparkSession)."""
     from expectations.check import run_check
     from jobs.batch.job import run_batch
-    from jobs.stream.job import run_stream
 
-    run_stream(plan, settings, layout, progress)
-    run_batch(plan, settings, layout, progress)
-    return run_check(plan, settings, layout, progress)
+    stream_step(plan, settings, layout, progress, logical_date)
+    run_batch(plan, settings, layout, progress, logical_date)
+    return run_check(plan, settings, layout, progress, logical_date)
 
 
 def cmd_demo(args) -> int:

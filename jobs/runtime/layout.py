@@ -85,6 +85,14 @@ class RunLayout:
         return self.state / "consistency.json"
 
     @property
+    def points(self) -> Path:
+        """The consistency point of each logical date the stream ran for."""
+        return self.state / "points"
+
+    def point_for(self, logical_date: str) -> Path:
+        return self.points / f"{logical_date}.json"
+
+    @property
     def batches_log(self) -> Path:
         return self.state / "batches.jsonl"
 

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from jobs.spec.intervals import parse_interval
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly",
+                    "@yearly", "@annually")
 
 
 class Strict(BaseModel):
@@ -37,6 +39,9 @@ class SourceSpec(Strict):
     # Event time and the allowed out-of-orderness: watermark = max event time seen - watermark.
     event_time: str | None = None
     watermark: str | None = None
+    # date: the changelog arrives in daily folders, path/date=YYYY-MM-DD/*; a scheduled run for
+    # logical date D reads the folders up to D.
+    partitioned_by: Literal["date"] | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -81,10 +86,24 @@ class QuerySpec(Strict):
     sources: dict[str, SourceSpec] = Field(min_length=1)
     sink: SinkSpec = SinkSpec()
     stream: StreamSpec = StreamSpec()
+    # The DAG's schedule: an Airflow preset (@daily) or a five-field cron; None: triggered only.
+    schedule: str | None = None
     # Set by the loader, not by the YAML: where the spec came from and where its SQL starts,
     # so that errors in the SQL can name the YAML line.
     spec_path: Path = Path("<memory>")
     sql_line: int = 1
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule_is_a_preset_or_cron(cls, value: str | None) -> str | None:
+        if value is not None and value not in SCHEDULE_PRESETS and len(value.split()) != 5:
+            raise ValueError(f"{value!r} is neither a preset ({', '.join(SCHEDULE_PRESETS)}) nor a "
+                             f"five-field cron expression")
+        return value
+
+    @property
+    def partitioned(self) -> bool:
+        return any(s.partitioned_by for s in self.sources.values())
 
     @field_validator("sources")
     @classmethod

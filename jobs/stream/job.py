@@ -14,6 +14,8 @@ import time
 from collections import Counter
 from functools import reduce
 from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.errors import StreamingQueryException
@@ -58,11 +60,13 @@ class StreamResult:
 
 
 def run_stream(plan: QueryPlan, settings: Settings, layout: RunLayout,
-               progress: Progress | None = None) -> StreamResult:
+               progress: Progress | None = None, logical_date: date | None = None) -> StreamResult:
+    """Stream the sources' new changelog files (with a logical date: the partitions up to it) into
+    the sink, and record the consistency point (per logical date too, for later re-checks)."""
     progress = progress or Progress(quiet=True)
     for warning in plan.warnings:
         progress.say(f"warning: {warning}")
-    result = StreamResult(staged=stage_sources(plan, layout, progress))
+    result = StreamResult(staged=stage_sources(plan, layout, progress, until=logical_date))
     spark = spark_session(settings.spark)
     stages = plan.stages(schema_of=lambda node: _stage_schema(spark, plan, node))
     started = time.monotonic()
@@ -74,13 +78,27 @@ def run_stream(plan: QueryPlan, settings: Settings, layout: RunLayout,
         _run_stage(spark, stage, stage_layout(layout, stage), progress, own)
     result.seconds = time.monotonic() - started
     result.sink_version = DeltaUpsertSink(layout.stream, plan.sink_key, "").version()
-    point = write_consistency_point(plan, layout, result.sink_version, stages)
+    point = write_consistency_point(plan, layout, result.sink_version, stages, logical_date)
     result.late_events = _late_events(spark, plan, layout, point)
     late = f"; {result.late_events:,} late (row, window) pairs left out" if result.late_events else ""
     progress.say(f"stream {plan.spec.name}: {result.batches} micro-batches, "
                  f"{result.input_rows:,} changelog rows in {result.seconds:.1f} s; "
                  f"sink changes {counts(result.changelog)}{late}")
     return result
+
+
+def stream_until(plan: QueryPlan, settings: Settings, layout: RunLayout, progress: Progress,
+                 logical_date: date) -> StreamResult | None:
+    """The stream step of a scheduled run: stream up to the logical date, unless the stream has
+    already moved beyond it (a re-run of a past date): then nothing is streamed, and the date is
+    re-checked at its recorded consistency point by time travel (None)."""
+    latest = latest_logical_date(layout)
+    if latest is not None and latest > logical_date:
+        read_consistency_point(layout, logical_date)  # the date must have been streamed once
+        progress.say(f"stream {plan.spec.name}: already at {latest}, past {logical_date}; "
+                     f"{logical_date} is re-checked at its consistency point by time travel")
+        return None
+    return run_stream(plan, settings, layout, progress, logical_date)
 
 
 def stage_layout(layout: RunLayout, stage: QueryPlan) -> RunLayout:
@@ -158,12 +176,14 @@ def _late_events(spark: SparkSession, plan: QueryPlan, layout: RunLayout, point:
     return write_late_events(spark, assign, _staged(layout, source), consumed, layout.late_events)
 
 
-def stage_sources(plan: QueryPlan, layout: RunLayout, progress: Progress) -> list[StageResult]:
+def stage_sources(plan: QueryPlan, layout: RunLayout, progress: Progress,
+                  until: date | None = None) -> list[StageResult]:
     """Validate every source's new files first, then commit them all: a bad row in one source
     leaves the whole run folder untouched."""
     tables = list(dict.fromkeys(s.table for s in plan.real_sources))
     pending = [stage_source(t, plan.spec.sources[t], layout.staged(t), layout.quarantine,
-                            rows_per_batch=plan.spec.stream.rows_per_batch, anomalies=layout.anomalies)
+                            rows_per_batch=plan.spec.stream.rows_per_batch, anomalies=layout.anomalies,
+                            until=until)
                for t in tables]
     for staged, commit in pending:
         commit()
@@ -360,9 +380,11 @@ def _append_log(layout: RunLayout, entry: dict) -> None:
 
 
 def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: int,
-                            stages: list[QueryPlan] | None = None) -> dict:
+                            stages: list[QueryPlan] | None = None, logical_date: date | None = None) -> dict:
     """What the stream had consumed when it stopped: the batch job computes on exactly this.
-    A source's consumption is read from the checkpoint of the stage that reads it."""
+    A source's consumption is read from the checkpoint of the stage that reads it. With a logical
+    date, the point is also kept as _state/points/<date>.json: with the Delta versions of the sink
+    and of every intermediate stage table, a later check of that date reads them by time travel."""
     sources, last_batch = {}, None
     for stage in stages or [plan]:
         checkpoint = stage_layout(layout, stage).checkpoint
@@ -377,14 +399,25 @@ def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: in
             previous = sources.get(source.table, {}).get("rows")
             rows = rows if previous is None else min(rows, previous)  # a source read twice (self-join)
             sources[source.table] = {"rows": rows, **_watermark_at(staged, rows)}
+    intermediate = (stages or [plan])[:-1]
     point = {"query": plan.spec.name, "sink_version": sink_version,
              "last_batch": last_batch, "sources": sources,
-             "stages": [s.name for s in (stages or [plan])[:-1]],
+             "stages": [s.name for s in intermediate],
+             "stage_versions": {s.name: DeltaUpsertSink(layout.stage_table(s.name), (), "").version()
+                                for s in intermediate},
+             "logical_date": logical_date.isoformat() if logical_date else None,
              "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    tmp = layout.consistency.with_suffix(".tmp")
-    tmp.write_text(json.dumps(point, indent=1))
-    os.replace(tmp, layout.consistency)
+    if logical_date:
+        _write_json(layout.point_for(logical_date.isoformat()), point)
+    _write_json(layout.consistency, point)
     return point
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
 
 
 def _watermark_at(staged: StagedChangelog, rows: int) -> dict:
@@ -399,7 +432,20 @@ def _staged(layout: RunLayout, source: ChangelogSource) -> StagedChangelog:
     return StagedChangelog(layout.staged(source.table))
 
 
-def read_consistency_point(layout: RunLayout) -> dict:
+def read_consistency_point(layout: RunLayout, logical_date: date | None = None) -> dict:
+    """The latest consistency point, or the one recorded for a logical date."""
+    if logical_date is not None:
+        path = layout.point_for(logical_date.isoformat())
+        if not path.exists():
+            raise RunStateError(f"no consistency point for {logical_date}: the stream has not run "
+                                f"for that date", where=str(layout.root))
+        return json.loads(path.read_text())
     if not layout.consistency.exists():
         raise RunStateError("no consistency point: run `lockstep stream` first", where=str(layout.root))
     return json.loads(layout.consistency.read_text())
+
+
+def latest_logical_date(layout: RunLayout) -> date | None:
+    """The latest logical date the stream has run for (None if it never ran for one)."""
+    dates = sorted(p.stem for p in layout.points.glob("*.json")) if layout.points.exists() else []
+    return date.fromisoformat(dates[-1]) if dates else None

@@ -34,6 +34,10 @@ def test_a_valid_spec_resolves_paths_against_its_own_folder_and_knows_where_its_
      r"q.yaml:12: stream.rows_per_batch:"),
     (("    primary_key: [order_id]", "    primary_key: [order_id]\nsink:\n  upsert_materialize: sometimes"),
      r"q.yaml:12: sink.upsert_materialize: must be one of 'auto', 'none' or 'force'"),
+    (("name: income_per_product", "name: income_per_product\nschedule: daily"),
+     r"q.yaml:2: schedule: 'daily' is neither a preset \(@once"),
+    (("    primary_key: [order_id]", "    primary_key: [order_id]\n    partitioned_by: hour"),
+     r"q.yaml:11: sources.orders.partitioned_by: must be one of 'date' \(got 'hour'\)"),
 ])
 def test_spec_errors_name_the_file_the_line_and_the_key(tmp_path, change, message):
     path = write_spec(tmp_path, VALID.replace(*change), name="q.yaml")

@@ -128,3 +128,45 @@ def test_segments_are_micro_batches_that_never_split_an_update_and_sort_by_mtime
     files = [tmp_path / "staged" / s["file"] for s in staged.segments()]
     mtimes = [f.stat().st_mtime for f in files]
     assert mtimes == sorted(mtimes) and len(set(mtimes)) == 3
+
+
+def _partitioned(tmp_path):
+    spec = SourceSpec(path=tmp_path / "orders", format="changelog-json", partitioned_by="date",
+                      schema="order_id BIGINT, pId BIGINT, income BIGINT", primary_key=("order_id",))
+    for day, rows in (("2026-11-19", [change("+I", 1, 1, 5)]), ("2026-11-20", [change("+I", 2, 1, 3)]),
+                      ("2026-11-21", [change("-D", 1, 1, 5)])):
+        write_changelog(tmp_path / "orders" / f"date={day}", "part-0.json", rows)
+    return spec
+
+
+def _stage_until(tmp_path, spec, until):
+    result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
+                                  rows_per_batch=2, until=until)
+    commit()
+    return result
+
+
+def test_a_partitioned_source_stages_the_partitions_up_to_the_logical_date(tmp_path):
+    from datetime import date
+
+    spec = _partitioned(tmp_path)
+    assert _stage_until(tmp_path, spec, date(2026, 11, 20)).new_files == [
+        "date=2026-11-19/part-0.json", "date=2026-11-20/part-0.json"]
+    assert _stage_until(tmp_path, spec, date(2026, 11, 20)).new_files == []
+    assert _stage_until(tmp_path, spec, None).new_files == ["date=2026-11-21/part-0.json"]
+
+
+def test_a_file_outside_the_partitions_or_behind_them_is_refused_with_its_path(tmp_path):
+    from datetime import date
+
+    spec = _partitioned(tmp_path)
+    _stage_until(tmp_path, spec, date(2026, 11, 20))
+    late = write_changelog(tmp_path / "orders" / "date=2026-11-19", "part-1.json", [change("+I", 3, 2, 1)])
+    with pytest.raises(InputError, match="older than date=2026-11-20") as info:
+        _stage_until(tmp_path, spec, date(2026, 11, 21))
+    assert info.value.where == str(late)
+    late.unlink()
+    stray = write_changelog(tmp_path / "orders", "loose.json", [change("+I", 3, 2, 1)])
+    with pytest.raises(InputError, match="date=YYYY-MM-DD folders") as info:
+        _stage_until(tmp_path, spec, date(2026, 11, 21))
+    assert info.value.where == str(stray)
