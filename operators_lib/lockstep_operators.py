@@ -1,8 +1,11 @@
-"""LockstepStreamOperator >> LockstepBatchOperator >> LockstepCheckOperator.
+"""LockstepStreamOperator >> LockstepBatchOperator >> LockstepCheckOperator, and the report DAG's
+LockstepReportOperator.
 
 Each returns a small summary (pushed to XCom). An invalid spec, SQL or input fails the task
 without retries (retrying cannot fix it); a check whose verdict is "fail" fails the task with the
-report's path in the message.
+report's path in the message. A run with a logical date works on that date: the stream reads the
+partitions up to it, batch and check use its consistency point (a past date is re-checked by time
+travel; see jobs/stream/job.py stream_until).
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ class LockstepOperator(BaseOperator):
     def execute(self, context) -> dict:
         from jobs.errors import LockstepError
 
+        logical = context.get("logical_date")
         try:
-            return self.run_step(*self._prepare())
+            return self.run_step(*self._prepare(), logical.date() if logical else None)
         except LockstepError as exc:
             raise AirflowFailException(f"lockstep: {exc}") from None
 
-    def run_step(self, plan, settings, layout, progress) -> dict:
+    def run_step(self, plan, settings, layout, progress, logical_date) -> dict:
         raise NotImplementedError
 
     def _prepare(self):
@@ -49,10 +53,12 @@ class LockstepOperator(BaseOperator):
 class LockstepStreamOperator(LockstepOperator):
     """Stage the sources' new changelog files and stream them into the Delta sink."""
 
-    def run_step(self, plan, settings, layout, progress) -> dict:
-        from jobs.stream.job import run_stream
+    def run_step(self, plan, settings, layout, progress, logical_date) -> dict:
+        from jobs.cli.commands import stream_step
 
-        result = run_stream(plan, settings, layout, progress)
+        result = stream_step(plan, settings, layout, progress, logical_date)
+        if result is None:
+            return {"rechecked_by_time_travel": True}
         return {"micro_batches": result.batches, "input_rows": result.input_rows,
                 "sink_version": result.sink_version, "changelog": dict(result.changelog)}
 
@@ -60,25 +66,58 @@ class LockstepStreamOperator(LockstepOperator):
 class LockstepBatchOperator(LockstepOperator):
     """Compute the query in batch on exactly what the stream consumed."""
 
-    def run_step(self, plan, settings, layout, progress) -> dict:
+    def run_step(self, plan, settings, layout, progress, logical_date) -> dict:
         from jobs.batch.job import run_batch
 
-        result = run_batch(plan, settings, layout, progress)
+        result = run_batch(plan, settings, layout, progress, logical_date)
         return {"rows": result.rows, "input_rows": result.input_rows}
 
 
 class LockstepCheckOperator(LockstepOperator):
     """Run the Great Expectations suites; fail the task when stream and batch disagree."""
 
-    def run_step(self, plan, settings, layout, progress) -> dict:
+    def run_step(self, plan, settings, layout, progress, logical_date) -> dict:
         from expectations.check import run_check
 
-        report = run_check(plan, settings, layout, progress)
+        report = run_check(plan, settings, layout, progress, logical_date)
         summary = {key: report[key] for key in ("verdict", "stream_rows", "batch_rows", "missing_rows",
                                                 "extra_rows", "mismatched_rows")}
-        summary["report"] = str(layout.report)
+        summary["report"] = str(layout.root / "report.html")
         if report["verdict"] != "pass":
             failed = [e["name"] for e in report["expectations"] if not e["success"]]
+            diagnosis = (report.get("diagnosis") or {}).get("summary", "")
             raise AirflowFailException(f"{plan.spec.name}: stream and batch disagree "
-                                       f"({', '.join(failed)}); report: {layout.report}")
+                                       f"({', '.join(failed)}); {diagnosis}; report: {summary['report']}")
         return summary
+
+
+class LockstepReportOperator(BaseOperator):
+    """Rebuild every report page and the index of a runs folder; fail, naming them, when any
+    query's latest verdict is "fail"."""
+
+    template_fields = ("runs_dir",)
+    ui_color = "#fbeee8"
+
+    def __init__(self, *, runs_dir: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.runs_dir = runs_dir
+
+    def execute(self, context) -> dict:
+        from expectations.report import rebuild
+        from expectations.report.runs import INDEX_HTML, REPORT_HTML, REPORT_JSON, query_dirs, read_report
+        from jobs.errors import LockstepError
+
+        runs = Path(self.runs_dir)
+        try:
+            pages = rebuild(runs)
+            latest = {d.name: read_report(d / REPORT_JSON) for d in query_dirs(runs)
+                      if (d / REPORT_JSON).is_file()}
+        except LockstepError as exc:
+            raise AirflowFailException(f"lockstep: {exc}") from None
+        failing = sorted(name for name, report in latest.items() if report.get("verdict") != "pass")
+        self.log.info("index: %s (%d pages, %d queries)", runs / INDEX_HTML, len(pages), len(latest))
+        if failing:
+            raise AirflowFailException(
+                f"latest verdict is fail for {len(failing)} of {len(latest)} queries: " +
+                "; ".join(f"{name} ({runs / name / REPORT_HTML})" for name in failing))
+        return {"index": str(runs / INDEX_HTML), "queries": len(latest), "pages": len(pages)}
