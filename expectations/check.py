@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from expectations import queries, suites
 from expectations.queries import BATCH_VIEW, FEED_VIEW, STREAM_VIEW, Columns
 from expectations.windows import WindowCheck
+from jobs.batch.job import batch_is_at, run_batch
 from jobs.changelog.kinds import CDF_CHANGE_TYPES
 from jobs.changelog.quarantine import read_quarantine
 from jobs.errors import RunStateError
@@ -73,6 +74,10 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
         raise RunStateError("no batch result: run `lockstep batch` first", where=str(layout.root))
     point = read_consistency_point(layout, logical_date)
     past = point["sink_version"] != read_consistency_point(layout)["sink_version"]
+    if not batch_is_at(layout, point):
+        progress.say(f"check {plan.spec.name}: the batch result is at another consistency point (a run "
+                     f"for another date wrote it); recomputing it at this one")
+        run_batch(plan, settings, layout, progress, logical_date)
     spark = spark_session(settings.spark)
     # Each expectation is a query or two over these: cached once, scanned from memory after.
     stream = read_snapshot(spark, layout.stream, point["sink_version"]).cache()

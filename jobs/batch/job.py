@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from datetime import date
 
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties
 from pyspark.sql import DataFrame, SparkSession
 
@@ -25,6 +25,21 @@ from jobs.runtime.progress import Progress
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
 from jobs.stream.job import read_consistency_point
+
+
+POINT_KEY = "lockstep.consistency_point"  # commit metadata: the point a batch result was computed at
+
+
+def point_fingerprint(point: dict) -> str:
+    return json.dumps(point["sources"], sort_keys=True)
+
+
+def batch_is_at(layout: RunLayout, point: dict) -> bool:
+    """Whether the batch result was computed at this consistency point (runs of different dates
+    share the batch table, and Airflow may interleave one date's check with the next's batch)."""
+    if not DeltaTable.is_deltatable(str(layout.batch)):
+        return False
+    return DeltaTable(str(layout.batch)).history(1)[0].get(POINT_KEY) == point_fingerprint(point)
 
 
 @dataclass
@@ -45,7 +60,7 @@ def run_batch(plan: QueryPlan, settings: Settings, layout: RunLayout,
     snapshots = {s.table: source_snapshot(spark, StagedChangelog(layout.staged(s.table)),
                                           consumed.get(s.table, 0)) for s in plan.sources}
     result = run_sql(spark, plan, snapshots).toArrow()
-    metadata = {"lockstep.consistency_point": json.dumps(point["sources"], sort_keys=True)}
+    metadata = {POINT_KEY: point_fingerprint(point)}
     _write(layout.batch, result, metadata)
     for stage in plan.stages()[:-1]:
         # Each intermediate stage's batch equivalent, for the check to find the first stage
