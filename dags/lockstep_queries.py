@@ -22,7 +22,7 @@ import logging
 from datetime import timedelta
 from pathlib import Path
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 
 from jobs.errors import LockstepError
 from jobs.spec import load_spec
@@ -40,9 +40,14 @@ def build_dag(spec_path: Path, runs: Path) -> DAG:
               "settings_path": str(settings) if settings else None}
     with DAG(dag_id=f"lockstep_{spec.name}", schedule=spec.schedule, catchup=False, max_active_runs=1,
              start_date=START, tags=["lockstep"], default_args={"pool": POOL},
+             params={"rebuild": Param(False, type="boolean",
+                                      description="replay every partition up to this date into a fresh "
+                                                  "sink, checking each date (after the query changed)")},
              description=spec.description or f"lockstep query {spec.name}",
              doc_md=f"{__doc__}\n\nSpec: `{spec_path}`\n\n```sql\n{spec.sql}\n```") as dag:
-        stream = LockstepStreamOperator(task_id="stream", retries=STREAM_RETRIES,
+        # depends_on_past: a date streams only after the previous date's stream succeeded, so
+        # backfill runs and scheduled runs still feed the stream in date order.
+        stream = LockstepStreamOperator(task_id="stream", retries=STREAM_RETRIES, depends_on_past=True,
                                         retry_delay=timedelta(seconds=10), **common)
         batch = LockstepBatchOperator(task_id="batch", **common)
         check = LockstepCheckOperator(task_id="check", **common)

@@ -30,6 +30,7 @@ class LockstepOperator(BaseOperator):
         from jobs.errors import LockstepError
 
         logical = context.get("logical_date")
+        self.rebuild = bool((context.get("params") or {}).get("rebuild"))
         try:
             return self.run_step(*self._prepare(), logical.date() if logical else None)
         except LockstepError as exc:
@@ -55,7 +56,15 @@ class LockstepStreamOperator(LockstepOperator):
 
     def run_step(self, plan, settings, layout, progress, logical_date) -> dict:
         from jobs.cli.commands import stream_step
+        from jobs.cli.rebuild import run_rebuild
 
+        if self.rebuild:  # the DAG's `rebuild` parameter: replay every partition up to this date
+            reports = run_rebuild(plan, settings, layout, progress, logical_date)
+            failed = [r.get("logical_date") for r in reports if r["verdict"] != "pass"]
+            if failed:
+                raise AirflowFailException(f"{plan.spec.name}: rebuild failed at {failed[0]}; the old "
+                                           f"run folder is back in place")
+            return {"rebuilt_dates": [r.get("logical_date") for r in reports]}
         result = stream_step(plan, settings, layout, progress, logical_date)
         if result is None:
             return {"rechecked_by_time_travel": True}

@@ -45,3 +45,10 @@ def check_in_order(new: list[Path], consumed: list[str], folder: Path) -> None:
             raise InputError(f"arrived in a partition older than date={newest}, which an earlier run "
                              f"already consumed; `lockstep rebuild` replays every partition in order",
                              where=str(path))
+
+
+def dates_in(folder: Path) -> list[date]:
+    """The dates of the partition folders that hold files, in order."""
+    found = {partition_date(f, folder) for f in folder.rglob("*")
+             if f.is_file() and not f.relative_to(folder).parts[0].startswith((".", "_"))}
+    return sorted(found)

@@ -20,7 +20,7 @@ def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
         command.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
         command.add_argument("--to", type=Path, default=Path("conf/queries/data/generated/large_orders"),
                              help="folder to write (default: conf/queries/data/generated/large_orders)")
-    if name in ("run", "stream", "batch", "check"):
+    if name in ("run", "stream", "batch", "check", "rebuild"):
         command.add_argument("--date", type=_logical_date, default=None, metavar="YYYY-MM-DD",
                              help="logical date of a scheduled run: stream the partitions up to it "
                                   "(or, once the stream is past it, re-check its consistency point "
@@ -109,6 +109,19 @@ def run_all(plan, settings, layout, progress, logical_date=None) -> dict:
     return run_check(plan, settings, layout, progress, logical_date)
 
 
+def cmd_rebuild(args) -> int:
+    from jobs.cli.rebuild import run_rebuild
+
+    plan, settings, layout, progress = _context(args)
+    reports = run_rebuild(plan, settings, layout, progress, args.date)
+    for report in reports:
+        print(f"{report.get('logical_date') or 'all input'}: {report['verdict'].upper()}  "
+              f"stream {report['stream_rows']:,} rows, batch {report['batch_rows']:,} rows")
+    passed = all(r["verdict"] == "pass" for r in reports)
+    print(f"rebuild {'done' if passed else 'FAILED: the old run folder is back in place'}: {layout.root}")
+    return 0 if passed else 1
+
+
 def cmd_demo(args) -> int:
     from jobs.cli.demo import run_demo
 
@@ -139,6 +152,8 @@ COMMANDS = [
     ("stream", cmd_stream, "replay the sources' new changelog files into the Delta sink", True),
     ("batch", cmd_batch, "compute the query in batch on what the stream consumed", True),
     ("check", cmd_check, "run the Great Expectations suites and write report.json", True),
+    ("rebuild", cmd_rebuild, "replay every partition into a fresh sink, checking each date; the old "
+                             "sink is kept until the new one passes", True),
     ("explain", cmd_explain, "print the plan with each operator's changelog mode", True),
     ("demo", cmd_demo, "run every query in conf/queries on the bundled data", False),
     ("generate", cmd_generate, "write the large synthetic changelog used by the demo and benchmark", False),

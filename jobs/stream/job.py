@@ -94,7 +94,10 @@ def stream_until(plan: QueryPlan, settings: Settings, layout: RunLayout, progres
     re-checked at its recorded consistency point by time travel (None)."""
     latest = latest_logical_date(layout)
     if latest is not None and latest > logical_date:
-        read_consistency_point(layout, logical_date)  # the date must have been streamed once
+        if not layout.point_for(logical_date.isoformat()).exists():
+            raise RunStateError(f"{logical_date} was never streamed and the stream is already at "
+                                f"{latest}: `lockstep rebuild` replays every partition in date order",
+                                where=str(layout.root))
         progress.say(f"stream {plan.spec.name}: already at {latest}, past {logical_date}; "
                      f"{logical_date} is re-checked at its consistency point by time travel")
         return None
