@@ -19,6 +19,9 @@ test-fast: setup
 bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_stream
 
+airflow: setup
+	scripts/airflow.sh
+
 lock:
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^lockstep' > constraints.txt.new
 	@echo "review constraints.txt.new and move it over constraints.txt"
