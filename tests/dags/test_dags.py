@@ -8,10 +8,20 @@ import yaml
 from tests.conftest import ROOT
 
 SPECS = sorted((ROOT / "conf" / "queries").glob("*.yaml"))
+DAG_FILES = sorted((ROOT / "dags").glob("*.py"))
 
 
 def test_the_dag_folder_imports_without_errors(dag_bag):
     assert dag_bag.import_errors == {}
+
+
+@pytest.mark.parametrize("dag_file", DAG_FILES, ids=[f.stem for f in DAG_FILES])
+def test_each_dag_file_loads_on_its_own(airflow_db, dag_file):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(dag_file))
+    assert bag.import_errors == {} and bag.dag_ids
+    assert all(dag.max_active_runs == 1 and "lockstep" in dag.tags for dag in bag.dags.values())
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.stem for s in SPECS])
@@ -24,6 +34,9 @@ def test_each_query_spec_has_a_stream_batch_check_dag(dag_bag, spec):
     assert dag.get_task("batch").downstream_task_ids == {"check"}
     assert dag.get_task("check").downstream_task_ids == set()
     assert dag.max_active_runs == 1 and not dag.catchup
+    assert all(task.pool == "lockstep_spark" for task in dag.tasks)
+    assert dag.get_task("stream").retries == 2 and dag.get_task("stream").depends_on_past
+    assert dag.params["rebuild"] is False
 
 
 def test_parsing_the_dags_imports_neither_spark_nor_great_expectations(airflow_db):
@@ -32,6 +45,7 @@ def test_parsing_the_dags_imports_neither_spark_nor_great_expectations(airflow_d
     import sys
 
     probe = ("import runpy, sys; runpy.run_path('dags/lockstep_queries.py'); "
+             "runpy.run_path('dags/lockstep_reports.py'); "
              "print(sorted(m for m in ('pyspark', 'great_expectations', 'deltalake') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=os.environ.copy(),
                          capture_output=True, text=True, timeout=120)
