@@ -9,6 +9,8 @@ Causes are tried in this order, each taking the rows it explains out of the rest
                            the batch result): the key is not unique in the query's result
     source_anomalies       rows kept by `on_bad_rows: keep` that break the changelog protocol:
                            the keys those rows feed (the query re-run on their images alone)
+    lookup_changed         lookup keys the service answered differently to the stream and to
+                           the batch job (the dimension changed in between): the rows they feed
     late_events            windowed queries: the rows that agree once the batch result is
                            recomputed without the events the watermark left out
     diverging_stage        a multi-stage query whose intermediate table already differs from
@@ -36,6 +38,8 @@ from jobs.changelog.formats import LINE
 from jobs.changelog.frames import consumed_changes
 from jobs.changelog.quarantine import read_quarantine
 from jobs.changelog.staging import FILE, StagedChangelog
+from jobs.batch.lookups import lookup_joins
+from jobs.plan.nodes import ChangelogSource, LookupJoin
 from jobs.plan.planner import QueryPlan
 from jobs.runtime.layout import RunLayout
 
@@ -144,19 +148,27 @@ def _source_anomalies(evidence: Evidence) -> Found | None:
     anomalies = read_quarantine(evidence.layout.anomalies)
     if anomalies.num_rows == 0:
         return None
-    spark, plan = evidence.spark, evidence.plan
     consumed = {name: entry["rows"] for name, entry in evidence.point["sources"].items()}
-    snapshots = {s.table: source_snapshot(spark, StagedChangelog(evidence.layout.staged(s.table)),
-                                          consumed.get(s.table, 0)) for s in plan.real_sources}
-    touched = []
-    for source in sorted(set(anomalies.column("source").to_pylist())):
-        images = _suspect_images(spark, evidence.layout, source, consumed.get(source, 0), anomalies)
-        result = run_sql(spark, plan, {**snapshots, source: images})
-        touched.append(result.select(*[f"`{k}`" for k in evidence.cols.key]))
+    touched = [_keys_fed_by(evidence, source, _suspect_images(evidence.spark, evidence.layout, source,
+                                                              consumed.get(source, 0), anomalies))
+               for source in sorted(set(anomalies.column("source").to_pylist()))]
     reasons = sorted(set(r.split(" for ")[0] for r in anomalies.column("reason").to_pylist()))
     return Found(f"{anomalies.num_rows:,} source changelog row(s) break the changelog protocol and were "
                  f"kept (on_bad_rows: keep): {', '.join(reasons)}; these are the rows they feed",
                  reduce(DataFrame.unionByName, touched))
+
+
+def _keys_fed_by(evidence: Evidence, source: str, rows: DataFrame) -> DataFrame:
+    """The output keys that `rows` of `source` reach: the query re-run with that source holding
+    only them (the other sources, and the lookups as the batch job saw them, whole)."""
+    spark, plan = evidence.spark, evidence.plan
+    consumed = {name: entry["rows"] for name, entry in evidence.point["sources"].items()}
+    tables = {s.table: source_snapshot(spark, StagedChangelog(evidence.layout.staged(s.table)),
+                                       consumed.get(s.table, 0)) for s in plan.real_sources}
+    for node in lookup_joins(plan):
+        tables[node.lookup] = spark.read.parquet(str(evidence.layout.lookup_answers(node.lookup, "batch")))
+    result = run_sql(spark, plan, {**tables, source: rows})
+    return result.select(*[f"`{k}`" for k in evidence.cols.key])
 
 
 def _suspect_images(spark: SparkSession, layout: RunLayout, source: str, consumed: int,
@@ -173,6 +185,40 @@ def _suspect_images(spark: SparkSession, layout: RunLayout, source: str, consume
     if key:
         suspects = changes.join(suspects.select(*key).distinct(), key, "left_semi")
     return suspects.select(*[f"`{c}`" for c in staged.schema.names]).distinct()
+
+
+def _lookups_changed(evidence: Evidence) -> Found | None:
+    """A lookup reads its service when a row arrives: keys whose answer to the stream differs from
+    the batch job's (later) answer changed in between; the rows they feed are theirs."""
+    touched, changed_keys = [], 0
+    for node in lookup_joins(evidence.plan):
+        changed = _changed_lookup_keys(evidence, node)
+        if changed is None or not isinstance(node.input, ChangelogSource):
+            continue  # rows reach the lookup through other operators: not traced
+        changed_keys += changed.count()
+        keys = changed.toDF(*node.input_keys)
+        consumed = evidence.point["sources"][node.input.table]["rows"]
+        rows = source_snapshot(evidence.spark, StagedChangelog(evidence.layout.staged(node.input.table)),
+                               consumed).join(keys, list(node.input_keys), "left_semi")
+        touched.append(_keys_fed_by(evidence, node.input.table, rows))
+    if not changed_keys:
+        return None
+    return Found(f"{changed_keys:,} lookup key(s) got a different answer in the stream than in the batch "
+                 f"job: the dimension changed between the two reads (not an engine error)",
+                 reduce(DataFrame.unionByName, touched))
+
+
+def _changed_lookup_keys(evidence: Evidence, node: LookupJoin) -> DataFrame | None:
+    """Keys whose stream and batch answers differ (key columns of the lookup, as values)."""
+    stream_dir = evidence.layout.lookup_answers(node.lookup, "stream")
+    batch_dir = evidence.layout.lookup_answers(node.lookup, "batch")
+    if not stream_dir.exists() or not batch_dir.exists():
+        return None
+    spark, columns = evidence.spark, list(node.lookup_columns)
+    stream = spark.read.parquet(str(stream_dir)).toDF(*columns).distinct()
+    batch = spark.read.parquet(str(batch_dir)).select(*columns).distinct()
+    key = columns[:len(node.input_keys)]
+    return stream.exceptAll(batch).unionByName(batch.exceptAll(stream)).select(*key).distinct()
 
 
 def _late_events(evidence: Evidence) -> Found | None:
@@ -198,6 +244,7 @@ CAUSES: list[tuple[str, str, Callable[[Evidence], Found | None]]] = [
     ("non_deterministic", "A non-deterministic expression", _non_deterministic),
     ("primary_key_violation", "A primary-key violation at the sink", _primary_key_violations),
     ("source_anomalies", "Source changelog anomalies", _source_anomalies),
+    ("lookup_changed", "Lookups whose answer changed between stream and batch", _lookups_changed),
     ("late_events", "Late events dropped by the watermark", _late_events),
     ("diverging_stage", "An intermediate stage that diverges first", _diverging_stage),
 ]

@@ -34,6 +34,11 @@ class RunStateError(LockstepError):
     """The run folder is missing a step's output or was written by a different query."""
 
 
+class LookupFailed(LockstepError):
+    """A lookup join's dimension service did not answer a key, retries included (named by the
+    lookup, the URL and the key), and the lookup's on_error is fail."""
+
+
 def place(path: object, line: int | None = None) -> str:
     """`file:line` (or just the file) as used at the start of every message."""
     return f"{path}:{line}" if line is not None else str(path)

@@ -16,6 +16,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.batch.lookups import lookup_tables
 from jobs.batch.query import run_sql
 from jobs.changelog.frames import consumed_changes, live_rows
 from jobs.changelog.staging import StagedChangelog
@@ -59,6 +60,10 @@ def run_batch(plan: QueryPlan, settings: Settings, layout: RunLayout,
     consumed = {name: entry["rows"] for name, entry in point["sources"].items()}
     snapshots = {s.table: source_snapshot(spark, StagedChangelog(layout.staged(s.table)),
                                           consumed.get(s.table, 0)) for s in plan.sources}
+    lookups = lookup_tables(spark, plan, snapshots)  # the services, asked now
+    for name, table in lookups.items():  # kept for the check: did the stream get other answers?
+        table.write.mode("overwrite").parquet(str(layout.lookup_answers(name, "batch")))
+    snapshots.update(lookups)
     result = run_sql(spark, plan, snapshots).toArrow()
     metadata = {POINT_KEY: point_fingerprint(point)}
     _write(layout.batch, result, metadata)

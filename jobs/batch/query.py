@@ -24,7 +24,11 @@ def run_sql(spark: SparkSession, plan: QueryPlan, sources: dict[str, DataFrame])
 
 
 def empty_sources(spark: SparkSession, plan: QueryPlan) -> dict[str, DataFrame]:
-    return {s.table: spark.createDataFrame([], s.schema.spark_ddl()) for s in plan.real_sources}
+    """The query's tables with no rows: its sources, and its lookups (see jobs/batch/lookups.py)."""
+    from jobs.batch.lookups import lookup_tables
+
+    sources = {s.table: spark.createDataFrame([], s.schema.spark_ddl()) for s in plan.real_sources}
+    return {**sources, **lookup_tables(spark, plan, sources, empty=True)}
 
 
 def result_on_empty_input(spark: SparkSession, plan: QueryPlan) -> DataFrame:

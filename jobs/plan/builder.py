@@ -5,6 +5,7 @@
     (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY c DESC) AS rn FROM t) q ... WHERE rn = 1
                                                      -> Deduplicate(keep last by c)
     a [LEFT|RIGHT|FULL] JOIN b ON a.k = b.k [AND ...] -> Join
+    a [LEFT] JOIN <lookup> ON a.k = <lookup>.key      -> LookupJoin (the spec's lookups:)
     SELECT ... UNION ALL SELECT ...                  -> UnionAll
     the query                                        -> Sink(...)
 """
@@ -15,8 +16,8 @@ from sqlglot import exp
 
 from jobs.changelog.schema import parse_schema
 from jobs.errors import SqlError
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, Join, Node, Sink, UnionAll,
-                             WindowAggregate)
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, Join, LookupJoin, Node, Sink,
+                             UnionAll, WindowAggregate)
 from jobs.plan.scope import AmbiguousColumn, Scope
 from jobs.plan.select import SelectBuilder
 from jobs.plan.sql import where_in_spec
@@ -127,6 +128,8 @@ class _Relations:
         if kind is None or (join.kind or "").upper() in ("CROSS", "SEMI", "ANTI") or join.args.get("using"):
             raise SqlError(f"unsupported join: {join.sql('spark')[:60]} (lockstep runs INNER, LEFT, "
                            f"RIGHT and FULL joins with ON)", where=self.where(join))
+        if isinstance(join.this, exp.Table) and self._lookup_name(join.this.name):
+            return self._lookup_join(left, left_scope, join, kind)
         right, right_scope = self._relation(join.this)
         scope = left_scope.joined(right_scope)
         on = join.args.get("on")
@@ -137,6 +140,37 @@ class _Relations:
         output = scope.plan_names
         right = self._renamed(right, output[len(left.output_names):])
         return Join(left, right, kind, left_keys, right_keys, output, rest), scope
+
+    def _lookup_name(self, name: str) -> str | None:
+        return next((n for n in self.spec.lookups if n.lower() == name.lower()), None)
+
+    def _lookup_join(self, left: Node, left_scope: Scope, join: exp.Join, kind: str) -> tuple[Node, Scope]:
+        """JOIN <lookup> ON input.col = <lookup>.<key> [AND ...]: every key column of the
+        lookup equated to an input column, nothing else (the service is asked by key)."""
+        name = self._lookup_name(join.this.name)
+        lookup = self.spec.lookups[name]
+        where = f"{self.spec.spec_path}: lookups.{name}.output"
+        output = parse_schema(lookup.output, where=where)
+        columns = tuple(lookup.key) + output.names
+        qualifiers = (join.this.alias, name)
+        scope = left_scope.joined(Scope.of(qualifiers, columns))
+        on = join.args.get("on")
+        if kind not in ("inner", "left") or on is None:
+            raise SqlError(f"a lookup join is [INNER|LEFT] JOIN {name} ON <input column> = "
+                           f"{name}.<key column>", where=self.where(join))
+        input_keys, lookup_keys, rest = self._split_on(on, left_scope, scope, len(left.output_names))
+        lookup_names = dict(zip(scope.plan_names[len(left.output_names):], columns))
+        pairs = {lookup_names[k]: i for i, k in zip(input_keys, lookup_keys)}
+        if rest is not None or set(pairs) != set(lookup.key):
+            raise SqlError(f"a lookup join's ON equates each key column of {name} "
+                           f"({', '.join(lookup.key)}) to an input column, and nothing else",
+                           where=self.where(on))
+        input_keys = tuple(pairs[k] for k in lookup.key)
+        # A key column of the lookup holds the input value it was asked with: the same type.
+        types = {c.plan_name: c.spark_type for c in left_scope.columns}
+        key_types = [types.get(k) for k in input_keys] + [c.spark_type for c in output.columns]
+        scope = left_scope.joined(Scope.of(qualifiers, columns, types=key_types))
+        return LookupJoin(left, name, kind, input_keys, columns, scope.plan_names), scope
 
     def _split_on(self, on: exp.Expression, left_scope: Scope, scope: Scope, n_left: int):
         """ON's equalities between a left and a right column become the join keys; the rest

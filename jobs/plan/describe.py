@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, Node, StageInput,
-                             UnionAll, WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node,
+                             StageInput, UnionAll, WindowAggregate, WindowAssign)
 from jobs.spec.intervals import describe
 
 
@@ -37,6 +37,11 @@ def describe_node(node: Node) -> str:
                 f"select=[{', '.join(node.output)}], state=[live rows per join key, each side])")
     if isinstance(node, UnionAll):
         return f"Union(all=[true], union=[{', '.join(node.output_names)}])"
+    if isinstance(node, LookupJoin):
+        pairs = ", ".join(f"{i} = {node.lookup}.{k}" for i, k in zip(node.input_keys, node.lookup_columns))
+        return (f"LookupJoin(table=[{node.lookup}], joinType=[{node.kind.capitalize()}Join], on=[{pairs}], "
+                f"select=[{', '.join(node.output)}], state=[none: each row, retractions too, is "
+                f"looked up when it arrives])")
     if isinstance(node, StageInput):
         key = f", upsertKey=[{', '.join(node.primary_key)}]" if node.primary_key else ""
         return f"StageInput(stage=[{node.stage}], table=[{node.table}]{key})"

@@ -16,6 +16,7 @@ def explain(plan: QueryPlan) -> str:
     key = ", ".join(plan.sink_key)
     lines += ["", f"upsert key: [{key}]", _sink_line(plan)]
     lines += [f"upsert materializer: {reason}" for reason in plan.notes.materialize]
+    lines += [_lookup_line(name, spec) for name, spec in plan.spec.lookups.items()]
     lines += [f"WARNING {warning}" for warning in plan.warnings]
     stages = plan.stages()
     if len(stages) > 1:
@@ -24,6 +25,13 @@ def explain(plan: QueryPlan) -> str:
         lines += [f"  {s.stage.number}. {s.name}: {describe_node(s.root.input)} -> "
                   f"{'the sink' if s.stage.is_final else _stage_table(s)}" for s in stages]
     return "\n".join(lines) + "\n"
+
+
+def _lookup_line(name: str, spec) -> str:
+    cache = f"cache {spec.cache.max_rows:,} rows for {spec.cache.ttl}" if spec.cache.max_rows else "no cache"
+    return (f"lookup {name}: {spec.kind.upper()} {spec.url}, key [{', '.join(spec.key)}], up to "
+            f"{spec.capacity} requests in flight per task, {spec.order}, timeout {spec.timeout}, "
+            f"{spec.retries} retries, {cache}, on error: {spec.on_lookup_error}")
 
 
 def _sink_line(plan: QueryPlan) -> str:

@@ -230,6 +230,30 @@ class Join(Node):
 
 
 @dataclass(frozen=True, eq=False)
+class LookupJoin(Unary, Node):
+    """A join against an external dimension service (Flink's lookup join): each input row, a
+    retraction included, is enriched by looking up its key when it arrives. Stateless: INNER drops
+    rows without a dimension row, LEFT pads them with nulls. Output: the input's columns, then the
+    lookup table's (renamed where they clash)."""
+
+    input: Node
+    lookup: str  # the spec's lookups.<name>
+    kind: str  # inner | left
+    input_keys: tuple[str, ...]  # input columns, in the order of the lookup's key
+    lookup_columns: tuple[str, ...]  # the lookup table's columns (its key, then its output)
+    output: tuple[str, ...]  # input names then the lookup columns' plan names
+    passes_changes: ClassVar[bool] = True
+
+    @property
+    def output_names(self):
+        return self.output
+
+    @property
+    def lookup_output(self) -> tuple[str, ...]:
+        return self.output[len(self.input.output_names):]
+
+
+@dataclass(frozen=True, eq=False)
 class UnionAll(Node):
     """UNION ALL: the weighted changelogs of the branches, side by side (weights simply add)."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, Node, UnionAll,
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node, UnionAll,
                              WindowAggregate, WindowAssign)
 
 
@@ -30,6 +30,8 @@ def to_sql(node: Node) -> str:
         return _dedup(node)
     if isinstance(node, Join):
         return _join(node)
+    if isinstance(node, LookupJoin):
+        return _lookup_join(node)
     if isinstance(node, UnionAll):
         return " UNION ALL ".join(f"SELECT * FROM ({to_sql(b)}) AS t" for b in node.branches)
     raise TypeError(f"no SQL for {type(node).__name__}")
@@ -54,6 +56,16 @@ def _join(node: Join) -> str:
     kind = {"inner": "INNER", "left": "LEFT OUTER", "right": "RIGHT OUTER", "full": "FULL OUTER"}[node.kind]
     return (f"SELECT {', '.join(items)} FROM ({to_sql(node.left)}) AS l {kind} JOIN "
             f"({to_sql(node.right)}) AS r ON {' AND '.join(on)}")
+
+
+def _lookup_join(node: LookupJoin) -> str:
+    """The batch side reads the lookup as a table of the same name (see jobs/batch/lookups.py)."""
+    items = [f"l.{_quote(n)} AS {_quote(n)}" for n in node.input.output_names] + \
+            [f"r.{_quote(c)} AS {_quote(n)}" for c, n in zip(node.lookup_columns, node.lookup_output)]
+    on = [f"l.{_quote(i)} = r.{_quote(k)}" for i, k in zip(node.input_keys, node.lookup_columns)]
+    kind = "INNER" if node.kind == "inner" else "LEFT OUTER"
+    return (f"SELECT {', '.join(items)} FROM ({to_sql(node.input)}) AS l {kind} JOIN "
+            f"`{node.lookup}` AS r ON {' AND '.join(on)}")
 
 
 def join_condition_sql(node: Join) -> str:

@@ -84,6 +84,11 @@ class RunLayout:
     def consistency(self) -> Path:
         return self.state / "consistency.json"
 
+    def lookup_answers(self, lookup: str, side: str) -> Path:
+        """What a lookup's service answered the stream (a Parquet file per Spark task and
+        micro-batch) or the batch job (one file), for the check to compare."""
+        return self.state / "lookups" / lookup / side
+
     @property
     def points(self) -> Path:
         """The consistency point of each logical date the stream ran for."""

@@ -75,6 +75,34 @@ class SinkSpec(Strict):
     emit: Literal["final", "early"] | None = None
 
 
+class CacheSpec(Strict):
+    max_rows: int = Field(default=0, ge=0)  # 0: no cache
+    ttl: str = "10 minutes"
+
+
+class LookupSpec(Strict):
+    """An external dimension service the SQL joins like a table (JOIN <name> ON ... = <name>.<key>)."""
+
+    kind: Literal["http"]
+    url: str  # with {key column} placeholders, e.g. http://127.0.0.1:8765/customers/{customer_id}
+    key: tuple[str, ...] = Field(min_length=1)
+    output: str  # Spark DDL of the columns the service answers, e.g. "name STRING, tier STRING"
+    capacity: int = Field(default=100, ge=1)  # requests in flight per Spark task
+    timeout: str = "2 seconds"
+    retries: int = Field(default=2, ge=0)
+    order: Literal["ordered", "unordered"] = "ordered"
+    cache: CacheSpec = CacheSpec()
+    # fail: a lookup that still fails after the retries fails the micro-batch, naming the key.
+    # null: the row gets nulls, counted in the report.
+    on_lookup_error: Literal["fail", "null"] = "fail"
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout_is_an_interval(cls, value: str) -> str:
+        parse_interval(value)
+        return value
+
+
 class StreamSpec(Strict):
     rows_per_batch: int = Field(default=1000, ge=1)
 
@@ -84,6 +112,7 @@ class QuerySpec(Strict):
     description: str = ""
     sql: str
     sources: dict[str, SourceSpec] = Field(min_length=1)
+    lookups: dict[str, LookupSpec] = {}
     sink: SinkSpec = SinkSpec()
     stream: StreamSpec = StreamSpec()
     # The DAG's schedule: an Airflow preset (@daily) or a five-field cron; None: triggered only.

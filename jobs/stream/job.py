@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections import Counter
 from functools import reduce
@@ -18,17 +19,17 @@ from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.errors import StreamingQueryException
+from pyspark.errors import PythonException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.frames import weight
 from jobs.changelog.schema import KIND, SEQ, WEIGHT
 from jobs.changelog.staging import WATERMARK, StageResult, StagedChangelog, stage_source
-from jobs.errors import RunStateError
+from jobs.errors import LookupFailed, RunStateError
 from jobs.changelog.feed import MULTISET_COUNT, stage_change_feed
 from jobs.changelog.schema import Column, SourceSchema
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, Node, StageInput,
-                             UnionAll, WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node,
+                             StageInput, UnionAll, WindowAggregate, WindowAssign)
 from jobs.plan.planner import QueryPlan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
@@ -237,6 +238,13 @@ def _streaming_frame(spark: SparkSession, node: Node, plan: QueryPlan, layout: R
         frames = [_streaming_frame(spark, b, plan, layout).frame for b in node.branches]
         return _Streaming(reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames))
     child = _streaming_frame(spark, node.inputs[0], plan, layout)
+    if isinstance(node, LookupJoin):
+        from jobs.lookup.from_spec import config_of
+        from jobs.lookup.spark import enrich_stream
+
+        config = config_of(node.lookup, plan.spec.lookups[node.lookup])
+        answers = layout.lookup_answers(node.lookup, "stream")
+        return _Streaming(enrich_stream(child.frame, node, config, answers), child.state)
     if isinstance(node, Calc):
         carried = [c for c in (WEIGHT, SEQ, KIND, WATERMARK) if c in child.frame.columns]
         return _Streaming(apply_calc(child.frame, node, carried), child.state)
@@ -309,8 +317,9 @@ class _MicroBatches:
             self._process(frame, batch_id)
         except Exception as exc:
             # Kept so the caller can raise it as it was: Spark would wrap it in a Java trace.
-            self.error = exc
+            self.error = worker_error(exc)
             raise
+
 
     def _process(self, frame: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -452,3 +461,12 @@ def latest_logical_date(layout: RunLayout) -> date | None:
     """The latest logical date the stream has run for (None if it never ran for one)."""
     dates = sorted(p.stem for p in layout.points.glob("*.json")) if layout.points.exists() else []
     return date.fromisoformat(dates[-1]) if dates else None
+
+
+def worker_error(exc: Exception) -> Exception:
+    """A lockstep error raised in a Spark Python worker (a lookup that failed) reaches the driver
+    as a PythonException holding its text: turn it back into the one-line error it was."""
+    if not isinstance(exc, PythonException):
+        return exc
+    match = re.search(r"jobs\.errors\.LookupFailed: (.*)", str(exc))
+    return LookupFailed(match.group(1).strip()) if match else exc

@@ -18,8 +18,8 @@
 
 from __future__ import annotations
 
-from jobs.plan.nodes import (Annotations, Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, Node,
-                             Sink, UnionAll, WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (Annotations, Calc, ChangelogSource, Deduplicate, GroupAggregate, Join,
+                             LookupJoin, Node, Sink, UnionAll, WindowAggregate, WindowAssign)
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
 
@@ -43,7 +43,7 @@ def _kinds(node: Node, notes: Annotations) -> set[str]:
         return {INSERT} | changes | (set() if child == {INSERT} else {DELETE})
     if isinstance(node, Calc):
         return child | ({DELETE} if node.condition is not None and UPDATE in child else set())
-    if isinstance(node, (Sink, WindowAssign, UnionAll)):
+    if isinstance(node, (Sink, WindowAssign, UnionAll, LookupJoin)):
         return child
     if isinstance(node, Deduplicate):
         return {INSERT, UPDATE} | (set() if child == {INSERT} else {DELETE})

@@ -14,7 +14,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from jobs.plan.nodes import (WINDOW_END, WINDOW_START, Annotations, Calc, ChangelogSource, Deduplicate,
-                             GroupAggregate, Join, Node, Sink, UnionAll, WindowAggregate, WindowAssign)
+                             GroupAggregate, Join, LookupJoin, Node, Sink, UnionAll, WindowAggregate,
+                             WindowAssign)
 
 
 def run(root: Node, notes: Annotations) -> None:
@@ -34,7 +35,7 @@ def _key(node: Node, notes: Annotations) -> tuple[str, ...] | None:
         return None if key is None else key + (WINDOW_START,)
     if isinstance(node, Calc):
         return _through_projection(node, notes.upsert_keys[node.input])
-    if isinstance(node, Sink):
+    if isinstance(node, (Sink, LookupJoin)):  # a lookup adds at most one row's columns per row
         return notes.upsert_keys[node.input]
     if isinstance(node, Deduplicate):
         return node.keys
