@@ -6,19 +6,42 @@ Sources under data/generated/ are produced by the synthetic changelog generator 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from pathlib import Path
 
 from jobs.changelog.generate import generate_changelog
 from jobs.cli.commands import run_all
-from jobs.errors import LockstepError, SpecError
+from jobs.errors import LockstepError, RunStateError, SpecError
 from jobs.plan import plan_query
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.spec import load_settings, load_spec
 
 GENERATED = "generated"
+DIMENSIONS = Path("data") / "dimensions"  # <table>.json files the demo's lookup joins ask for
+DIMENSION_PORT = 8765  # the port the demo specs' lookup URLs name
+
+
+@contextlib.contextmanager
+def _dimension_service(folder: Path, progress: Progress):
+    """The demo's HTTP dimension service, for the duration of the demo (none without tables)."""
+    if not folder.is_dir():
+        yield
+        return
+    from jobs.lookup.dimension_server import DimensionServer, tables_in
+
+    try:
+        server = DimensionServer(tables_in(folder), port=DIMENSION_PORT, latency=0.005).start()
+    except OSError as exc:
+        raise RunStateError(f"cannot serve the demo's dimension tables on 127.0.0.1:{DIMENSION_PORT} "
+                            f"({exc}); is another demo running?", where=str(folder)) from None
+    progress.say(f"dimension service on {server.url}: {', '.join(server.tables)}")
+    try:
+        yield
+    finally:
+        server.stop()
 
 
 def run_demo(args) -> int:
@@ -29,8 +52,9 @@ def run_demo(args) -> int:
     if not specs:
         raise SpecError("no query specs (*.yaml) here", where=str(args.queries))
     rows = []
-    for path in specs:
-        rows.append(_run_one(path, settings, out, progress))
+    with _dimension_service(args.queries / DIMENSIONS, progress):
+        for path in specs:
+            rows.append(_run_one(path, settings, out, progress))
     print(_table(rows))
     print(f"\nreports: {out}/index.html (one page per query: {out}/<query>/report.html, figures in "
           f"report.json); Data Docs: {out}/<query>/gx/uncommitted/data_docs/local_site/index.html")
