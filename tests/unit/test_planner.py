@@ -1,4 +1,5 @@
 import pytest
+import yaml
 
 from jobs.errors import SpecError, SqlError
 from jobs.plan import plan_query
@@ -201,3 +202,30 @@ def test_emit_final_is_append_only_and_early_is_an_update_stream(tmp_path):
 def test_emit_is_only_for_windowed_queries(tmp_path):
     with pytest.raises(SqlError, match="sink.emit applies to windowed queries"):
         plan(tmp_path, "SELECT pId, SUM(income) AS s FROM orders GROUP BY pId", sink={"emit": "final"})
+
+
+LOOKUP = {"customers": {"kind": "http", "url": "http://127.0.0.1:1/customers/{pId}", "key": ["pId"],
+                        "output": "name STRING, tier STRING"}}
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("SELECT o.order_id, c.name FROM orders o RIGHT JOIN customers c ON o.pId = c.pId", "a lookup join is"),
+    ("SELECT o.order_id, c.name FROM orders o JOIN customers c ON o.pId = c.pId AND o.income > 1",
+     "equates each key column of customers"),
+    ("SELECT o.order_id, c.name FROM orders o JOIN customers c ON o.income = c.name",
+     "equates each key column of customers"),
+])
+def test_a_lookup_join_is_an_equality_on_the_lookup_key_and_nothing_else(tmp_path, sql, message):
+    path = orders_spec(tmp_path, sql)
+    path.write_text(path.read_text() + yaml.safe_dump({"lookups": LOOKUP}))
+    with pytest.raises(SqlError, match=message):
+        plan_query(load_spec(path))
+
+
+def test_a_lookup_join_keeps_the_input_key_and_types_the_lookup_key_like_its_input(tmp_path):
+    path = orders_spec(tmp_path, "SELECT o.order_id, c.pId AS looked_up, c.tier FROM orders o "
+                                 "LEFT JOIN customers c ON o.pId = c.pId")
+    path.write_text(path.read_text() + yaml.safe_dump({"lookups": LOOKUP}))
+    found = plan_query(load_spec(path))
+    assert found.sink_key == ("order_id",)
+    assert "LookupJoin(table=[customers], joinType=[LeftJoin], on=[pId = customers.pId]" in explain(found)
