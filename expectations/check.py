@@ -126,6 +126,11 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     evidence = Evidence(spark, plan, layout, point, cols, windows, stages, materializer)
     report["diagnosis"] = diagnose(evidence, settings.check.sample_rows)
     report["differences"] = side_by_side(cols, report["samples"])
+    if plan.spec.lookups:
+        from jobs.lookup.spark import lookup_figures
+
+        report["lookups"] = {name: lookup_figures(layout.lookup_answers(name, "stream").parent)
+                             for name in plan.spec.lookups}
     report["check_seconds"] = round(time.monotonic() - started, 2)
     report["logical_date"] = point.get("logical_date")
     report["rechecked_by_time_travel"] = past

@@ -32,6 +32,10 @@ def verdict_lines(report: dict, layout: RunLayout) -> str:
         lines.append(f"  upsert materializer: {report['materializer']['state_rows']:,} live rows held")
     if report.get("quarantined_rows"):
         lines.append(f"  quarantined input rows: {report['quarantined_rows']:,} (see {layout.quarantine})")
+    for name, figures in (report.get("lookups") or {}).items():
+        if figures:
+            lines.append(f"  lookup {name}: {figures['requests']:,} requests, {figures['cache_hits']:,} "
+                         f"cache hits, {figures['nulls_for_errors']:,} rows given nulls after failing")
     if report.get("source_anomalies"):
         lines.append(f"  kept input rows that break the changelog protocol: {report['source_anomalies']:,} "
                      f"(see {layout.anomalies})")

@@ -26,6 +26,7 @@ from jobs.lookup.config import LookupConfig
 from jobs.lookup.engine import AsyncLookup
 from jobs.plan.nodes import LookupJoin
 
+STATS = "stream_stats"  # beside the stream's answers: the engine's counters per batch
 _ENGINES: dict[LookupConfig, AsyncLookup] = {}  # one per Python worker and lookup: keeps its cache
 
 
@@ -55,8 +56,10 @@ def enrich_stream(frame: DataFrame, node: LookupJoin, config: LookupConfig, answ
     def enrich(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         engine = _engine(config)
         for batch in batches:
+            before = engine.stats.as_dict()
             enriched = _enriched(batch, engine, input_keys, output_names, arrow_fields, inner)
             _record(answers, enriched.select([f.name for f in arrow_fields]))
+            _record_stats(answers.parent / STATS, before, engine.stats.as_dict())
             yield enriched
 
     return frame.mapInArrow(enrich, schema)
@@ -76,6 +79,25 @@ def _enriched(batch: pa.RecordBatch, engine: AsyncLookup, input_keys, output_nam
     arrays = [pa.array(column, f.type) for column, f in zip(key_columns + values, fields)]
     return pa.RecordBatch.from_arrays(list(taken.columns) + arrays,
                                       schema=pa.schema(list(taken.schema) + fields))
+
+
+def _record_stats(folder: Path, before: dict, after: dict) -> None:
+    """This batch's share of the engine's counters (requests, cache hits, retries, timeouts, rows
+    given nulls), for the report: the engine lives in a Spark worker, not on the driver."""
+    figures = {name: after[name] - before.get(name, 0) for name in after if name != "max_in_flight"}
+    figures["max_in_flight"] = after.get("max_in_flight", 0)
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist([figures]), folder / f"part-{uuid.uuid4().hex}.parquet")
+
+
+def lookup_figures(folder: Path) -> dict:
+    """The summed counters of a lookup's stream side (see _record_stats); {} if none."""
+    stats = folder / STATS
+    if not stats.is_dir():
+        return {}
+    rows = pq.read_table(stats).to_pylist()
+    summed = {name: sum(r.get(name) or 0 for r in rows) for name in rows[0] if name != "max_in_flight"}
+    return {**summed, "max_in_flight": max(r.get("max_in_flight") or 0 for r in rows)}
 
 
 def _record(folder: Path, answers: pa.RecordBatch) -> None:

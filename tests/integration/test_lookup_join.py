@@ -58,6 +58,25 @@ def test_a_left_lookup_join_pads_missing_dimension_rows_with_nulls(spark, tmp_pa
     assert {r["order_id"]: r["name"] for r in result.stream} == {2: "Ana", 3: "Cho", 4: None, 5: "Ben"}
 
 
+def test_on_lookup_error_null_emits_nulls_and_the_report_counts_them(spark, tmp_path):
+    from expectations.check import run_check
+    from jobs.plan import plan_query
+    from jobs.spec import load_spec
+    from jobs.spec.model import Settings
+
+    with DimensionServer({"customers": CUSTOMERS}, fail_times={"9": 99}) as failing:
+        spec = _spec(tmp_path, failing, "SELECT o.order_id, c.name FROM orders o "
+                                        "LEFT JOIN customers c ON o.customer_id = c.customer_id")
+        text = yaml.safe_load(spec.read_text())
+        text["lookups"]["customers"].update(on_lookup_error="null", retries=0)
+        spec.write_text(yaml.safe_dump(text, sort_keys=False))
+        result = run_both(spec, tmp_path / "runs")
+        report = run_check(plan_query(load_spec(spec)), Settings(), result.layout)
+    assert {r["order_id"]: r["name"] for r in result.stream}[3] is None  # customer 9 kept failing
+    assert report["lookups"]["customers"]["nulls_for_errors"] == 1
+    assert report["lookups"]["customers"]["requests"] >= 4
+
+
 def test_a_dimension_that_changes_between_the_runs_is_a_difference(spark, tmp_path, service):
     from expectations.check import run_check
     from jobs.batch.job import run_batch
