@@ -118,7 +118,8 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     report = _report(plan, layout, point, counts, outcomes, feed)
     if windows is not None:
         report.update(windows.report(spark, cols, batch_all, batch))
-    stages = compare_stages(spark, plan, layout, point.get("stage_versions"))
+    # A past date's stage tables as they were then; the current point's as they are.
+    stages = compare_stages(spark, plan, layout, point.get("stage_versions") if past else None)
     report.update(stages)
     if plan.materialize:
         report["materializer"] = {"reasons": plan.notes.materialize,
