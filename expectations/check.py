@@ -44,7 +44,7 @@ from expectations.differences import side_by_side
 from expectations.report.publish import publish
 from expectations.stages import compare_stages
 from jobs.plan.explain import explain
-from jobs.stream.sink import COPIES
+from jobs.changelog.columns import COUNT, ORDINAL
 
 DATA_DOCS = "gx/uncommitted/data_docs/local_site/index.html"
 # Which expectation's unexpected rows count as which kind of difference in the report.
@@ -155,18 +155,18 @@ def _ordered_feed(spark: SparkSession, feed, cols: Columns, layout: RunLayout) -
 def _materializer_state(spark: SparkSession, layout: RunLayout) -> DataFrame | None:
     """The materializer's live rows after the last micro-batch (its newest state file)."""
     files = sorted(layout.materializer.glob("state-*.parquet")) if layout.materializer.exists() else []
-    return spark.read.parquet(str(files[-1])).drop("__ordinal") if files else None
+    return spark.read.parquet(str(files[-1])).drop(ORDINAL) if files else None
 
 
 def _as_multiset(batch: DataFrame) -> DataFrame:
     """The batch result as a retract sink holds it: each distinct row once, with its copies."""
     columns = [F.col(f"`{c}`") for c in batch.columns]
-    return batch.groupBy(*columns).agg(F.count(F.lit(1)).alias(COPIES))
+    return batch.groupBy(*columns).agg(F.count(F.lit(1)).alias(COUNT))
 
 
 def _columns(plan: QueryPlan, stream: DataFrame, settings: Settings) -> Columns:
     # A multiset sink's rows are identified by all their columns; the copy count is the value.
-    key = plan.sink_key if plan.write_mode == "upsert" else tuple(c for c in stream.columns if c != COPIES)
+    key = plan.sink_key if plan.write_mode == "upsert" else tuple(c for c in stream.columns if c != COUNT)
     values = tuple(c for c in stream.columns if c not in key)
     floating = frozenset(f.name for f in stream.schema.fields
                          if isinstance(f.dataType, (DoubleType, FloatType)))

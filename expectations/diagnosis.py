@@ -34,10 +34,10 @@ from expectations.queries import BATCH_VIEW, STREAM_VIEW, Columns
 from expectations.windows import WindowCheck
 from jobs.batch.job import source_snapshot
 from jobs.batch.query import run_sql
-from jobs.changelog.formats import LINE
+from jobs.changelog.columns import FILE, LINE
 from jobs.changelog.frames import consumed_changes
 from jobs.changelog.quarantine import read_quarantine
-from jobs.changelog.staging import FILE, StagedChangelog
+from jobs.changelog.staging import StagedChangelog
 from jobs.batch.lookups import lookup_joins
 from jobs.plan.nodes import ChangelogSource, LookupJoin
 from jobs.plan.planner import QueryPlan

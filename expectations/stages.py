@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from jobs.plan.planner import QueryPlan
 from jobs.runtime.delta import read_snapshot
 from jobs.runtime.layout import RunLayout
-from jobs.stream.sink import COPIES
+from jobs.changelog.columns import COUNT
 
 
 def compare_stages(spark: SparkSession, plan: QueryPlan, layout: RunLayout,
@@ -42,7 +42,7 @@ def _compare(spark: SparkSession, stage: QueryPlan, layout: RunLayout, version: 
 
 def _rows(table: DataFrame) -> DataFrame:
     """A multiset stage table's rows, each repeated by its copy count."""
-    if COPIES not in table.columns:
+    if COUNT not in table.columns:
         return table
-    copies = table.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col(COPIES))))
-    return copies.drop("__copy", COPIES)
+    copies = table.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col(COUNT))))
+    return copies.drop("__copy", COUNT)

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from jobs.changelog.frames import consumed_changes, live_rows
 from jobs.changelog.staging import StagedChangelog
-from jobs.plan.nodes import WINDOW_END, WINDOW_START
+from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.plan.planner import QueryPlan
 from jobs.plan.sql import WINDOW, parse_select
 from jobs.stream.windows import assign_windows, on_time

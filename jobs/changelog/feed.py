@@ -21,13 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs.changelog.formats import LINE
+from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
 from jobs.changelog.kinds import RowKind
-from jobs.changelog.schema import KIND, SEQ, SourceSchema
-from jobs.changelog.staging import FILE, SEGMENT_EPOCH, SEGMENTS
+from jobs.changelog.schema import SourceSchema
+from jobs.changelog.staging import SEGMENT_EPOCH, SEGMENTS
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed
 
-MULTISET_COUNT = "__count"  # a multiset (retract-mode) table's copies of each row
 KINDS = {"insert": RowKind.INSERT, "update_preimage": RowKind.UPDATE_BEFORE,
          "update_postimage": RowKind.UPDATE_AFTER, "delete": RowKind.DELETE}
 
@@ -70,7 +69,7 @@ def _sort_key(column: pa.ChunkedArray) -> np.ndarray:
 
 def _expanded(version: pa.Table, kinds: pa.Array, schema: SourceSchema) -> pa.Table:
     """A multiset table's feed as single-copy changes: +I for each copy gained, -D for each lost."""
-    counts = version.column(MULTISET_COUNT).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = version.column(COUNT).to_numpy(zero_copy_only=False).astype(np.int64)
     sign = np.where(np.isin(kinds.to_numpy(), [RowKind.UPDATE_BEFORE, RowKind.DELETE]), -1, 1)
     signed = counts * sign
     # An update of a count is its pre- and post-image: their signed sum is the copies gained.

@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from jobs.changelog.kinds import SHORT_NAMES, RowKind
-from jobs.changelog.schema import KIND, SourceSchema
+from jobs.changelog.columns import KIND, LINE
+from jobs.changelog.schema import SourceSchema
 
-LINE = "__line"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.changelog.kinds import RowKind
-from jobs.changelog.schema import KIND, SEQ
+from jobs.changelog.columns import COUNT, KIND, SEQ, WEIGHT
 from jobs.changelog.staging import StagedChangelog
 
 
@@ -32,7 +32,7 @@ def live_rows(changes: DataFrame, columns: list[str]) -> DataFrame:
     """The multiset the changes leave: each distinct row of `columns` as many times as its
     weights sum to, when that is positive."""
     quoted = [F.col(f"`{c}`") for c in columns]
-    totals = (changes.select(*quoted, weight().alias("__w")).groupBy(*quoted)
-              .agg(F.sum("__w").alias("__n")).where(F.col("__n") > 0))
-    copies = totals.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col("__n"))))
+    totals = (changes.select(*quoted, weight().alias(WEIGHT)).groupBy(*quoted)
+              .agg(F.sum(WEIGHT).alias(COUNT)).where(F.col(COUNT) > 0))
+    copies = totals.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col(COUNT))))
     return copies.select(*quoted)

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs.changelog.kinds import RowKind
-from jobs.changelog.schema import KIND, SourceSchema
+from jobs.changelog.columns import COUNT, KIND
+from jobs.changelog.schema import SourceSchema
 
-COUNT = "__count"
 
 
 class LiveRows:

@@ -13,12 +13,9 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from jobs.changelog.columns import KIND, RESERVED_PREFIX, SEQ, WEIGHT
 from jobs.errors import SpecError
 
-# Columns the stream adds beside the source's own: the row weight, the global position in the
-# changelog and the row kind. Source columns may not use the prefix.
-WEIGHT, SEQ, KIND = "__w", "__seq", "__kind"
-RESERVED_PREFIX = "__"
 
 _T = exp.DataType.Type
 _SIMPLE = {

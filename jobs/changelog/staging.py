@@ -32,19 +32,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.changelog import partitions
-from jobs.changelog.formats import LINE, BadRow, parse_file
+from jobs.changelog.columns import FILE, KIND, LINE, SEQ, WATERMARK
+from jobs.changelog.formats import BadRow, parse_file
 from jobs.changelog.kinds import RowKind
 from jobs.changelog.live import LiveRows
 from jobs.changelog.quarantine import append_quarantine
-from jobs.changelog.schema import KIND, SEQ, SourceSchema, parse_schema
+from jobs.changelog.schema import SourceSchema, parse_schema
 from jobs.errors import InputError, RunStateError, place
 from jobs.spec.intervals import parse_interval
 from jobs.spec.model import SourceSpec
 
-FILE = "__file"
 HIDDEN_PREFIXES = (".", "_")
 SEGMENTS = "segments"
-WATERMARK = "__wm"  # the watermark in effect when a row's micro-batch ran
 # Segment k's mtime is SEGMENT_EPOCH + k seconds (2001-09-09): ordered, and far from any real file.
 SEGMENT_EPOCH = 1_000_000_000
 

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
-from jobs.changelog.schema import WEIGHT
+from jobs.changelog.columns import WEIGHT
 from jobs.lookup.config import LookupConfig
 from jobs.lookup.engine import AsyncLookup
 from jobs.plan.nodes import LookupJoin

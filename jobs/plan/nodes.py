@@ -14,6 +14,7 @@ from typing import ClassVar, Iterator
 
 from sqlglot import exp
 
+from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.changelog.schema import SourceSchema
 from jobs.spec.intervals import describe
 
@@ -112,7 +113,6 @@ class GroupAggregate(Unary, Node):
         return not self.group_keys
 
 
-WINDOW_START, WINDOW_END = "__wstart", "__wend"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from jobs.changelog.kinds import ChangelogMode, RowKind
 from jobs.changelog.schema import Column, SourceSchema
 from jobs.errors import SqlError
 from jobs.plan.builder import build_plan
-from jobs.plan.nodes import (WINDOW_END, WINDOW_START, Annotations, Calc, ChangelogSource, GroupAggregate,
+from jobs.changelog.columns import WINDOW_END, WINDOW_START
+from jobs.plan.nodes import (Annotations, Calc, ChangelogSource, GroupAggregate,
                              Node, Sink, WindowAggregate, WindowAssign)
 from jobs.plan.passes import PASSES
 from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE

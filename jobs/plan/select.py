@@ -17,7 +17,8 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from jobs.errors import SqlError
-from jobs.plan.nodes import (WINDOW_END, WINDOW_START, AggCall, Calc, ChangelogSource, GroupAggregate,
+from jobs.changelog.columns import WINDOW_END, WINDOW_START
+from jobs.plan.nodes import (AggCall, Calc, ChangelogSource, GroupAggregate,
                              Node, WindowAggregate, WindowAssign, WindowSpec)
 from jobs.plan.scope import AmbiguousColumn, Scope, ScopeColumn
 from jobs.plan.sql import WINDOW, where_in_spec

@@ -19,11 +19,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DecimalType, IntegerType
 
-from jobs.changelog.schema import WEIGHT
+from jobs.changelog.columns import COUNT, SLOT, WEIGHT
 from jobs.plan.nodes import AggCall, GroupAggregate
 from jobs.stream.calc import null_safe_equal
 
-COUNT, SLOT = "__count", "__slot"
 
 
 @dataclass(frozen=True)

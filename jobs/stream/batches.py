@@ -22,16 +22,15 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from jobs.changelog.schema import SEQ, WEIGHT
+from jobs.changelog.columns import COUNT, DELETE, OP, SEQ, SLOT, UPSERT, WEIGHT
 from jobs.plan.nodes import Calc, GroupAggregate
 from jobs.plan.planner import QueryPlan
-from jobs.stream.aggregate import COUNT, AggregateState, finalize
+from jobs.stream.aggregate import AggregateState, finalize
 from jobs.errors import SqlError
 from jobs.runtime.layout import RunLayout
 from jobs.stream.calc import apply_calc, projections
 from jobs.stream.materializer import UpsertMaterializer
 from jobs.stream.multiset import ValueMultisets
-from jobs.stream.sink import COPIES, DELETE, OP, UPSERT
 
 
 @dataclass(frozen=True)
@@ -66,9 +65,9 @@ class AggregateBatches:
         """The touched groups as output rows tagged upsert / delete (plus `hidden` state columns)."""
         values = None
         if self.multisets is not None:
-            counts = updated.where(F.col("__slot") > 0).select(*self.state.slot_key, COUNT)
+            counts = updated.where(F.col(SLOT) > 0).select(*self.state.slot_key, COUNT)
             self.multisets.apply(counts.toArrow(), batch.id)
-            touched = updated.where(F.col("__slot") == 0).select(*self.state.keys)
+            touched = updated.where(F.col(SLOT) == 0).select(*self.state.keys)
             values = self.multisets.live_values(spark, touched)
         groups = finalize(updated, self.state, values)
         alive = F.lit(True) if self.state.node.is_global else F.col(COUNT) > 0
@@ -94,10 +93,10 @@ class ChangeRows:
     def table(self, rows: DataFrame, batch_id: int) -> pa.Table:
         columns = _typed([F.col(f"`{n}`") for n in self.plan.output_names], self.output)
         typed = rows.select(*columns, F.col(WEIGHT), *([F.col(self.ordered_by)] if self.ordered_by else []))
-        names = [F.col(f"`{f.name}`") for f in self.output.fields if f.name != COPIES]
+        names = [F.col(f"`{f.name}`") for f in self.output.fields if f.name != COUNT]
         if self.plan.write_mode == "retract":
-            return (typed.groupBy(*names).agg(F.sum(WEIGHT).cast("bigint").alias(COPIES))
-                    .where(F.col(COPIES) != 0).toArrow())
+            return (typed.groupBy(*names).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
+                    .where(F.col(COUNT) != 0).toArrow())
         if self.materializer is not None:
             return self.materializer.apply(self._in_order(typed), batch_id)
         return self._net_per_key(typed, names).toArrow()

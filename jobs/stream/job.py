@@ -23,10 +23,10 @@ from pyspark.errors import PythonException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.frames import weight
-from jobs.changelog.schema import KIND, SEQ, WEIGHT
-from jobs.changelog.staging import WATERMARK, StageResult, StagedChangelog, stage_source
+from jobs.changelog.columns import COUNT, KIND, SEQ, WATERMARK, WEIGHT
+from jobs.changelog.staging import StageResult, StagedChangelog, stage_source
 from jobs.errors import LookupFailed, RunStateError
-from jobs.changelog.feed import MULTISET_COUNT, stage_change_feed
+from jobs.changelog.feed import stage_change_feed
 from jobs.changelog.schema import Column, SourceSchema
 from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node,
                              StageInput, UnionAll, WindowAggregate, WindowAssign)
@@ -155,7 +155,7 @@ def with_sink_columns(rows: pa.Table, plan: QueryPlan) -> pa.Table:
     """The sink's columns: the query's, all nullable, plus a retract sink's copy count."""
     rows = _nullable(rows)
     if plan.write_mode == "retract":
-        rows = rows.append_column(pa.field(MULTISET_COUNT, pa.int64()),
+        rows = rows.append_column(pa.field(COUNT, pa.int64()),
                                   pa.array([1] * rows.num_rows, pa.int64()))
     return rows
 
@@ -163,7 +163,7 @@ def with_sink_columns(rows: pa.Table, plan: QueryPlan) -> pa.Table:
 def write_key(plan: QueryPlan, initial: pa.Table) -> tuple[str, ...]:
     """The columns the sink MERGE matches on: a retract sink's whole row, else the sink key."""
     if plan.write_mode == "retract":
-        return tuple(n for n in initial.column_names if n != MULTISET_COUNT)
+        return tuple(n for n in initial.column_names if n != COUNT)
     return plan.sink_key
 
 

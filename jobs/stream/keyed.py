@@ -30,11 +30,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from jobs.changelog.schema import WEIGHT
+from jobs.changelog.columns import COUNT, WEIGHT
 from jobs.plan.nodes import Deduplicate, Join
 from jobs.plan.to_sql import join_condition_sql
 
-COUNT = "__n"
 
 
 class LiveState:

@@ -28,13 +28,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.changelog.live import python_values
-from jobs.changelog.schema import WEIGHT
+from jobs.changelog.columns import DELETE, OP, ORDINAL, UPSERT, WEIGHT
 from jobs.errors import RunStateError
-from jobs.stream.sink import DELETE, OP, UPSERT
 
 # Each live row's place in the saved state: one sequence over all keys, so loading the rows
 # in this order rebuilds every key's list as it was.
-ORDINAL = "__ordinal"
 _STATE_FILE = re.compile(r"state-(\d+)\.parquet")
 # One shared NaN object: Python compares tuples element by identity first, and hashes a NaN by
 # its identity, so with a single NaN a row holding NaN can still be found and retracted.

@@ -16,7 +16,8 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.stream.aggregate import COUNT, AggregateState
+from jobs.changelog.columns import COUNT
+from jobs.stream.aggregate import AggregateState
 from jobs.stream.calc import null_safe_equal
 
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 
-OP, UPSERT, DELETE = "__op", "upsert", "delete"
-COPIES = "__count"  # a retract (multiset) sink's number of copies of a row
+from jobs.changelog.columns import COUNT, DELETE, OP, UPSERT
+
 
 
 @dataclass(frozen=True)
@@ -86,15 +86,15 @@ class DeltaUpsertSink:
             return MergeCounts(skipped_replay=True)
         if changes.num_rows == 0:
             return MergeCounts()
-        total = f"t.`{COPIES}` + s.`{COPIES}`"
+        total = f"t.`{COUNT}` + s.`{COUNT}`"
         merge = table.merge(changes, predicate=self._match(), source_alias="s", target_alias="t",
                             commit_properties=CommitProperties(
                                 app_transactions=[Transaction(self.app_id, batch_id)]))
         merge = merge.when_matched_delete(predicate=f"{total} <= 0")
-        merge = merge.when_matched_update(updates={f"`{COPIES}`": total})
+        merge = merge.when_matched_update(updates={f"`{COUNT}`": total})
         columns = changes.column_names
         merge = merge.when_not_matched_insert(updates={f"`{c}`": f"s.`{c}`" for c in columns},
-                                              predicate=f"s.`{COPIES}` > 0")
+                                              predicate=f"s.`{COUNT}` > 0")
         metrics = merge.execute()
         return MergeCounts(metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"],
                            metrics["num_target_rows_deleted"])

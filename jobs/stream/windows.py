@@ -22,11 +22,11 @@ from pyspark.sql import functions as F
 
 from jobs.changelog.frames import consumed_changes
 from jobs.changelog.kinds import SHORT_NAMES
-from jobs.changelog.schema import KIND, SEQ
-from jobs.changelog.staging import FILE, WATERMARK, StagedChangelog
-from jobs.changelog.formats import LINE
-from jobs.plan.nodes import WINDOW_END, WINDOW_START, Calc, WindowAssign, WindowSpec
-from jobs.stream.sink import DELETE, OP, UPSERT, DeltaUpsertSink
+from jobs.changelog.columns import (DELETE, FILE, KIND, LINE, OP, SEQ, UPSERT, WATERMARK, WINDOW_END,
+                                    WINDOW_START)
+from jobs.changelog.staging import StagedChangelog
+from jobs.plan.nodes import Calc, WindowAssign, WindowSpec
+from jobs.stream.sink import DeltaUpsertSink
 
 
 def assign_windows(df: DataFrame, window: WindowSpec) -> DataFrame:

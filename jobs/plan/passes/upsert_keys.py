@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from jobs.plan.nodes import (WINDOW_END, WINDOW_START, Annotations, Calc, ChangelogSource, Deduplicate,
+from jobs.changelog.columns import WINDOW_END, WINDOW_START
+from jobs.plan.nodes import (Annotations, Calc, ChangelogSource, Deduplicate,
                              GroupAggregate, Join, LookupJoin, Node, Sink, UnionAll, WindowAggregate,
                              WindowAssign)
 
