@@ -13,6 +13,7 @@ from pathlib import Path
 
 from jobs.changelog.generate import generate_changelog
 from jobs.cli.commands import run_all
+from jobs.cli.demo_service import DemoDimensionService, tables_in
 from jobs.errors import LockstepError, RunStateError, SpecError
 from jobs.plan import plan_query
 from jobs.runtime.layout import RunLayout
@@ -30,18 +31,14 @@ def _dimension_service(folder: Path, progress: Progress):
     if not folder.is_dir():
         yield
         return
-    from jobs.lookup.dimension_server import DimensionServer, tables_in
-
     try:
-        server = DimensionServer(tables_in(folder), port=DIMENSION_PORT, latency=0.005).start()
+        service = DemoDimensionService(tables_in(folder), port=DIMENSION_PORT)
     except OSError as exc:
         raise RunStateError(f"cannot serve the demo's dimension tables on 127.0.0.1:{DIMENSION_PORT} "
                             f"({exc}); is another demo running?", where=str(folder)) from None
-    progress.say(f"dimension service on {server.url}: {', '.join(server.tables)}")
-    try:
+    with service:
+        progress.say(f"dimension service on {service.url}: {', '.join(service.tables)}")
         yield
-    finally:
-        server.stop()
 
 
 def run_demo(args) -> int:

@@ -1,6 +1,6 @@
 """The lookup engine's throughput against a real HTTP dimension service.
 
-DimensionServer (jobs/lookup/dimension_server.py) answers every key after a fixed latency (10 ms). The
+DimensionServer (tests/support/dimension_server.py) answers every key after a fixed latency (10 ms). The
 engine looks up 100,000 distinct keys, no cache (every row is a request), with capacity 100;
 then a sample of 1,000 keys with capacity 1 (all 100,000 would take over 1,000 s). Prints rows
 per second for both, the speed-up (target: at least 20x) and the CPU time per row of this
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection
 
 from jobs.lookup import AsyncLookup, LookupConfig, parse_output
-from jobs.lookup.dimension_server import DimensionServer
+from tests.support.dimension_server import DimensionServer
 
 TARGET_SPEEDUP = 20
 

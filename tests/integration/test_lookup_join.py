@@ -8,7 +8,7 @@ import yaml
 
 from tests.conftest import change, write_changelog
 from tests.integration.conftest import run_both
-from jobs.lookup.dimension_server import DimensionServer
+from tests.support.dimension_server import DimensionServer
 
 CUSTOMERS = {"7": {"customer_id": 7, "name": "Ana", "tier": "gold"},
              "8": {"customer_id": 8, "name": "Ben", "tier": "silver"},

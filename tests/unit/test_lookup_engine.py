@@ -1,4 +1,4 @@
-"""The async lookup engine against a real HTTP dimension service (jobs/lookup/dimension_server.py).
+"""The async lookup engine against a real HTTP dimension service (tests/support/dimension_server.py).
 
 Rows are (order, customer, retract): the changes of a few orders, the customer being the lookup
 key, so a -U/+U pair may change the key as an update of a real changelog does.
@@ -15,7 +15,7 @@ from jobs.errors import LockstepError, LookupFailed, SpecError
 from jobs.lookup import AsyncLookup, LookupConfig, ServiceError, parse_output
 from jobs.lookup.engine import TtlCache, emission_order
 from jobs.lookup.http import HttpClient
-from jobs.lookup.dimension_server import DimensionServer
+from tests.support.dimension_server import DimensionServer
 
 CUSTOMERS = {str(c): {"name": f"customer {c}", "tier": "gold" if c % 2 else "silver"} for c in range(100)}
 ABSENT = 404  # no customer row: the service answers 404

@@ -1,4 +1,4 @@
-"""A real HTTP dimension service for lookup-join tests, benchmarks and the demo.
+"""A real HTTP dimension service for lookup-join tests and benchmarks, with failures to inject.
 
 `GET /<table>/<key>` answers the key's row as a JSON object, or 404 when the table has no such
 key. The server is asyncio in a background thread: a request waiting out its latency is a
@@ -15,14 +15,12 @@ client gives up (closes the connection) or `hang_seconds` pass, i.e. it outlasts
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import threading
 from collections import Counter
 from collections.abc import Callable
 from http import HTTPStatus
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 FAIL_MODES = ("error", "hang")
@@ -188,24 +186,3 @@ def _response(status: int, body: bytes, keep_alive: bool) -> bytes:
     head = (f"HTTP/1.1 {int(status)} {phrase}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n")
     return head.encode("latin-1") + body
-
-
-def tables_in(folder: Path) -> dict[str, dict[str, dict]]:
-    """A folder of <table>.json files, each an object {key: row}: the demo's dimension tables."""
-    return {path.stem: json.loads(path.read_text()) for path in sorted(Path(folder).glob("*.json"))}
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve a folder of <table>.json dimension tables "
-                                                 "as GET /<table>/<key> on 127.0.0.1 until Ctrl-C.")
-    parser.add_argument("folder", type=Path)
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
-    args = parser.parse_args(argv)
-    with DimensionServer(tables_in(args.folder), port=args.port, latency=args.latency) as server:
-        print(f"dimension service on {server.url} serving {', '.join(server.tables)}; Ctrl-C stops it")
-        threading.Event().wait()
-
-
-if __name__ == "__main__":
-    main()
