@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from expectations import queries, suites
 from expectations.queries import BATCH_VIEW, FEED_VIEW, STREAM_VIEW, Columns
 from expectations.windows import WindowCheck
-from jobs.batch.job import batch_is_at, run_batch
+from jobs.batch.job import run_batch
 from jobs.changelog.kinds import CDF_CHANGE_TYPES
 from jobs.changelog.quarantine import read_quarantine
 from jobs.errors import RunStateError
@@ -38,7 +38,7 @@ from jobs.runtime.progress import Progress
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
 from jobs.stream.aggregate import state_value_names
-from jobs.stream.job import read_consistency_point
+from jobs.point import ConsistencyPoint, batch_is_at, read_point
 from expectations.diagnosis import Evidence, diagnose
 from expectations.differences import side_by_side
 from expectations.report.publish import publish
@@ -72,15 +72,15 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     started = time.monotonic()
     if not layout.batch.exists():
         raise RunStateError("no batch result: run `lockstep batch` first", where=str(layout.root))
-    point = read_consistency_point(layout, logical_date)
-    past = point["sink_version"] != read_consistency_point(layout)["sink_version"]
+    point = read_point(layout, logical_date)
+    past = point.sink_version != read_point(layout).sink_version
     if not batch_is_at(layout, point):
         progress.say(f"check {plan.spec.name}: the batch result is at another consistency point (a run "
                      f"for another date wrote it); recomputing it at this one")
         run_batch(plan, settings, layout, progress, logical_date)
     spark = spark_session(settings.spark)
     # Each expectation is a query or two over these: cached once, scanned from memory after.
-    stream = read_snapshot(spark, layout.stream, point["sink_version"]).cache()
+    stream = read_snapshot(spark, layout.stream, point.sink_version).cache()
     batch_all = read_snapshot(spark, layout.batch)
     if plan.write_mode == "retract":
         batch_all = _as_multiset(batch_all)
@@ -90,7 +90,7 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     stream.createOrReplaceTempView(STREAM_VIEW)
     cols = _columns(plan, stream, settings)
     feed = read_change_feed(layout.stream)
-    feed = feed.filter(feed.column(COMMIT_VERSION).to_numpy() <= point["sink_version"])
+    feed = feed.filter(feed.column(COMMIT_VERSION).to_numpy() <= point.sink_version)
     data = {"stream_result": stream, "batch_result": batch,
             "change_feed": _ordered_feed(spark, feed, cols, layout).cache()}
     specs = [suites.unity_suite(cols, batch.columns), suites.batch_suite(cols),
@@ -119,7 +119,7 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
     if windows is not None:
         report.update(windows.report(spark, cols, batch_all, batch))
     # A past date's stage tables as they were then; the current point's as they are.
-    stages = compare_stages(spark, plan, layout, point.get("stage_versions") if past else None)
+    stages = compare_stages(spark, plan, layout, point.stage_versions if past else None)
     report.update(stages)
     if plan.materialize:
         report["materializer"] = {"reasons": plan.notes.materialize,
@@ -133,7 +133,7 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
         report["lookups"] = {name: lookup_figures(layout.lookup_answers(name, "stream").parent)
                              for name in plan.spec.lookups}
     report["check_seconds"] = round(time.monotonic() - started, 2)
-    report["logical_date"] = point.get("logical_date")
+    report["logical_date"] = point.to_json()["logical_date"]
     report["rechecked_by_time_travel"] = past
     publish(report, layout.root)
     progress.say(f"check {plan.spec.name}: {report['verdict'].upper()} "
@@ -235,7 +235,7 @@ def _outcome(suite: str, result: dict, sample_rows: int) -> Outcome:
                    [dict(r) for r in rows[:sample_rows]])
 
 
-def _report(plan: QueryPlan, layout: RunLayout, point: dict, counts: dict, outcomes: list[Outcome],
+def _report(plan: QueryPlan, layout: RunLayout, point: ConsistencyPoint, counts: dict, outcomes: list[Outcome],
             feed) -> dict:
     by_name = {o.name: o for o in outcomes}
     differences = {field: (by_name[name].unexpected or 0) if name in by_name else 0
@@ -253,11 +253,11 @@ def _report(plan: QueryPlan, layout: RunLayout, point: dict, counts: dict, outco
         "expectations": [{"suite": o.suite, "name": o.name, "success": o.success,
                           "unexpected_rows": o.unexpected} for o in outcomes],
         "samples": {o.name: o.sample for o in outcomes if not o.success and o.sample},
-        "consistency_point": {"sink_version": point["sink_version"], "sources": point["sources"]},
+        "consistency_point": {"sink_version": point.sink_version, "sources": point.to_json()["sources"]},
         "quarantined_rows": read_quarantine(layout.quarantine).num_rows,
         "source_anomalies": read_quarantine(layout.anomalies).num_rows,
-        "micro_batches": _micro_batches(layout, point.get("last_batch")),
-        "sink": {"path": "stream", "primary_key": list(plan.sink_key), "version": point["sink_version"]},
+        "micro_batches": _micro_batches(layout, point.last_batch),
+        "sink": {"path": "stream", "primary_key": list(plan.sink_key), "version": point.sink_version},
         "data_docs": DATA_DOCS,
         "plan": explain(plan),
         "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

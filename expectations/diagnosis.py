@@ -41,6 +41,7 @@ from jobs.changelog.staging import StagedChangelog
 from jobs.batch.lookups import lookup_joins
 from jobs.plan.nodes import ChangelogSource, LookupJoin
 from jobs.plan.planner import QueryPlan
+from jobs.point import ConsistencyPoint
 from jobs.runtime.layout import RunLayout
 
 MATERIALIZER_VIEW = "lockstep_materializer_state"
@@ -64,7 +65,7 @@ class Evidence:
     spark: SparkSession
     plan: QueryPlan
     layout: RunLayout
-    point: dict
+    point: ConsistencyPoint
     cols: Columns
     windows: WindowCheck | None
     stages: dict
@@ -148,9 +149,8 @@ def _source_anomalies(evidence: Evidence) -> Found | None:
     anomalies = read_quarantine(evidence.layout.anomalies)
     if anomalies.num_rows == 0:
         return None
-    consumed = {name: entry["rows"] for name, entry in evidence.point["sources"].items()}
     touched = [_keys_fed_by(evidence, source, _suspect_images(evidence.spark, evidence.layout, source,
-                                                              consumed.get(source, 0), anomalies))
+                                                              evidence.point.rows_consumed(source), anomalies))
                for source in sorted(set(anomalies.column("source").to_pylist()))]
     reasons = sorted(set(r.split(" for ")[0] for r in anomalies.column("reason").to_pylist()))
     return Found(f"{anomalies.num_rows:,} source changelog row(s) break the changelog protocol and were "
@@ -162,9 +162,8 @@ def _keys_fed_by(evidence: Evidence, source: str, rows: DataFrame) -> DataFrame:
     """The output keys that `rows` of `source` reach: the query re-run with that source holding
     only them (the other sources, and the lookups as the batch job saw them, whole)."""
     spark, plan = evidence.spark, evidence.plan
-    consumed = {name: entry["rows"] for name, entry in evidence.point["sources"].items()}
     tables = {s.table: source_snapshot(spark, StagedChangelog(evidence.layout.staged(s.table)),
-                                       consumed.get(s.table, 0)) for s in plan.real_sources}
+                                       evidence.point.rows_consumed(s.table)) for s in plan.real_sources}
     for node in lookup_joins(plan):
         tables[node.lookup] = spark.read.parquet(str(evidence.layout.lookup_answers(node.lookup, "batch")))
     result = run_sql(spark, plan, {**tables, source: rows})
@@ -197,7 +196,7 @@ def _lookups_changed(evidence: Evidence) -> Found | None:
             continue  # rows reach the lookup through other operators: not traced
         changed_keys += changed.count()
         keys = changed.toDF(*node.input_keys)
-        consumed = evidence.point["sources"][node.input.table]["rows"]
+        consumed = evidence.point.rows_consumed(node.input.table)
         rows = source_snapshot(evidence.spark, StagedChangelog(evidence.layout.staged(node.input.table)),
                                consumed).join(keys, list(node.input_keys), "left_semi")
         touched.append(_keys_fed_by(evidence, node.input.table, rows))

@@ -20,6 +20,7 @@ from expectations.queries import LATE_WINDOWS_VIEW, STREAM_VIEW, Columns
 from jobs.batch.without_late import batch_without_late
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan.planner import QueryPlan
+from jobs.point import ConsistencyPoint
 from jobs.runtime.delta import read_snapshot
 from jobs.runtime.layout import RunLayout
 
@@ -30,12 +31,12 @@ WITHOUT_LATE_VIEW = "lockstep_batch_without_late"
 class WindowCheck:
     plan: QueryPlan
     layout: RunLayout
-    point: dict
+    point: ConsistencyPoint
     late: DataFrame
     without_late: DataFrame | None = None  # the batch result without the late events, once computed
 
     @classmethod
-    def of(cls, spark: SparkSession, plan: QueryPlan, layout: RunLayout, point: dict) -> WindowCheck:
+    def of(cls, spark: SparkSession, plan: QueryPlan, layout: RunLayout, point: ConsistencyPoint) -> WindowCheck:
         if DeltaTable.is_deltatable(str(layout.late_events)):
             late = read_snapshot(spark, layout.late_events)
         else:
@@ -50,7 +51,7 @@ class WindowCheck:
 
     @property
     def watermark(self) -> int | None:
-        return self.point["sources"][self.plan.sources[0].table].get("watermark")
+        return self.point.watermark(self.plan.sources[0].table)
 
     def compared(self, batch: DataFrame) -> DataFrame:
         """The batch rows the stream is judged against: with emit: final, closed windows only."""
@@ -83,7 +84,7 @@ class WindowCheck:
         if self.without_late is None:
             source = self.plan.sources[0]
             staged = StagedChangelog(self.layout.staged(source.table))
-            consumed = self.point["sources"][source.table]["rows"]
+            consumed = self.point.rows_consumed(source.table)
             self.without_late = self.compared(batch_without_late(spark, self.plan, staged, consumed)).cache()
         self.without_late.createOrReplaceTempView(WITHOUT_LATE_VIEW)
         return spark.sql(queries.differing_rows(cols, STREAM_VIEW, WITHOUT_LATE_VIEW))

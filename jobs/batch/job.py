@@ -7,12 +7,11 @@ image of every live key, for a keyless one every live copy.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from datetime import date
 
-from deltalake import DeltaTable, write_deltalake
+from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 from pyspark.sql import DataFrame, SparkSession
 
@@ -25,25 +24,7 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
-from jobs.stream.job import read_consistency_point
-
-
-POINT_KEY = "lockstep.consistency_point"  # commit metadata: the point a batch result was computed at
-
-
-def point_fingerprint(point: dict) -> str:
-    return json.dumps(point["sources"], sort_keys=True)
-
-
-def batch_is_at(layout: RunLayout, point: dict) -> bool:
-    """Whether the batch result was computed at this consistency point (runs of different dates
-    share the batch table, and Airflow may interleave one date's check with the next's batch)."""
-    if not DeltaTable.is_deltatable(str(layout.batch)):
-        return False
-    # The newest commit a batch step wrote: later commits by hand (an edit, a test's tampering)
-    # change the rows, not the point they were computed at.
-    written = next((c[POINT_KEY] for c in DeltaTable(str(layout.batch)).history() if POINT_KEY in c), None)
-    return written == point_fingerprint(point)
+from jobs.point import FINGERPRINT_KEY, read_point
 
 
 @dataclass
@@ -58,9 +39,9 @@ def run_batch(plan: QueryPlan, settings: Settings, layout: RunLayout,
     """The batch result at the latest consistency point, or at a logical date's."""
     progress = progress or Progress(quiet=True)
     started = time.monotonic()
-    point = read_consistency_point(layout, logical_date)
+    point = read_point(layout, logical_date)
     spark = spark_session(settings.spark)
-    consumed = {name: entry["rows"] for name, entry in point["sources"].items()}
+    consumed = {name: position.rows for name, position in point.sources.items()}
     snapshots = {s.table: source_snapshot(spark, StagedChangelog(layout.staged(s.table)),
                                           consumed.get(s.table, 0)) for s in plan.sources}
     lookups = lookup_tables(spark, plan, snapshots)  # the services, asked now
@@ -68,7 +49,7 @@ def run_batch(plan: QueryPlan, settings: Settings, layout: RunLayout,
         table.write.mode("overwrite").parquet(str(layout.lookup_answers(name, "batch")))
     snapshots.update(lookups)
     result = run_sql(spark, plan, snapshots).toArrow()
-    metadata = {POINT_KEY: point_fingerprint(point)}
+    metadata = {FINGERPRINT_KEY: point.fingerprint()}
     _write(layout.batch, result, metadata)
     for stage in plan.stages()[:-1]:
         # Each intermediate stage's batch equivalent, for the check to find the first stage

@@ -31,6 +31,7 @@ from jobs.changelog.schema import Column, SourceSchema
 from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node,
                              StageInput, UnionAll, WindowAggregate, WindowAssign)
 from jobs.plan.planner import QueryPlan
+from jobs.point import ConsistencyPoint, SourcePosition, latest_logical_date, write_point
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.runtime.spark import spark_session
@@ -79,7 +80,7 @@ def run_stream(plan: QueryPlan, settings: Settings, layout: RunLayout,
         _run_stage(spark, stage, stage_layout(layout, stage), progress, own)
     result.seconds = time.monotonic() - started
     result.sink_version = DeltaUpsertSink(layout.stream, plan.sink_key, "").version()
-    point = write_consistency_point(plan, layout, result.sink_version, stages, logical_date)
+    point = write_point(layout, consistency_point(plan, layout, result.sink_version, stages, logical_date))
     result.late_events = _late_events(spark, plan, layout, point)
     late = f"; {result.late_events:,} late (row, window) pairs left out" if result.late_events else ""
     progress.say(f"stream {plan.spec.name}: {result.batches} micro-batches, "
@@ -171,12 +172,12 @@ def _emits_final_windows(plan: QueryPlan) -> bool:
     return isinstance(plan.aggregate, WindowAggregate) and plan.aggregate.emit == "final"
 
 
-def _late_events(spark: SparkSession, plan: QueryPlan, layout: RunLayout, point: dict) -> int:
+def _late_events(spark: SparkSession, plan: QueryPlan, layout: RunLayout, point: ConsistencyPoint) -> int:
     assign = next((n for n in plan.root.walk() if isinstance(n, WindowAssign)), None)
     if assign is None:
         return 0
     source = plan.sources[0]
-    consumed = point["sources"][source.table]["rows"]
+    consumed = point.rows_consumed(source.table)
     return write_late_events(spark, assign, _staged(layout, source), consumed, layout.late_events)
 
 
@@ -391,14 +392,12 @@ def _append_log(layout: RunLayout, entry: dict) -> None:
         out.write(json.dumps(entry) + "\n")
 
 
-def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: int,
-                            stages: list[QueryPlan] | None = None, logical_date: date | None = None) -> dict:
+def consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: int, stages: list[QueryPlan],
+                      logical_date: date | None) -> ConsistencyPoint:
     """What the stream had consumed when it stopped: the batch job computes on exactly this.
-    A source's consumption is read from the checkpoint of the stage that reads it. With a logical
-    date, the point is also kept as _state/points/<date>.json: with the Delta versions of the sink
-    and of every intermediate stage table, a later check of that date reads them by time travel."""
+    A source's consumption is read from the checkpoint of the stage that reads it."""
     sources, last_batch = {}, None
-    for stage in stages or [plan]:
+    for stage in stages:
         checkpoint = stage_layout(layout, stage).checkpoint
         commits = checkpoint / "commits"
         done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
@@ -408,59 +407,23 @@ def write_consistency_point(plan: QueryPlan, layout: RunLayout, sink_version: in
                 continue
             staged = _staged(layout, source)
             rows = consumed_rows(logged_files(checkpoint, index), done[-1], staged) if done else 0
-            previous = sources.get(source.table, {}).get("rows")
-            rows = rows if previous is None else min(rows, previous)  # a source read twice (self-join)
-            sources[source.table] = {"rows": rows, **_watermark_at(staged, rows)}
-    intermediate = (stages or [plan])[:-1]
-    point = {"query": plan.spec.name, "sink_version": sink_version,
-             "last_batch": last_batch, "sources": sources,
-             "stages": [s.name for s in intermediate],
-             "stage_versions": {s.name: DeltaUpsertSink(layout.stage_table(s.name), (), "").version()
-                                for s in intermediate},
-             "logical_date": logical_date.isoformat() if logical_date else None,
-             "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    if logical_date:
-        _write_json(layout.point_for(logical_date.isoformat()), point)
-    _write_json(layout.consistency, point)
-    return point
+            previous = sources.get(source.table)
+            rows = rows if previous is None else min(rows, previous.rows)  # a source read twice (self-join)
+            sources[source.table] = SourcePosition(rows, _watermark_at(staged, rows), bool(staged.event_time))
+    versions = {s.name: DeltaUpsertSink(layout.stage_table(s.name), (), "").version() for s in stages[:-1]}
+    return ConsistencyPoint(plan.spec.name, sink_version, last_batch, sources, versions, logical_date)
 
 
-def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
-def _watermark_at(staged: StagedChangelog, rows: int) -> dict:
+def _watermark_at(staged: StagedChangelog, rows: int) -> int | None:
     """The watermark after the last consumed segment (microseconds), for sources with event time."""
     if not staged.event_time:
-        return {}
+        return None
     done = [s for s in staged.segments() if s["first_seq"] + s["rows"] <= rows]
-    return {"watermark": done[-1].get("watermark_after") if done else None}
+    return done[-1].get("watermark_after") if done else None
 
 
 def _staged(layout: RunLayout, source: ChangelogSource) -> StagedChangelog:
     return StagedChangelog(layout.staged(source.table))
-
-
-def read_consistency_point(layout: RunLayout, logical_date: date | None = None) -> dict:
-    """The latest consistency point, or the one recorded for a logical date."""
-    if logical_date is not None:
-        path = layout.point_for(logical_date.isoformat())
-        if not path.exists():
-            raise RunStateError(f"no consistency point for {logical_date}: the stream has not run "
-                                f"for that date", where=str(layout.root))
-        return json.loads(path.read_text())
-    if not layout.consistency.exists():
-        raise RunStateError("no consistency point: run `lockstep stream` first", where=str(layout.root))
-    return json.loads(layout.consistency.read_text())
-
-
-def latest_logical_date(layout: RunLayout) -> date | None:
-    """The latest logical date the stream has run for (None if it never ran for one)."""
-    dates = sorted(p.stem for p in layout.points.glob("*.json")) if layout.points.exists() else []
-    return date.fromisoformat(dates[-1]) if dates else None
 
 
 def worker_error(exc: Exception) -> Exception:

@@ -1,0 +1,132 @@
+"""The consistency point: the contract between the stream step, the batch step and the check.
+
+When the stream stops it records what it had consumed (changelog rows per source, and the
+watermark of sources with event time) and the Delta versions it left (the sink's and every
+intermediate stage table's). The batch job computes on exactly that input and the check reads the
+tables at exactly those versions, so a disagreement is never "the stream was behind".
+
+    _state/consistency.json          the latest point
+    _state/points/<logical date>.json  the point of each logical date (scheduled runs, re-checks)
+
+The batch table's commits carry the fingerprint of the point they were computed at, so a check
+can tell whether the batch result in place belongs to its point (runs of different dates share
+the batch table, and Airflow may interleave one date's check with the next date's batch step).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+from jobs.errors import RunStateError
+from jobs.runtime.layout import RunLayout
+
+FINGERPRINT_KEY = "lockstep.consistency_point"  # batch table commit metadata
+
+
+@dataclass(frozen=True)
+class SourcePosition:
+    """How far the stream had read one source."""
+
+    rows: int  # changelog rows consumed: the batch job reads the rows before this position
+    watermark: int | None = None  # microseconds since the epoch, after the last consumed row
+    has_event_time: bool = False
+
+    def to_json(self) -> dict:
+        return {"rows": self.rows, **({"watermark": self.watermark} if self.has_event_time else {})}
+
+    @classmethod
+    def from_json(cls, data: dict) -> SourcePosition:
+        return cls(data["rows"], data.get("watermark"), "watermark" in data)
+
+
+@dataclass(frozen=True)
+class ConsistencyPoint:
+    query: str
+    sink_version: int
+    last_batch: int | None  # the last micro-batch of the stage that writes the sink
+    sources: dict[str, SourcePosition]
+    stage_versions: dict[str, int] = field(default_factory=dict)  # intermediate stage tables, in order
+    logical_date: date | None = None
+    written_at: str = ""
+
+    def rows_consumed(self, source: str) -> int:
+        position = self.sources.get(source)
+        return position.rows if position is not None else 0
+
+    def watermark(self, source: str) -> int | None:
+        return self.sources[source].watermark
+
+    def fingerprint(self) -> str:
+        """What identifies the input a batch result was computed on."""
+        return json.dumps({name: p.to_json() for name, p in self.sources.items()}, sort_keys=True)
+
+    def to_json(self) -> dict:
+        return {"query": self.query, "sink_version": self.sink_version, "last_batch": self.last_batch,
+                "sources": {name: p.to_json() for name, p in self.sources.items()},
+                "stages": list(self.stage_versions), "stage_versions": dict(self.stage_versions),
+                "logical_date": self.logical_date.isoformat() if self.logical_date else None,
+                "written_at": self.written_at}
+
+    @classmethod
+    def from_json(cls, data: dict) -> ConsistencyPoint:
+        logical = data.get("logical_date")
+        return cls(data["query"], data["sink_version"], data.get("last_batch"),
+                   {name: SourcePosition.from_json(p) for name, p in data["sources"].items()},
+                   dict(data.get("stage_versions") or {}),
+                   date.fromisoformat(logical) if logical else None, data.get("written_at", ""))
+
+
+def write_point(layout: RunLayout, point: ConsistencyPoint) -> ConsistencyPoint:
+    """Record the point as the latest, and as its logical date's when it has one."""
+    stamped = ConsistencyPoint(point.query, point.sink_version, point.last_batch, point.sources,
+                               point.stage_versions, point.logical_date,
+                               time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    if stamped.logical_date is not None:
+        _write_json(layout.point_for(stamped.logical_date.isoformat()), stamped.to_json())
+    _write_json(layout.consistency, stamped.to_json())
+    return stamped
+
+
+def read_point(layout: RunLayout, logical_date: date | None = None) -> ConsistencyPoint:
+    """The latest consistency point, or the one recorded for a logical date."""
+    if logical_date is not None:
+        path = layout.point_for(logical_date.isoformat())
+        if not path.exists():
+            raise RunStateError(f"no consistency point for {logical_date}: the stream has not run "
+                                f"for that date", where=str(layout.root))
+    else:
+        path = layout.consistency
+        if not path.exists():
+            raise RunStateError("no consistency point: run `lockstep stream` first", where=str(layout.root))
+    return ConsistencyPoint.from_json(json.loads(path.read_text()))
+
+
+def latest_logical_date(layout: RunLayout) -> date | None:
+    """The latest logical date the stream has run for (None if it never ran for one)."""
+    dates = sorted(p.stem for p in layout.points.glob("*.json")) if layout.points.exists() else []
+    return date.fromisoformat(dates[-1]) if dates else None
+
+
+def batch_is_at(layout: RunLayout, point: ConsistencyPoint) -> bool:
+    """Whether the batch result in place was computed at this point."""
+    if not DeltaTable.is_deltatable(str(layout.batch)):
+        return False
+    # The newest commit a batch step wrote: later commits by hand (an edit, a test's tampering)
+    # change the rows, not the point they were computed at.
+    history = DeltaTable(str(layout.batch)).history()
+    written = next((c[FINGERPRINT_KEY] for c in history if FINGERPRINT_KEY in c), None)
+    return written == point.fingerprint()
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
