@@ -32,17 +32,16 @@ from pyspark.sql import functions as F
 from expectations import queries
 from expectations.queries import BATCH_VIEW, STREAM_VIEW, Columns
 from expectations.windows import WindowCheck
-from jobs.batch.job import source_snapshot
-from jobs.batch.query import run_sql
 from jobs.changelog.columns import FILE, LINE
-from jobs.changelog.frames import consumed_changes
+from jobs.changelog.frames import consumed_changes, source_snapshot
 from jobs.changelog.quarantine import read_quarantine
 from jobs.changelog.staging import StagedChangelog
-from jobs.batch.lookups import lookup_joins
+from jobs.lookup.tables import lookup_joins
 from jobs.plan.nodes import ChangelogSource, LookupJoin
 from jobs.plan.planner import QueryPlan
 from jobs.point import ConsistencyPoint
 from jobs.runtime.layout import RunLayout
+from jobs.spark_sql import run_sql
 
 MATERIALIZER_VIEW = "lockstep_materializer_state"
 EVERY_ROW = "every row"

@@ -13,16 +13,15 @@ from datetime import date
 
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
-from pyspark.sql import DataFrame, SparkSession
 
-from jobs.batch.lookups import lookup_tables
-from jobs.batch.query import run_sql
-from jobs.changelog.frames import consumed_changes, live_rows
+from jobs.changelog.frames import source_snapshot
+from jobs.lookup.tables import lookup_tables
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan.planner import QueryPlan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.runtime.spark import spark_session
+from jobs.spark_sql import run_sql
 from jobs.spec.model import Settings
 from jobs.point import FINGERPRINT_KEY, read_point
 
@@ -65,8 +64,3 @@ def run_batch(plan: QueryPlan, settings: Settings, layout: RunLayout,
 def _write(path, table, metadata: dict) -> None:
     write_deltalake(str(path), table, mode="overwrite", schema_mode="overwrite",
                     commit_properties=CommitProperties(custom_metadata=metadata))
-
-
-def source_snapshot(spark: SparkSession, staged: StagedChangelog, consumed: int) -> DataFrame:
-    """The source table as of `consumed` changelog rows."""
-    return live_rows(consumed_changes(spark, staged, consumed), list(staged.schema.names))

@@ -14,12 +14,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from jobs.changelog.frames import consumed_changes, live_rows
+from jobs.changelog.frames import assign_windows, consumed_changes, live_rows, on_time
 from jobs.changelog.staging import StagedChangelog
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.plan.planner import QueryPlan
 from jobs.plan.sql import WINDOW, parse_select
-from jobs.stream.windows import assign_windows, on_time
 
 ON_TIME_WINDOW = "__lockstep_window"
 
@@ -34,7 +33,7 @@ def batch_without_late(spark: SparkSession, plan: QueryPlan, staged: StagedChang
 def _on_time_pairs(spark: SparkSession, plan: QueryPlan, staged: StagedChangelog,
                    consumed: int) -> DataFrame:
     changes = consumed_changes(spark, staged, consumed)
-    pairs = assign_windows(changes, plan.window_assign.window).where(on_time())
+    pairs = assign_windows(changes, plan.window_assign.window.spark_sql()).where(on_time())
     names = list(staged.schema.names)
     live = live_rows(pairs, names + [WINDOW_START, WINDOW_END])
     window = F.struct(F.col(WINDOW_START).alias("start"), F.col(WINDOW_END).alias("end"))

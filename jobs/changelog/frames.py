@@ -1,4 +1,5 @@
-"""The staged changelog as Spark DataFrames: weights, the consumed prefix, live rows.
+"""The staged changelog as Spark DataFrames: weights, the consumed prefix, live rows, source
+snapshots, and the event-time windows a row falls in.
 
 Shared by the stream job (its source), the batch job (snapshots) and the late-event paths, so
 that all of them weigh and cut the changelog the same way.
@@ -10,7 +11,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.changelog.kinds import RowKind
-from jobs.changelog.columns import COUNT, KIND, SEQ, WEIGHT
+from jobs.changelog.columns import COUNT, KIND, SEQ, WATERMARK, WEIGHT, WINDOW_END, WINDOW_START
 from jobs.changelog.staging import StagedChangelog
 
 
@@ -36,3 +37,22 @@ def live_rows(changes: DataFrame, columns: list[str]) -> DataFrame:
               .agg(F.sum(WEIGHT).alias(COUNT)).where(F.col(COUNT) > 0))
     copies = totals.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col(COUNT))))
     return copies.select(*quoted)
+
+
+def source_snapshot(spark: SparkSession, staged: StagedChangelog, consumed: int) -> DataFrame:
+    """The source table as of `consumed` changelog rows."""
+    return live_rows(consumed_changes(spark, staged, consumed), list(staged.schema.names))
+
+
+def assign_windows(df: DataFrame, window_sql: str) -> DataFrame:
+    """Every row once per window it falls in (`window_sql`: Spark's window(ts, size[, slide])),
+    with the window as __wstart / __wend."""
+    columns = [F.col(f"`{c}`") for c in df.columns]
+    spread = df.select(*columns, F.expr(window_sql).alias("__window"))
+    return spread.select(*columns, F.col("__window.start").alias(WINDOW_START),
+                         F.col("__window.end").alias(WINDOW_END))
+
+
+def on_time() -> Column:
+    """A (row, window) pair the watermark had not closed when the row arrived."""
+    return F.col(WATERMARK).isNull() | (F.col(WINDOW_END) > F.col(WATERMARK))

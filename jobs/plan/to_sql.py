@@ -59,7 +59,7 @@ def _join(node: Join) -> str:
 
 
 def _lookup_join(node: LookupJoin) -> str:
-    """The batch side reads the lookup as a table of the same name (see jobs/batch/lookups.py)."""
+    """The batch side reads the lookup as a table of the same name (see jobs/lookup/tables.py)."""
     items = [f"l.{_quote(n)} AS {_quote(n)}" for n in node.input.output_names] + \
             [f"r.{_quote(c)} AS {_quote(n)}" for c, n in zip(node.lookup_columns, node.lookup_output)]
     on = [f"l.{_quote(i)} = r.{_quote(k)}" for i, k in zip(node.input_keys, node.lookup_columns)]

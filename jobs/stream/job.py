@@ -35,6 +35,7 @@ from jobs.point import ConsistencyPoint, SourcePosition, latest_logical_date, wr
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.runtime.spark import spark_session
+from jobs.spark_sql import empty_sources, result_on_empty_input
 from jobs.spec.model import Settings
 from jobs.stream.aggregate import AggregateState, streaming_aggregate
 from jobs.stream.batches import MicroBatch, batches_for
@@ -114,8 +115,6 @@ def stage_layout(layout: RunLayout, stage: QueryPlan) -> RunLayout:
 
 def _run_stage(spark: SparkSession, plan: QueryPlan, layout: RunLayout, progress: Progress,
                result: StreamResult) -> None:
-    from jobs.batch.query import result_on_empty_input
-
     initial = with_sink_columns(result_on_empty_input(spark, plan).toArrow(), plan)
     sink = DeltaUpsertSink(layout.stream, write_key(plan, initial), layout.app_id(plan.name))
     _ensure_sink(sink, initial, plan, layout)
@@ -133,7 +132,6 @@ def _run_stage(spark: SparkSession, plan: QueryPlan, layout: RunLayout, progress
 
 def _stage_schema(spark: SparkSession, plan: QueryPlan, node: Node) -> SourceSchema:
     """An intermediate table's columns: the stage's SQL run on empty sources."""
-    from jobs.batch.query import empty_sources
     from jobs.plan.to_sql import to_sql
 
     for name, frame in empty_sources(spark, plan).items():

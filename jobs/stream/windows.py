@@ -17,33 +17,20 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.changelog.frames import consumed_changes
+from jobs.changelog.frames import assign_windows, consumed_changes, on_time
 from jobs.changelog.kinds import SHORT_NAMES
 from jobs.changelog.columns import (DELETE, FILE, KIND, LINE, OP, SEQ, UPSERT, WATERMARK, WINDOW_END,
                                     WINDOW_START)
 from jobs.changelog.staging import StagedChangelog
-from jobs.plan.nodes import Calc, WindowAssign, WindowSpec
+from jobs.plan.nodes import Calc, WindowAssign
 from jobs.stream.sink import DeltaUpsertSink
 
 
-def assign_windows(df: DataFrame, window: WindowSpec) -> DataFrame:
-    """Every row once per window it falls in, with the window as __wstart / __wend."""
-    columns = [F.col(f"`{c}`") for c in df.columns]
-    spread = df.select(*columns, F.expr(window.spark_sql()).alias("__window"))
-    return spread.select(*columns, F.col("__window.start").alias(WINDOW_START),
-                         F.col("__window.end").alias(WINDOW_END))
-
-
-def on_time() -> Column:
-    """A (row, window) pair the watermark had not closed when the row arrived."""
-    return F.col(WATERMARK).isNull() | (F.col(WINDOW_END) > F.col(WATERMARK))
-
-
 def stream_window_assign(df: DataFrame, node: WindowAssign) -> DataFrame:
-    return assign_windows(df, node.window).where(on_time())
+    return assign_windows(df, node.window.spark_sql()).where(on_time())
 
 
 class FinalWindowBatches:
@@ -91,7 +78,7 @@ def write_late_events(spark: SparkSession, node: WindowAssign, staged: StagedCha
     rows = consumed_changes(spark, staged, consumed)
     if isinstance(node.input, Calc) and node.input.condition is not None:
         rows = rows.where(F.expr(node.input.condition.sql("spark")))
-    late = assign_windows(rows, node.window).where(~on_time())
+    late = assign_windows(rows, node.window.spark_sql()).where(~on_time())
     kinds = F.element_at(F.array(*[F.lit(k) for k in SHORT_NAMES]), F.col(KIND).cast("int") + 1)
     table = late.select(*[F.col(f"`{c}`") for c in staged.schema.names], kinds.alias("op"),
                         F.col(WINDOW_START).alias("window_start"), F.col(WINDOW_END).alias("window_end"),

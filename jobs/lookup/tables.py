@@ -1,12 +1,14 @@
-"""The batch side of lookup joins: each lookup becomes a table named like it, holding the
-service's answers for the distinct keys of the join's input (asked through the same engine as the
-stream, at batch time)."""
+"""Lookups as tables: each lookup becomes a table named like it, holding the service's answers
+for the distinct keys of the join's input (asked through the same engine as the stream, at batch
+time), or no rows with the lookup's columns (the empty-input result that types the sink)."""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructField, StructType
 
+from jobs.lookup.from_spec import config_of
+from jobs.lookup.spark import lookup_fields, lookup_table
 from jobs.plan.nodes import LookupJoin
 from jobs.plan.planner import QueryPlan
 from jobs.plan.to_sql import to_sql
@@ -22,9 +24,6 @@ def lookup_tables(spark: SparkSession, plan: QueryPlan, sources: dict[str, DataF
     nodes = lookup_joins(plan)
     if not nodes:
         return {}
-    from jobs.lookup.from_spec import config_of
-    from jobs.lookup.spark import lookup_fields, lookup_table
-
     tables = {}
     for node in nodes:
         for name, frame in sources.items():

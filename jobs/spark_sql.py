@@ -1,7 +1,9 @@
-"""Run the user's SQL text on Spark with each source registered as a temporary view.
+"""The query's SQL text run by Spark over named tables, each registered as a temporary view.
 
-The batch side shares nothing with the stream side but the query text and the staged input:
-this is what makes it an independent reference.
+Three callers: the batch job (the user's SQL on the source snapshots: the independent reference
+shares nothing with the stream but the query text and the staged input), the stream job (the
+result on empty input gives the sink its schema and first rows, so both sides have one schema),
+and the diagnosis (the query re-run on a few suspect rows).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.errors import SqlError
+from jobs.lookup.tables import lookup_tables
 from jobs.plan.planner import QueryPlan
 
 
@@ -24,9 +27,7 @@ def run_sql(spark: SparkSession, plan: QueryPlan, sources: dict[str, DataFrame])
 
 
 def empty_sources(spark: SparkSession, plan: QueryPlan) -> dict[str, DataFrame]:
-    """The query's tables with no rows: its sources, and its lookups (see jobs/batch/lookups.py)."""
-    from jobs.batch.lookups import lookup_tables
-
+    """The query's tables with no rows: its sources, and its lookups (see jobs/lookup/tables.py)."""
     sources = {s.table: spark.createDataFrame([], s.schema.spark_ddl()) for s in plan.real_sources}
     return {**sources, **lookup_tables(spark, plan, sources, empty=True)}
 
