@@ -31,7 +31,7 @@ from jobs.batch.job import run_batch
 from jobs.changelog.kinds import CDF_CHANGE_TYPES
 from jobs.changelog.quarantine import read_quarantine
 from jobs.errors import RunStateError
-from jobs.plan.planner import QueryPlan
+from jobs.plan import Plan, StagePlan
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, read_snapshot
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
@@ -62,7 +62,7 @@ class Outcome:
     sample: list
 
 
-def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
+def run_check(plan: Plan, settings: Settings, layout: RunLayout,
               progress: Progress | None = None, logical_date: date | None = None) -> dict:
     """Check the latest consistency point, or a logical date's. A past date (the stream has
     moved on) is re-checked by time travel: the sink and stage tables at that date's versions.
@@ -97,7 +97,7 @@ def run_check(plan: QueryPlan, settings: Settings, layout: RunLayout,
              suites.retraction_suite(cols, final_windows=bool(windows and windows.final))]
     if windows is not None:
         specs.append(windows.suite(cols))
-    last_stage = plan.stages()[-1]  # the stage that writes the sink owns the checkpoint's state
+    last_stage = plan.final_stage  # the stage that writes the sink owns the checkpoint's state
     if last_stage.aggregate is not None and not past:
         data["stream_state"] = _stream_state(spark, last_stage, layout).cache()
         specs.append(_state_suite(last_stage))
@@ -164,7 +164,7 @@ def _as_multiset(batch: DataFrame) -> DataFrame:
     return batch.groupBy(*columns).agg(F.count(F.lit(1)).alias(COUNT))
 
 
-def _columns(plan: QueryPlan, stream: DataFrame, settings: Settings) -> Columns:
+def _columns(plan: Plan, stream: DataFrame, settings: Settings) -> Columns:
     # A multiset sink's rows are identified by all their columns; the copy count is the value.
     key = plan.sink_key if plan.write_mode == "upsert" else tuple(c for c in stream.columns if c != COUNT)
     values = tuple(c for c in stream.columns if c not in key)
@@ -173,7 +173,7 @@ def _columns(plan: QueryPlan, stream: DataFrame, settings: Settings) -> Columns:
     return Columns(key, values, floating, settings.check.float_abs_tol, settings.check.float_rel_tol)
 
 
-def _stream_state(spark: SparkSession, plan: QueryPlan, layout: RunLayout) -> DataFrame:
+def _stream_state(spark: SparkSession, plan: StagePlan, layout: RunLayout) -> DataFrame:
     """Spark's aggregation state after the last micro-batch, value fields named as lockstep names
     them (Spark's state store calls every SUM buffer "sum")."""
     spark.streams.active  # starts the state store coordinator the state reader talks to
@@ -184,7 +184,7 @@ def _stream_state(spark: SparkSession, plan: QueryPlan, layout: RunLayout) -> Da
     return state.select("key", F.col("value").cast(renamed).alias("value"))
 
 
-def _state_suite(plan: QueryPlan) -> suites.SuiteSpec:
+def _state_suite(plan: StagePlan) -> suites.SuiteSpec:
     node = plan.aggregate
     # The aggregate's key and the sink's are the same key, column for column (a window by its
     # start on both sides).
@@ -235,7 +235,7 @@ def _outcome(suite: str, result: dict, sample_rows: int) -> Outcome:
                    [dict(r) for r in rows[:sample_rows]])
 
 
-def _report(plan: QueryPlan, layout: RunLayout, point: ConsistencyPoint, counts: dict, outcomes: list[Outcome],
+def _report(plan: Plan, layout: RunLayout, point: ConsistencyPoint, counts: dict, outcomes: list[Outcome],
             feed) -> dict:
     by_name = {o.name: o for o in outcomes}
     differences = {field: (by_name[name].unexpected or 0) if name in by_name else 0

@@ -38,7 +38,7 @@ from jobs.changelog.quarantine import read_quarantine
 from jobs.changelog.staging import StagedChangelog
 from jobs.lookup.tables import lookup_joins
 from jobs.plan.nodes import ChangelogSource, LookupJoin
-from jobs.plan.planner import QueryPlan
+from jobs.plan import Plan
 from jobs.point import ConsistencyPoint
 from jobs.runtime.layout import RunLayout
 from jobs.spark_sql import run_sql
@@ -62,7 +62,7 @@ class Evidence:
     """Everything the causes look at."""
 
     spark: SparkSession
-    plan: QueryPlan
+    plan: Plan
     layout: RunLayout
     point: ConsistencyPoint
     cols: Columns
@@ -162,7 +162,7 @@ def _keys_fed_by(evidence: Evidence, source: str, rows: DataFrame) -> DataFrame:
     only them (the other sources, and the lookups as the batch job saw them, whole)."""
     spark, plan = evidence.spark, evidence.plan
     tables = {s.table: source_snapshot(spark, StagedChangelog(evidence.layout.staged(s.table)),
-                                       evidence.point.rows_consumed(s.table)) for s in plan.real_sources}
+                                       evidence.point.rows_consumed(s.table)) for s in plan.sources}
     for node in lookup_joins(plan):
         tables[node.lookup] = spark.read.parquet(str(evidence.layout.lookup_answers(node.lookup, "batch")))
     result = run_sql(spark, plan, {**tables, source: rows})

@@ -10,16 +10,16 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.plan.planner import QueryPlan
+from jobs.plan import Plan, StagePlan
 from jobs.runtime.delta import read_snapshot
 from jobs.runtime.layout import RunLayout
 from jobs.changelog.columns import COUNT
 
 
-def compare_stages(spark: SparkSession, plan: QueryPlan, layout: RunLayout,
+def compare_stages(spark: SparkSession, plan: Plan, layout: RunLayout,
                    versions: dict[str, int] | None = None) -> dict:
     """versions: each stage table's Delta version at the consistency point (None: the latest)."""
-    stages = plan.stages()[:-1]
+    stages = plan.intermediate_stages
     if not stages:
         return {}
     found = [_compare(spark, stage, layout.for_stage(stage.name), (versions or {}).get(stage.name))
@@ -28,7 +28,7 @@ def compare_stages(spark: SparkSession, plan: QueryPlan, layout: RunLayout,
     return {"stages": found, "first_diverging_stage": first}
 
 
-def _compare(spark: SparkSession, stage: QueryPlan, layout: RunLayout, version: int | None) -> dict:
+def _compare(spark: SparkSession, stage: StagePlan, layout: RunLayout, version: int | None) -> dict:
     stream = _rows(read_snapshot(spark, layout.stream, version))
     batch = read_snapshot(spark, layout.batch)
     columns = [F.col(f"`{c}`") for c in batch.columns]

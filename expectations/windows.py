@@ -19,7 +19,7 @@ from expectations import queries, suites
 from expectations.queries import LATE_WINDOWS_VIEW, STREAM_VIEW, Columns
 from jobs.batch.without_late import batch_without_late
 from jobs.changelog.staging import StagedChangelog
-from jobs.plan.planner import QueryPlan
+from jobs.plan import Plan
 from jobs.point import ConsistencyPoint
 from jobs.runtime.delta import read_snapshot
 from jobs.runtime.layout import RunLayout
@@ -29,14 +29,14 @@ WITHOUT_LATE_VIEW = "lockstep_batch_without_late"
 
 @dataclass
 class WindowCheck:
-    plan: QueryPlan
+    plan: Plan
     layout: RunLayout
     point: ConsistencyPoint
     late: DataFrame
     without_late: DataFrame | None = None  # the batch result without the late events, once computed
 
     @classmethod
-    def of(cls, spark: SparkSession, plan: QueryPlan, layout: RunLayout, point: ConsistencyPoint) -> WindowCheck:
+    def of(cls, spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> WindowCheck:
         if DeltaTable.is_deltatable(str(layout.late_events)):
             late = read_snapshot(spark, layout.late_events)
         else:

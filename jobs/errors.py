@@ -6,6 +6,9 @@ one line and exit 2. Errors that are not LockstepError are bugs and keep their t
 
 from __future__ import annotations
 
+import json
+import re
+
 
 class LockstepError(Exception):
     """A problem with the user's input: spec, SQL, changelog rows or run folder."""
@@ -42,3 +45,39 @@ class LookupFailed(LockstepError):
 def place(path: object, line: int | None = None) -> str:
     """`file:line` (or just the file) as used at the start of every message."""
     return f"{path}:{line}" if line is not None else str(path)
+
+
+# -- errors raised in Spark's Python workers ------------------------------------------------------
+# A LockstepError raised inside a worker (a lookup that failed for good) reaches the driver as a
+# PythonException holding the worker's traceback as text. The worker side sends it as a tagged
+# JSON envelope (WorkerFailure); the driver finds the envelope and raises the same error again,
+# as one line naming its place instead of a Java stack trace.
+
+_ENVELOPE = re.compile(r"<lockstep-error>(.*?)</lockstep-error>")
+
+
+class WorkerFailure(Exception):
+    """A LockstepError on its way from a Spark Python worker to the driver."""
+
+    def __init__(self, error: LockstepError):
+        data = {"type": type(error).__name__, "message": error.message, "where": error.where}
+        super().__init__(f"<lockstep-error>{json.dumps(data)}</lockstep-error>")
+
+
+def from_worker(exc: BaseException) -> LockstepError | None:
+    """The LockstepError a worker sent (anywhere in the exception's text), or None."""
+    found = _ENVELOPE.search(str(exc))
+    if found is None:
+        return None
+    data = json.loads(found.group(1))
+    kind = next((c for c in _error_classes() if c.__name__ == data["type"]), LockstepError)
+    return kind(data["message"], where=data["where"])
+
+
+def _error_classes() -> list[type[LockstepError]]:
+    found, todo = [], [LockstepError]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found

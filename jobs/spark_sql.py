@@ -13,10 +13,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.errors import SqlError
 from jobs.lookup.tables import lookup_tables
-from jobs.plan.planner import QueryPlan
+from jobs.plan import Plan, StagePlan
 
 
-def run_sql(spark: SparkSession, plan: QueryPlan, sources: dict[str, DataFrame]) -> DataFrame:
+def run_sql(spark: SparkSession, plan: Plan | StagePlan, sources: dict[str, DataFrame]) -> DataFrame:
+    """The plan's batch SQL (a stage's: its printed SQL) over `sources`, registered by name."""
     for name, frame in sources.items():
         frame.createOrReplaceTempView(name)
     try:
@@ -26,13 +27,13 @@ def run_sql(spark: SparkSession, plan: QueryPlan, sources: dict[str, DataFrame])
         raise SqlError(f"Spark rejected the SQL: {first}", where=str(plan.spec.spec_path)) from None
 
 
-def empty_sources(spark: SparkSession, plan: QueryPlan) -> dict[str, DataFrame]:
+def empty_sources(spark: SparkSession, plan: Plan) -> dict[str, DataFrame]:
     """The query's tables with no rows: its sources, and its lookups (see jobs/lookup/tables.py)."""
-    sources = {s.table: spark.createDataFrame([], s.schema.spark_ddl()) for s in plan.real_sources}
+    sources = {s.table: spark.createDataFrame([], s.schema.spark_ddl()) for s in plan.sources}
     return {**sources, **lookup_tables(spark, plan, sources, empty=True)}
 
 
-def result_on_empty_input(spark: SparkSession, plan: QueryPlan) -> DataFrame:
-    """The query's result before any change arrives: its schema is the sink's schema, and its
-    rows (none, or a global aggregate's one row) are the sink's first content."""
-    return run_sql(spark, plan, empty_sources(spark, plan))
+def result_on_empty_input(spark: SparkSession, plan: Plan, stage: StagePlan) -> DataFrame:
+    """A stage's result before any change arrives: its schema is the stage table's schema, and
+    its rows (none, or a global aggregate's one row) are the table's first content."""
+    return run_sql(spark, stage, empty_sources(spark, plan))

@@ -17,7 +17,7 @@ from deltalake.transaction import CommitProperties
 from jobs.changelog.frames import source_snapshot
 from jobs.lookup.tables import lookup_tables
 from jobs.changelog.staging import StagedChangelog
-from jobs.plan.planner import QueryPlan
+from jobs.plan import Plan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.runtime.spark import spark_session
@@ -33,7 +33,7 @@ class BatchResult:
     seconds: float
 
 
-def run_batch(plan: QueryPlan, settings: Settings, layout: RunLayout,
+def run_batch(plan: Plan, settings: Settings, layout: RunLayout,
               progress: Progress | None = None, logical_date: date | None = None) -> BatchResult:
     """The batch result at the latest consistency point, or at a logical date's."""
     progress = progress or Progress(quiet=True)
@@ -50,7 +50,7 @@ def run_batch(plan: QueryPlan, settings: Settings, layout: RunLayout,
     result = run_sql(spark, plan, snapshots).toArrow()
     metadata = {FINGERPRINT_KEY: point.fingerprint()}
     _write(layout.batch, result, metadata)
-    for stage in plan.stages()[:-1]:
+    for stage in plan.intermediate_stages:
         # Each intermediate stage's batch equivalent, for the check to find the first stage
         # where stream and batch part (the stage SQL reads the same source views).
         _write(layout.for_stage(stage.name).batch, run_sql(spark, stage, snapshots).toArrow(), metadata)

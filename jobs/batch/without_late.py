@@ -17,20 +17,20 @@ from sqlglot import exp
 from jobs.changelog.frames import assign_windows, consumed_changes, live_rows, on_time
 from jobs.changelog.staging import StagedChangelog
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
-from jobs.plan.planner import QueryPlan
+from jobs.plan import Plan
 from jobs.plan.sql import WINDOW, parse_select
 
 ON_TIME_WINDOW = "__lockstep_window"
 
 
-def batch_without_late(spark: SparkSession, plan: QueryPlan, staged: StagedChangelog,
+def batch_without_late(spark: SparkSession, plan: Plan, staged: StagedChangelog,
                        consumed: int) -> DataFrame:
     source = plan.sources[0]
     _on_time_pairs(spark, plan, staged, consumed).createOrReplaceTempView(source.table)
     return spark.sql(rewritten_sql(plan))
 
 
-def _on_time_pairs(spark: SparkSession, plan: QueryPlan, staged: StagedChangelog,
+def _on_time_pairs(spark: SparkSession, plan: Plan, staged: StagedChangelog,
                    consumed: int) -> DataFrame:
     changes = consumed_changes(spark, staged, consumed)
     pairs = assign_windows(changes, plan.window_assign.window.spark_sql()).where(on_time())
@@ -40,7 +40,7 @@ def _on_time_pairs(spark: SparkSession, plan: QueryPlan, staged: StagedChangelog
     return live.select(*[F.col(f"`{n}`") for n in names], window.alias(ON_TIME_WINDOW))
 
 
-def rewritten_sql(plan: QueryPlan) -> str:
+def rewritten_sql(plan: Plan) -> str:
     """The spec's SQL with window(...) replaced by the precomputed on-time window column."""
     def swap(node):
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == WINDOW:

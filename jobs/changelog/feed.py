@@ -20,10 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from deltalake import DeltaTable
 
 from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
 from jobs.changelog.kinds import RowKind
-from jobs.changelog.schema import SourceSchema
+from jobs.changelog.schema import SourceSchema, schema_of_arrow
 from jobs.changelog.staging import SEGMENT_EPOCH, SEGMENTS
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed
 
@@ -31,13 +32,16 @@ KINDS = {"insert": RowKind.INSERT, "update_preimage": RowKind.UPDATE_BEFORE,
          "update_postimage": RowKind.UPDATE_AFTER, "delete": RowKind.DELETE}
 
 
-def stage_change_feed(table: Path, directory: Path, name: str, schema: SourceSchema,
+def stage_change_feed(table: Path, directory: Path, name: str, columns: tuple[str, ...],
                       key: tuple[str, ...]) -> int:
-    """Stage the versions committed since the last call; return the number of new rows.
+    """Stage the versions committed since the last call; return the number of new rows. The
+    columns are typed as the table holds them (the earlier stage wrote it with its batch SQL's
+    types).
 
     The manifest is written even when there is nothing new: an earlier stage that has emitted
     nothing yet (a join without matches) is an empty changelog, not a missing one."""
     (directory / SEGMENTS).mkdir(parents=True, exist_ok=True)
+    schema = schema_of_arrow(pa.schema(DeltaTable(str(table)).schema().to_arrow()), columns)
     manifest = _read(directory) or _new_manifest(name, schema, key)
     feed = read_change_feed(table, starting_version=manifest["next_version"])
     new_rows = 0

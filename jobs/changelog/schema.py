@@ -62,6 +62,26 @@ class SourceSchema:
         return f"{self.spark_ddl()}, `{WEIGHT}` INT, `{SEQ}` BIGINT, `{KIND}` TINYINT"
 
 
+def schema_of_arrow(schema: pa.Schema, names: tuple[str, ...]) -> SourceSchema:
+    """The columns `names` of an Arrow schema (a Delta table's), typed as Spark types them."""
+    columns = []
+    for name in names:
+        arrow_type = schema.field(name).type
+        if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or arrow_type == pa.string_view():
+            arrow_type = pa.string()
+        columns.append(Column(name, _spark_type_of(arrow_type), arrow_type))
+    return SourceSchema(tuple(columns))
+
+
+def _spark_type_of(arrow_type: pa.DataType) -> str:
+    if pa.types.is_decimal(arrow_type):
+        return f"DECIMAL({arrow_type.precision},{arrow_type.scale})"
+    spark = next((s for s, a in _SIMPLE.values() if a == arrow_type), None)
+    if spark is None:
+        raise TypeError(f"no Spark type for the Arrow type {arrow_type}")
+    return spark
+
+
 def parse_schema(ddl: str, *, where: str) -> SourceSchema:
     try:
         create = sqlglot.parse_one(f"CREATE TABLE t ({ddl})", read="spark")

@@ -16,13 +16,13 @@ from datetime import date
 
 from jobs.changelog.partitions import dates_in
 from jobs.cli.commands import run_all
-from jobs.plan.planner import QueryPlan
+from jobs.plan import Plan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.spec.model import Settings
 
 
-def run_rebuild(plan: QueryPlan, settings: Settings, layout: RunLayout, progress: Progress,
+def run_rebuild(plan: Plan, settings: Settings, layout: RunLayout, progress: Progress,
                 until: date | None = None) -> list[dict]:
     """Rebuild; return each date's report (one report when no source is partitioned)."""
     old = _set_aside(layout)
@@ -43,7 +43,7 @@ def run_rebuild(plan: QueryPlan, settings: Settings, layout: RunLayout, progress
     return reports
 
 
-def _dates(plan: QueryPlan, until: date | None) -> list[date | None]:
+def _dates(plan: Plan, until: date | None) -> list[date | None]:
     days = sorted({d for s in plan.spec.sources.values() if s.partitioned_by for d in dates_in(s.path)})
     days = [d for d in days if until is None or d <= until]
     return days or [until]

@@ -22,6 +22,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from jobs.changelog.columns import WEIGHT
+from jobs.errors import LockstepError, WorkerFailure
 from jobs.lookup.config import LookupConfig
 from jobs.lookup.engine import AsyncLookup
 from jobs.plan.nodes import LookupJoin
@@ -57,7 +58,10 @@ def enrich_stream(frame: DataFrame, node: LookupJoin, config: LookupConfig, answ
         engine = _engine(config)
         for batch in batches:
             before = engine.stats.as_dict()
-            enriched = _enriched(batch, engine, input_keys, output_names, arrow_fields, inner)
+            try:
+                enriched = _enriched(batch, engine, input_keys, output_names, arrow_fields, inner)
+            except LockstepError as exc:  # crosses to the driver typed, see jobs/errors.py
+                raise WorkerFailure(exc) from None
             _record(answers, enriched.select([f.name for f in arrow_fields]))
             _record_stats(answers.parent / STATS, before, engine.stats.as_dict())
             yield enriched

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from jobs.plan.describe import describe_node
 from jobs.plan.nodes import Join, Node, Sink
-from jobs.plan.planner import QueryPlan
+from jobs.plan.plan import Plan, Planned, StagePlan
 
 
-def explain(plan: QueryPlan) -> str:
+def explain(plan: Plan) -> str:
     lines = [f"== {plan.spec.name} =="]
     _tree(plan, plan.root, "", True, lines, top=True)
     key = ", ".join(plan.sink_key)
@@ -18,12 +18,12 @@ def explain(plan: QueryPlan) -> str:
     lines += [f"upsert materializer: {reason}" for reason in plan.notes.materialize]
     lines += [_lookup_line(name, spec) for name, spec in plan.spec.lookups.items()]
     lines += [f"WARNING {warning}" for warning in plan.warnings]
-    stages = plan.stages()
+    stages = plan.stages
     if len(stages) > 1:
         lines += ["", "stages (each intermediate result is a Delta table with change data feed, "
                       "read by the next stage):"]
-        lines += [f"  {s.stage.number}. {s.name}: {describe_node(s.root.input)} -> "
-                  f"{'the sink' if s.stage.is_final else _stage_table(s)}" for s in stages]
+        lines += [f"  {s.number}. {s.name}: {describe_node(s.root.input)} -> "
+                  f"{'the sink' if s.is_final else _stage_table(s)}" for s in stages]
     return "\n".join(lines) + "\n"
 
 
@@ -34,7 +34,7 @@ def _lookup_line(name: str, spec) -> str:
             f"{spec.retries} retries, {cache}, on error: {spec.on_lookup_error}")
 
 
-def _sink_line(plan: QueryPlan) -> str:
+def _sink_line(plan: Plan) -> str:
     feed = ("its change data feed is the output changelog (insert=+I, update_preimage=-U, "
             "update_postimage=+U, delete=-D)")
     if plan.write_mode == "retract":
@@ -42,13 +42,13 @@ def _sink_line(plan: QueryPlan) -> str:
     return f"sink: Delta table keyed by [{', '.join(plan.sink_key)}], written by MERGE; {feed}"
 
 
-def _stage_table(stage: QueryPlan) -> str:
+def _stage_table(stage: StagePlan) -> str:
     key = stage.sink_key if stage.write_mode == "upsert" else None
     kept = f"keyed by [{', '.join(key)}]" if key is not None else "a multiset with copy counts"
     return f"stages/{stage.name} ({kept})"
 
 
-def _tree(plan: QueryPlan, node: Node, prefix: str, last: bool, lines: list[str], top=False) -> None:
+def _tree(plan: Planned, node: Node, prefix: str, last: bool, lines: list[str], top=False) -> None:
     text = f"{_describe(plan, node)}, changelogMode={plan.changelog_mode(node)}"
     key = plan.notes.upsert_keys.get(node)
     if not isinstance(node, Sink):
@@ -59,7 +59,7 @@ def _tree(plan: QueryPlan, node: Node, prefix: str, last: bool, lines: list[str]
         _tree(plan, child, child_prefix, i == len(node.inputs) - 1, lines)
 
 
-def _describe(plan: QueryPlan, node: Node) -> str:
+def _describe(plan: Planned, node: Node) -> str:
     if isinstance(node, Join):
         sides = (f"leftInputSpec=[{_input_spec(plan, node.left, node.left_keys)}], "
                  f"rightInputSpec=[{_input_spec(plan, node.right, node.right_keys)}]")
@@ -71,7 +71,7 @@ def _describe(plan: QueryPlan, node: Node) -> str:
     return describe_node(node)
 
 
-def _input_spec(plan: QueryPlan, side: Node, join_keys: tuple[str, ...]) -> str:
+def _input_spec(plan: Planned, side: Node, join_keys: tuple[str, ...]) -> str:
     """Seed 001's three cases for a join input: at most one row per join key, rows identified by
     a unique key, or possible duplicates (Flink's JoinInputSideSpec)."""
     key = plan.notes.upsert_keys.get(side)

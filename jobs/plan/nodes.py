@@ -8,7 +8,7 @@ row by row).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar, Iterator
 
@@ -47,8 +47,19 @@ class Unary:
         return (self.input,)
 
 
+class StagedInput(Node):
+    """A leaf: a changelog the stream job stages and replays (a source, or an earlier stage's
+    change data feed), named `table` and keyed by `primary_key` (empty: a multiset)."""
+
+    table: str
+    primary_key: tuple[str, ...]
+    insert_only: ClassVar[bool] = False
+
+
 @dataclass(frozen=True, eq=False)
-class ChangelogSource(Node):
+class ChangelogSource(StagedInput):
+    """One of the spec's sources."""
+
     table: str
     schema: SourceSchema
     format: str
@@ -270,11 +281,19 @@ class UnionAll(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class StageInput(ChangelogSource):
+class StageInput(StagedInput):
     """The change data feed of an earlier stage's intermediate Delta table, read by a later stage
-    as a keyed changelog (or a multiset when the stage output has no key)."""
+    as a keyed changelog (or a multiset when the stage output has no key). Its column types are
+    the table's own: the earlier stage writes it with the types Spark gives its batch SQL."""
 
-    stage: int = 0
+    table: str
+    columns: tuple[str, ...]
+    primary_key: tuple[str, ...]
+    stage: int
+
+    @property
+    def output_names(self):
+        return self.columns
 
 
 @dataclass(frozen=True, eq=False)
@@ -289,14 +308,3 @@ class Sink(Unary, Node):
     @property
     def output_names(self):
         return self.input.output_names
-
-
-@dataclass(frozen=True)
-class Annotations:
-    """What the passes found, per node."""
-
-    modify_kinds: dict[Node, frozenset] = field(default_factory=dict)
-    update_kinds: dict[Node, str] = field(default_factory=dict)
-    upsert_keys: dict[Node, tuple[str, ...] | None] = field(default_factory=dict)
-    sink_key: list[tuple[str, ...]] = field(default_factory=list)  # set once by sink_check
-    materialize: list[str] = field(default_factory=list)  # why the materializer runs (empty: it does not)

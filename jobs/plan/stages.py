@@ -6,7 +6,7 @@ query: the lower operator's result is written to an intermediate Delta table wit
 feed, and the upper one reads that feed as its changelog. Each intermediate table can be compared
 with its batch equivalent (to_sql), which names the first stage where stream and batch part.
 
-    stage 1:  Deduplicate(orders)             -> stages/1-dedup   (keyed by order_id)
+    stage 1:  Deduplicate(orders)             -> stages/stage1_dedup   (keyed by order_id)
     stage 2:  GroupAggregate(StageInput(1))   -> the sink
 """
 
@@ -14,42 +14,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from jobs.plan.nodes import (Annotations, ChangelogSource, Deduplicate, GroupAggregate, Join, Node, Sink,
-                             StageInput, UnionAll)
+from jobs.plan.annotations import Annotations
+from jobs.plan.nodes import (ChangelogSource, Deduplicate, GroupAggregate, Join, Node, Sink, StageInput,
+                             UnionAll)
 from jobs.plan.to_sql import to_sql
 
 KIND_NAMES = {Deduplicate: "dedup", Join: "join", GroupAggregate: "aggregate"}
 
 
 @dataclass(frozen=True)
-class Stage:
-    number: int  # 1, 2, ...; the last stage writes the query's sink
-    name: str  # its table name, e.g. "stage1_dedup"; the sink's name for the last stage
+class Cut:
+    """One stage as cut from the whole plan: its own root, and the subtree of the whole plan it
+    computes (None for the last stage, whose batch equivalent is the user's SQL)."""
+
+    number: int
     root: Sink
-    original: Node  # the subtree of the full plan this stage computes (for its batch SQL)
+    original: Node | None
 
     @property
-    def is_final(self) -> bool:
-        return self.original is None
-
-    def batch_sql(self) -> str:
-        return to_sql(self.original)
+    def batch_sql(self) -> str | None:
+        return to_sql(self.original) if self.original is not None else None
 
 
-def split_stages(root: Sink, notes: Annotations, schema_of) -> list[Stage]:
-    """The stages in the order they run. `schema_of(node) -> SourceSchema` types an
-    intermediate table (the stage's SQL run on empty inputs)."""
-    stages: list[Stage] = []
+def split_stages(root: Sink, notes: Annotations) -> list[Cut]:
+    """The stages in the order they run; the last writes the query's sink."""
+    cuts: list[Cut] = []
 
     def cut(node: Node, under_stateful: bool) -> Node:
         if node.stateful and under_stateful:
             body = cut_children(node, True)
-            number = len(stages) + 1
+            number = len(cuts) + 1
             name = f"stage{number}_{_kind_name(node)}"
             key = notes.upsert_keys[node]
             mode = "upsert" if key is not None else "retract"
-            stages.append(Stage(number, name, Sink(body, name, None, "none", mode), node))
-            return StageInput(name, schema_of(node), "changelog-json", tuple(key or ()), number)
+            cuts.append(Cut(number, Sink(body, name, None, "none", mode), node))
+            return StageInput(name, node.output_names, tuple(key or ()), number)
         return cut_children(node, under_stateful or node.stateful)
 
     def cut_children(node: Node, below: bool) -> Node:
@@ -60,8 +59,8 @@ def split_stages(root: Sink, notes: Annotations, schema_of) -> list[Stage]:
 
     body = cut(root.input, False)
     final = root if body is root.input else replace(root, input=body)
-    stages.append(Stage(len(stages) + 1, root.table, final, None))
-    return stages
+    cuts.append(Cut(len(cuts) + 1, final, None))
+    return cuts
 
 
 def _kind_name(node: Node) -> str:
@@ -76,4 +75,3 @@ def _with_inputs(node: Node, children: list[Node]) -> Node:
     if isinstance(node, ChangelogSource):
         return node
     return replace(node, input=children[0])
-

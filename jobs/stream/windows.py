@@ -33,8 +33,8 @@ def stream_window_assign(df: DataFrame, node: WindowAssign) -> DataFrame:
     return assign_windows(df, node.window.spark_sql()).where(on_time())
 
 
-class FinalWindowBatches:
-    """Wraps the aggregate's micro-batch logic: changes go to the pending table, closed windows
+class FinalWindowEmitter:
+    """Wraps the aggregate's emitter: changes go to the pending table, closed windows
     go to the sink (once), then leave the pending table."""
 
     def __init__(self, inner, pending_path: Path, key: tuple[str, ...], app_id: str):

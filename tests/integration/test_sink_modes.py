@@ -79,7 +79,7 @@ def test_an_aggregate_over_an_aggregate_runs_as_two_stages(spark, tmp_path):
     spec = orders_spec(tmp_path, "SELECT n, COUNT(*) AS products FROM "
                                  "(SELECT pId, COUNT(*) AS n FROM orders GROUP BY pId) s GROUP BY n",
                        rows_per_batch=2)
-    assert [s.name for s in plan_query(load_spec(spec)).stages()] == ["stage1_aggregate", "q"]
+    assert [s.name for s in plan_query(load_spec(spec)).stages] == ["stage1_aggregate", "q"]
     outcome = run_both(spec, tmp_path / "runs")
     assert outcome.stream == outcome.batch == [{"n": 1, "products": 1}, {"n": 2, "products": 1}]
 

@@ -18,21 +18,26 @@
 
 from __future__ import annotations
 
-from jobs.plan.nodes import (Annotations, Calc, ChangelogSource, Deduplicate, GroupAggregate, Join,
-                             LookupJoin, Node, Sink, UnionAll, WindowAggregate, WindowAssign)
+from dataclasses import replace
+
+from jobs.plan.annotations import Annotations, frozen
+from jobs.plan.nodes import (Calc, Deduplicate, GroupAggregate, Join, LookupJoin, Node, Sink, StagedInput,
+                             UnionAll, WindowAggregate, WindowAssign)
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
 
 
-def run(root: Node, notes: Annotations) -> None:
+def run(root: Node, notes: Annotations) -> Annotations:
+    kinds: dict[Node, frozenset[str]] = {}
     for node in root.walk():
-        notes.modify_kinds[node] = frozenset(_kinds(node, notes))
+        kinds[node] = frozenset(_kinds(node, kinds))
+    return replace(notes, modify_kinds=frozen(kinds))
 
 
-def _kinds(node: Node, notes: Annotations) -> set[str]:
-    if isinstance(node, ChangelogSource):
+def _kinds(node: Node, kinds: dict) -> set[str]:
+    if isinstance(node, StagedInput):
         return {INSERT} if node.insert_only else {INSERT, UPDATE, DELETE}
-    child = set().union(*(notes.modify_kinds[c] for c in node.inputs))
+    child = set().union(*(kinds[c] for c in node.inputs))
     if isinstance(node, WindowAggregate) and node.emit == "final":
         return {INSERT}
     if isinstance(node, GroupAggregate):

@@ -14,24 +14,41 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from jobs.errors import SqlError
+from jobs.plan.annotations import Annotations
 from jobs.plan.describe import describe_node
-from jobs.plan.nodes import Annotations, Node, Sink
+from jobs.plan.nodes import GroupAggregate, Node, Sink
 from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE
 
 
-def run(root: Node, notes: Annotations) -> None:
+def run(root: Node, notes: Annotations) -> Annotations:
     if not isinstance(root, Sink):
         raise TypeError("a plan's root is its sink")
     if root.changelog_mode == "append":
         _check_append(root, notes)
-        notes.sink_key.append(notes.upsert_keys[root.input] or ())
-    elif root.changelog_mode == "retract":
-        notes.sink_key.append(())
-    else:
-        key = _upsert_sink_key(root, notes)
-        notes.sink_key.append(key)
-        notes.materialize.extend(_materialize_reasons(root, key, notes))
+        return replace(notes, sink_key=notes.upsert_keys[root.input] or ())
+    if root.changelog_mode == "retract":
+        _check_retract(root)
+        return replace(notes, sink_key=())
+    key = _upsert_sink_key(root, notes)
+    return replace(notes, sink_key=key, materialize=tuple(_materialize_reasons(root, key, notes)))
+
+
+def _check_retract(root: Sink) -> None:
+    """An aggregate's rows are identified by its group keys: a multiset of them is not what the
+    query means, and the stream writes each group's latest row, not its copies."""
+    if isinstance(_last_stateful(root.input), GroupAggregate):
+        raise SqlError("sink.changelog_mode: retract is not supported for a query that ends in an "
+                       "aggregate (its rows are keyed by the group keys: use upsert)")
+
+
+def _last_stateful(node: Node) -> Node | None:
+    """The stateful operator nearest the sink (what the sink's changes come from)."""
+    if node.stateful:
+        return node
+    return next((found for child in node.inputs if (found := _last_stateful(child)) is not None), None)
 
 
 def _check_append(root: Sink, notes: Annotations) -> None:

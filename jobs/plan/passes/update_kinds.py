@@ -8,22 +8,27 @@ through asks its input for what its own consumer asked of it. A changelog source
 
 from __future__ import annotations
 
-from jobs.plan.nodes import Annotations, ChangelogSource, Node
+from dataclasses import replace
+
+from jobs.plan.annotations import Annotations, frozen
+from jobs.plan.nodes import Node, StagedInput
 from jobs.plan.passes.modify_kinds import UPDATE
 
 NONE, ONLY_UPDATE_AFTER, BEFORE_AND_AFTER = "none", "only_update_after", "before_and_after"
 
 
-def run(root: Node, notes: Annotations) -> None:
-    _visit(root, ONLY_UPDATE_AFTER, notes)
+def run(root: Node, notes: Annotations) -> Annotations:
+    found: dict[Node, str] = {}
+    _visit(root, ONLY_UPDATE_AFTER, notes, found)
+    return replace(notes, update_kinds=frozen(found))
 
 
-def _visit(node: Node, required: str, notes: Annotations) -> None:
+def _visit(node: Node, required: str, notes: Annotations, found: dict) -> None:
     if UPDATE not in notes.modify_kinds[node]:
-        notes.update_kinds[node] = NONE
-    elif isinstance(node, ChangelogSource):
-        notes.update_kinds[node] = BEFORE_AND_AFTER
+        found[node] = NONE
+    elif isinstance(node, StagedInput):
+        found[node] = BEFORE_AND_AFTER
     else:
-        notes.update_kinds[node] = required
+        found[node] = required
     for child in node.inputs:
-        _visit(child, BEFORE_AND_AFTER if node.stateful else required, notes)
+        _visit(child, BEFORE_AND_AFTER if node.stateful else required, notes, found)

@@ -11,37 +11,42 @@ None means the output has no key: it is a multiset.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
-from jobs.plan.nodes import (Annotations, Calc, ChangelogSource, Deduplicate,
-                             GroupAggregate, Join, LookupJoin, Node, Sink, UnionAll, WindowAggregate,
-                             WindowAssign)
+from jobs.plan.annotations import Annotations, frozen
+from jobs.plan.nodes import (Calc, Deduplicate,
+                             GroupAggregate, Join, LookupJoin, Node, Sink, StagedInput, UnionAll,
+                             WindowAggregate, WindowAssign)
 
 
-def run(root: Node, notes: Annotations) -> None:
+def run(root: Node, notes: Annotations) -> Annotations:
+    keys: dict[Node, tuple[str, ...] | None] = {}
     for node in root.walk():
-        notes.upsert_keys[node] = _key(node, notes)
+        keys[node] = _key(node, keys)
+    return replace(notes, upsert_keys=frozen(keys))
 
 
-def _key(node: Node, notes: Annotations) -> tuple[str, ...] | None:
-    if isinstance(node, ChangelogSource):
+def _key(node: Node, keys: dict) -> tuple[str, ...] | None:
+    if isinstance(node, StagedInput):
         return node.primary_key or None
     if isinstance(node, WindowAggregate):
         return (WINDOW_START,) + node.other_keys
     if isinstance(node, GroupAggregate):
         return node.group_keys
     if isinstance(node, WindowAssign):
-        key = notes.upsert_keys[node.input]
+        key = keys[node.input]
         return None if key is None else key + (WINDOW_START,)
     if isinstance(node, Calc):
-        return _through_projection(node, notes.upsert_keys[node.input])
+        return _through_projection(node, keys[node.input])
     if isinstance(node, (Sink, LookupJoin)):  # a lookup adds at most one row's columns per row
-        return notes.upsert_keys[node.input]
+        return keys[node.input]
     if isinstance(node, Deduplicate):
         return node.keys
     if isinstance(node, Join):
-        return _join_key(node, notes.upsert_keys[node.left], notes.upsert_keys[node.right])
+        return _join_key(node, keys[node.left], keys[node.right])
     if isinstance(node, UnionAll):
         return None
     raise TypeError(f"no upsert-key rule for {type(node).__name__}")

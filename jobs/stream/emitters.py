@@ -1,4 +1,5 @@
-"""What one micro-batch does, for the two query shapes.
+"""Emitters: what one micro-batch emits into the stage's table, one kind per query shape, all
+behind the Emitter protocol the foreachBatch handler calls.
 
 - A group aggregate: Spark's update output holds the new state of every touched group; it is
   finalised (SUM from its sums, AVG as a ratio, MIN/MAX recomputed from the value multisets),
@@ -10,12 +11,14 @@
   the Calc above it; per sink key an added row upserts, a key with only retractions is deleted.
 
 A retract sink takes the net copies gained or lost per row instead; a sink behind the upsert
-materializer takes the rows in arrival order through it (see materializer.py).
+materializer takes the rows in arrival order through it (see materializer.py). With windows that
+emit final results, FinalWindowEmitter (windows.py) wraps the aggregate's emitter.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -23,10 +26,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from jobs.changelog.columns import COUNT, DELETE, OP, SEQ, SLOT, UPSERT, WEIGHT
-from jobs.plan.nodes import Calc, GroupAggregate
-from jobs.plan.planner import QueryPlan
+from jobs.plan import StagePlan
+from jobs.plan.nodes import Calc
 from jobs.stream.aggregate import AggregateState, finalize
-from jobs.errors import SqlError
 from jobs.runtime.layout import RunLayout
 from jobs.stream.calc import apply_calc, projections
 from jobs.stream.materializer import UpsertMaterializer
@@ -43,8 +45,22 @@ class MicroBatch:
     consumed: int = 0  # changelog rows read up to and including it, over all sources
 
 
-class AggregateBatches:
-    def __init__(self, plan: QueryPlan, state: AggregateState, multisets: ValueMultisets | None,
+class Emitter(Protocol):
+    """One micro-batch's rows for the stage table's writer, from the streaming frame's batch."""
+
+    reads_twice: bool  # whether changes() reads the frame twice (the handler caches it then)
+
+    def changes(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch) -> pa.Table:
+        """Rows tagged upsert / delete (an upsert table), or rows with their copy change (retract)."""
+
+    def after_sink_commit(self, batch: MicroBatch) -> None:
+        """Called once the micro-batch's changes are committed to the table."""
+
+
+class AggregateEmitter:
+    """A group aggregate: its touched groups, finalised."""
+
+    def __init__(self, plan: StagePlan, state: AggregateState, multisets: ValueMultisets | None,
                  output: StructType):
         self.plan, self.state, self.multisets, self.output = plan, state, multisets, output
         above = plan.root.input
@@ -84,7 +100,7 @@ class AggregateBatches:
 class ChangeRows:
     """Weighted change rows (the query's columns and __w) into what the sink's writer takes."""
 
-    def __init__(self, plan: QueryPlan, output: StructType, layout: RunLayout, ordered_by: str | None):
+    def __init__(self, plan: StagePlan, output: StructType, layout: RunLayout, ordered_by: str | None):
         self.plan, self.output, self.ordered_by = plan, output, ordered_by
         names = tuple(f.name for f in output.fields)
         self.materializer = (UpsertMaterializer(plan.sink_key, names, layout.materializer)
@@ -119,10 +135,12 @@ class ChangeRows:
         return last.select(*names, op)
 
 
-class ProjectionBatches:
+class ProjectionEmitter:
+    """A query without a stateful operator: the change rows, per sink key."""
+
     reads_twice = False
 
-    def __init__(self, plan: QueryPlan, output: StructType, layout: RunLayout):
+    def __init__(self, plan: StagePlan, output: StructType, layout: RunLayout):
         self.rows = ChangeRows(plan, output, layout, ordered_by=SEQ)
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
@@ -132,12 +150,12 @@ class ProjectionBatches:
         return self.rows.table(rows, batch.id)
 
 
-class KeyedBatches:
+class KeyedEmitter:
     """A deduplication or a join, then the Calc above it (if any)."""
 
     reads_twice = True  # the micro-batch feeds both the touched keys and the state log
 
-    def __init__(self, plan: QueryPlan, operator, output: StructType, layout: RunLayout):
+    def __init__(self, plan: StagePlan, operator, output: StructType, layout: RunLayout):
         self.operator = operator
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
@@ -158,14 +176,10 @@ def _typed(columns: list, output: StructType) -> list:
     return [col.cast(field.dataType).alias(field.name) for col, field in zip(columns, output.fields)]
 
 
-def batches_for(plan: QueryPlan, state: AggregateState | None, multisets, output: StructType,
-                operator, layout: RunLayout):
+def emitter_for(plan: StagePlan, state: AggregateState | None, multisets: ValueMultisets | None,
+                output: StructType, operator, layout: RunLayout) -> Emitter:
     if operator is not None:
-        return KeyedBatches(plan, operator, output, layout)
-    if isinstance(plan.aggregate, GroupAggregate):
-        if plan.write_mode == "retract":
-            raise SqlError("sink.changelog_mode: retract is not supported for a query that ends in an "
-                           "aggregate (its rows are keyed by the group keys: use upsert)",
-                           where=str(plan.spec.spec_path))
-        return AggregateBatches(plan, state, multisets, output)
-    return ProjectionBatches(plan, output, layout)
+        return KeyedEmitter(plan, operator, output, layout)
+    if state is not None:
+        return AggregateEmitter(plan, state, multisets, output)
+    return ProjectionEmitter(plan, output, layout)

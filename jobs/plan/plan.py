@@ -1,0 +1,165 @@
+"""A planned query: the whole query (`Plan`) and the stages it runs as (`StagePlan`), both built
+once by the planner and never changed afterwards.
+
+A stage is one stateful operator and what surrounds it, writing one Delta table: the sink for the
+last stage, an intermediate table for the others (see stages.py). The two answer the same
+questions about their own tree (its sink key, its window, how its table is written), through the
+shared `Planned` view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlglot import exp
+
+from jobs.changelog.columns import WINDOW_END, WINDOW_START
+from jobs.changelog.kinds import ChangelogMode, RowKind
+from jobs.plan.annotations import Annotations
+from jobs.plan.nodes import (Calc, ChangelogSource, GroupAggregate, Node, Sink, StagedInput, StageInput,
+                             WindowAggregate, WindowAssign)
+from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE
+from jobs.plan.passes.update_kinds import BEFORE_AND_AFTER
+from jobs.spec.model import QuerySpec
+
+
+class Planned:
+    """Questions a plan or a stage answers from its own root and annotations."""
+
+    root: Sink
+    notes: Annotations
+
+    @property
+    def name(self) -> str:
+        """The table it writes: the query's name for the sink, stage<n>_<kind> for a stage."""
+        return self.root.table
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return self.root.output_names
+
+    @property
+    def sink_key(self) -> tuple[str, ...]:
+        return self.notes.sink_key
+
+    @property
+    def sink_mode(self) -> str:
+        return self.root.changelog_mode
+
+    @property
+    def write_mode(self) -> str:
+        """How the Delta table is written: "upsert" (MERGE by the sink key) or "retract" (a
+        multiset: MERGE by every column, with a copy count). An append sink takes inserts only,
+        so it is written by its key when the query has one, else as a multiset."""
+        if self.sink_mode == "retract" or (self.sink_mode == "append" and not self.sink_key):
+            return "retract"
+        return "upsert"
+
+    @property
+    def materialize(self) -> bool:
+        return bool(self.notes.materialize)
+
+    @property
+    def inputs(self) -> list[StagedInput]:
+        """The changelogs it reads: sources, and for a later stage the earlier stages' tables."""
+        return [n for n in self.root.walk() if isinstance(n, StagedInput)]
+
+    @property
+    def aggregate(self) -> GroupAggregate | None:
+        return next((n for n in self.root.walk() if isinstance(n, GroupAggregate)), None)
+
+    @property
+    def window(self) -> WindowAggregate | None:
+        node = self.aggregate
+        return node if isinstance(node, WindowAggregate) else None
+
+    @property
+    def window_assign(self) -> WindowAssign | None:
+        return next((n for n in self.root.walk() if isinstance(n, WindowAssign)), None)
+
+    def window_end_sql(self) -> str:
+        """A Spark SQL expression for each output row's window end, from the output columns
+        (window.end if selected, else window.start + size)."""
+        projections = self._final_projections()
+        for name, expr in projections:
+            if isinstance(expr, exp.Column) and expr.name == WINDOW_END:
+                return f"`{name}`"
+        for name, expr in projections:
+            if isinstance(expr, exp.Column) and expr.name == WINDOW_START:
+                size = self.window.window.size // timedelta(microseconds=1)
+                return f"timestamp_micros(unix_micros(`{name}`) + {size})"
+        raise ValueError("the output has no window column")
+
+    def window_column(self) -> tuple[str, str]:
+        """(output column, 'window_start' | 'window_end'): the sink key column naming the window."""
+        fields = {WINDOW_START: "window_start", WINDOW_END: "window_end"}
+        for name, expr in self._final_projections():
+            if isinstance(expr, exp.Column) and expr.name in fields and name in self.sink_key:
+                return name, fields[expr.name]
+        raise ValueError("the sink key has no window column")
+
+    def _final_projections(self) -> tuple:
+        calc = self.root.input
+        return calc.projections if isinstance(calc, Calc) else ()
+
+    def changelog_mode(self, node: Node) -> ChangelogMode:
+        kinds = self.notes.modify_kinds[node]
+        rows = set()
+        if INSERT in kinds:
+            rows.add(RowKind.INSERT)
+        if UPDATE in kinds:
+            rows.add(RowKind.UPDATE_AFTER)
+            if self.notes.update_kinds[node] == BEFORE_AND_AFTER:
+                rows.add(RowKind.UPDATE_BEFORE)
+        if DELETE in kinds:
+            rows.add(RowKind.DELETE)
+        return ChangelogMode(rows)
+
+
+@dataclass(frozen=True)
+class StagePlan(Planned):
+    spec: QuerySpec
+    number: int  # 1, 2, ...; the last stage writes the query's sink
+    root: Sink
+    notes: Annotations
+    sql: str  # the batch equivalent: the user's SQL for the last stage, printed SQL for the others
+    is_final: bool
+
+    @property
+    def is_intermediate(self) -> bool:
+        return not self.is_final
+
+    @property
+    def stage_inputs(self) -> list[StageInput]:
+        return [n for n in self.inputs if isinstance(n, StageInput)]
+
+
+@dataclass(frozen=True)
+class Plan(Planned):
+    spec: QuerySpec
+    root: Sink
+    notes: Annotations
+    stages: tuple[StagePlan, ...]  # in the order they run
+    warnings: tuple[str, ...] = ()  # what makes the query uncheckable, e.g. a rand() call
+
+    @property
+    def sql(self) -> str:
+        return self.spec.sql
+
+    @property
+    def sources(self) -> list[ChangelogSource]:
+        """The spec's sources the query reads (a source joined with itself appears twice)."""
+        return [n for n in self.inputs if isinstance(n, ChangelogSource)]
+
+    @property
+    def source_tables(self) -> list[str]:
+        return list(dict.fromkeys(s.table for s in self.sources))
+
+    @property
+    def final_stage(self) -> StagePlan:
+        return self.stages[-1]
+
+    @property
+    def intermediate_stages(self) -> tuple[StagePlan, ...]:
+        return self.stages[:-1]

@@ -1,0 +1,120 @@
+"""The foreachBatch handler: per micro-batch, ask the emitter for the changes, write them to the
+stage's table exactly once, and log what the micro-batch read and wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs.errors import RunStateError, from_worker
+from jobs.plan import StagePlan
+from jobs.runtime.layout import RunLayout
+from jobs.runtime.progress import Progress, counts
+from jobs.stream.emitters import Emitter, MicroBatch
+from jobs.stream.offsets import batch_segments, consumed_rows, logged_files
+from jobs.stream.sink import DeltaUpsertSink
+from jobs.stream.source import staged_input
+
+# Fault injection for the exactly-once tests: exit the process right after the sink commit of
+# this micro-batch, before Spark records the batch as done (the moment a crash hurts most).
+FAULT_AFTER_COMMIT = "LOCKSTEP_FAULT_AFTER_SINK_COMMIT"
+
+
+@dataclass
+class StreamCounts:
+    """What the micro-batches of the stage that writes the sink did, summed."""
+
+    batches: int = 0
+    input_rows: int = 0
+    changelog: Counter = field(default_factory=Counter)
+
+
+class MicroBatchHandler:
+    """The foreachBatch function of one stage's streaming query."""
+
+    def __init__(self, stage: StagePlan, sink: DeltaUpsertSink, emitter: Emitter, layout: RunLayout,
+                 progress: Progress, spark: SparkSession, totals: StreamCounts):
+        self.stage, self.sink, self.emitter, self.layout = stage, sink, emitter, layout
+        self.progress, self.spark, self.totals = progress, spark, totals
+        self.error: Exception | None = None
+        self.staged = [staged_input(layout, node) for node in stage.inputs]
+        self.total = sum(staged.total_rows for staged in self.staged)
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        try:
+            self._process(frame, batch_id)
+        except Exception as exc:
+            # Kept so the caller can raise it as it was: Spark would wrap it in a Java trace.
+            self.error = from_worker(exc) or exc
+            raise
+
+    def _process(self, frame: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        batch = self._micro_batch(batch_id)
+        # A micro-batch read twice (value multisets, then results) is cached so the stateful
+        # plan runs once; read once, caching would only cost.
+        if self.emitter.reads_twice:
+            frame.persist()
+        try:
+            changes = self.emitter.changes(self.spark, frame, batch)
+            merged = self.sink.write(changes, batch_id, self.stage.write_mode)
+            self.emitter.after_sink_commit(batch)
+        finally:
+            if self.emitter.reads_twice:
+                frame.unpersist()
+        if os.environ.get(FAULT_AFTER_COMMIT) == str(batch_id) and not merged.skipped_replay:
+            os._exit(70)
+        self._record(batch, merged, time.monotonic() - started)
+
+    def _record(self, batch: MicroBatch, merged, seconds: float) -> None:
+        self.totals.batches += 1
+        self.totals.input_rows += batch.rows
+        self.totals.changelog.update(merged.changelog())
+        entry = {"batch": batch.id, "start_seq": batch.start, "end_seq": batch.end, "rows": batch.rows,
+                 "changelog": merged.changelog(), "seconds": round(seconds, 3),
+                 "replayed": merged.skipped_replay}
+        with open(self.layout.batches_log, "a") as out:
+            out.write(json.dumps(entry) + "\n")
+        replay = " (replayed: already committed, skipped)" if merged.skipped_replay else ""
+        share = f" ({100 * batch.consumed / self.total:.0f}%)" if self.total else ""
+        self.progress.say(f"  batch {batch.id}: {batch.rows:,} rows, {batch.consumed:,} of {self.total:,}{share}, "
+                          f"sink {counts(merged.changelog())}, {seconds:.2f} s{replay}")
+
+    def _micro_batch(self, batch_id: int) -> MicroBatch:
+        """The changelog rows this micro-batch covers (summed over inputs), the watermark after
+        it; and a check that each input's segment follows the one the previous batch read."""
+        start = end = rows = consumed = 0
+        watermark = None
+        for index, staged in enumerate(self.staged):
+            taken = logged_files(self.layout.checkpoint, index)
+            consumed += consumed_rows(taken, batch_id, staged)
+            segments = batch_segments(taken, batch_id, staged)
+            if not segments:
+                continue
+            lo = segments[0]["first_seq"]
+            hi = segments[-1]["first_seq"] + segments[-1]["rows"]
+            if batch_id > 0:
+                previous = consumed_rows(taken, batch_id - 1, staged)
+                if lo != previous:
+                    raise RunStateError(f"micro-batch {batch_id} read rows from {lo} but the "
+                                        f"changelog continues at {previous}", where=str(staged.directory))
+            start, end, rows = start + lo, end + hi, rows + hi - lo
+            marks = [s["watermark_after"] for s in segments if s.get("watermark_after") is not None]
+            watermark = max(marks + ([watermark] if watermark is not None else []), default=None)
+        return MicroBatch(batch_id, start, end, watermark, rows, consumed)
+
+    def record_state_sizes(self, progress_entries) -> None:
+        """Spark's state rows after each micro-batch, for the report's chart."""
+        sizes = {}
+        for entry in progress_entries:
+            operators = entry.stateOperators or []
+            if operators:
+                sizes[entry.batchId] = sum(op.numRowsTotal for op in operators)
+        if sizes:
+            with open(self.layout.state / "state_rows.json", "w") as out:
+                json.dump(sizes, out)

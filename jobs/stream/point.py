@@ -1,0 +1,53 @@
+"""The consistency point a stream step leaves (jobs/point.py), read off the stages' checkpoints:
+how many changelog rows of each source the micro-batches committed so far had read, the watermark
+after them, and the Delta version of every table the stages wrote."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from jobs.changelog.staging import StagedChangelog
+from jobs.plan import Plan
+from jobs.plan.nodes import ChangelogSource
+from jobs.point import ConsistencyPoint, SourcePosition
+from jobs.runtime.layout import RunLayout
+from jobs.stream.offsets import consumed_rows, logged_files
+from jobs.stream.sink import DeltaUpsertSink
+from jobs.stream.source import staged_input
+from jobs.stream.stage import stage_layout
+
+
+def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) -> ConsistencyPoint:
+    """A source's consumption is read from the checkpoint of the stage that reads it."""
+    sources, last_batch = {}, None
+    for stage in plan.stages:
+        checkpoint = stage_layout(layout, stage).checkpoint
+        done = _committed_batches(checkpoint)
+        last_batch = done[-1] if done else None
+        for index, node in enumerate(stage.inputs):
+            if not isinstance(node, ChangelogSource):
+                continue  # an earlier stage's table: its versions are recorded below
+            staged = staged_input(layout, node)
+            rows = consumed_rows(logged_files(checkpoint, index), last_batch, staged) if done else 0
+            previous = sources.get(node.table)
+            rows = rows if previous is None else min(rows, previous.rows)  # a source read twice (self-join)
+            sources[node.table] = SourcePosition(rows, _watermark_at(staged, rows), bool(staged.event_time))
+    versions = {s.name: _version(layout.stage_table(s.name)) for s in plan.intermediate_stages}
+    return ConsistencyPoint(plan.spec.name, _version(layout.stream), last_batch, sources, versions, logical_date)
+
+
+def _committed_batches(checkpoint) -> list[int]:
+    commits = checkpoint / "commits"
+    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
+
+
+def _version(table) -> int:
+    return DeltaUpsertSink(table, (), "").version()
+
+
+def _watermark_at(staged: StagedChangelog, rows: int) -> int | None:
+    """The watermark after the last consumed segment (microseconds), for sources with event time."""
+    if not staged.event_time:
+        return None
+    done = [s for s in staged.segments() if s["first_seq"] + s["rows"] <= rows]
+    return done[-1].get("watermark_after") if done else None

@@ -1,0 +1,127 @@
+"""Plan node -> streaming DataFrame: one translation rule per plan node type, found by its type.
+
+A stage's streaming query is its plan up to and including its stateful operator, built bottom-up:
+each rule turns its node into a frame over its inputs' frames. The stateful operator decides
+what a micro-batch does: a group aggregate runs on Spark's own streaming aggregation (its state
+rides along); a deduplication or a join leaves the frame as the changes and hands an operator to
+the emitter, which recomputes the touched keys per micro-batch. A Calc above a stateful
+operator is applied per micro-batch by the emitter, not here.
+
+To support a new node type, add its rule to RULES.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs.changelog.columns import KIND, SEQ, WATERMARK, WEIGHT
+from jobs.lookup.from_spec import config_of
+from jobs.lookup.spark import enrich_stream
+from jobs.plan import StagePlan
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node,
+                             StageInput, UnionAll, WindowAggregate, WindowAssign)
+from jobs.runtime.layout import RunLayout
+from jobs.stream.aggregate import AggregateState, streaming_aggregate
+from jobs.stream.calc import apply_calc
+from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, tag_side
+from jobs.stream.source import changelog_stream, staged_input
+from jobs.stream.windows import stream_window_assign
+
+
+@dataclass
+class Streaming:
+    frame: DataFrame  # what each micro-batch hands to foreachBatch
+    state: AggregateState | None = None  # a group aggregate's (on Spark's state store)
+    operator: DedupOperator | JoinOperator | None = None  # recomputes touched keys per micro-batch
+
+
+@dataclass(frozen=True)
+class Context:
+    spark: SparkSession
+    stage: StagePlan
+    layout: RunLayout  # the stage's own folder
+
+
+def streaming_frame(node: Node, ctx: Context) -> Streaming:
+    """The streaming DataFrame of `node`, up to and including the stage's stateful operator."""
+    rule = RULES.get(type(node))
+    if rule is None:
+        raise TypeError(f"no streaming rule for {type(node).__name__}")
+    return rule(node, ctx)
+
+
+def _staged_input(node: ChangelogSource | StageInput, ctx: Context) -> Streaming:
+    return Streaming(changelog_stream(ctx.spark, staged_input(ctx.layout, node)))
+
+
+def _calc(node: Calc, ctx: Context) -> Streaming:
+    child = streaming_frame(node.input, ctx)
+    if node.input.stateful:
+        return child  # applied per micro-batch, to the operator's output (see emitters.py)
+    carried = [c for c in (WEIGHT, SEQ, KIND, WATERMARK) if c in child.frame.columns]
+    return Streaming(apply_calc(child.frame, node, carried), child.state)
+
+
+def _union_all(node: UnionAll, ctx: Context) -> Streaming:
+    frames = [streaming_frame(branch, ctx).frame for branch in node.branches]
+    return Streaming(reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames))
+
+
+def _lookup_join(node: LookupJoin, ctx: Context) -> Streaming:
+    child = streaming_frame(node.input, ctx)
+    config = config_of(node.lookup, ctx.stage.spec.lookups[node.lookup])
+    answers = ctx.layout.lookup_answers(node.lookup, "stream")
+    return Streaming(enrich_stream(child.frame, node, config, answers), child.state)
+
+
+def _window_assign(node: WindowAssign, ctx: Context) -> Streaming:
+    child = streaming_frame(node.input, ctx)
+    return Streaming(stream_window_assign(child.frame, node), child.state)
+
+
+def _group_aggregate(node: GroupAggregate, ctx: Context) -> Streaming:
+    child = streaming_frame(node.input, ctx)
+    state = AggregateState.of(node, child.frame)
+    return Streaming(streaming_aggregate(child.frame, state), state)
+
+
+def _deduplicate(node: Deduplicate, ctx: Context) -> Streaming:
+    child = streaming_frame(node.input, ctx)
+    ddl = _ddl(child.frame, node.input.output_names)
+    return Streaming(child.frame, operator=DedupOperator(node, ctx.layout.operator_state, ddl))
+
+
+def _join(node: Join, ctx: Context) -> Streaming:
+    left = streaming_frame(node.left, ctx).frame
+    right = streaming_frame(node.right, ctx).frame
+    left_names, right_names = node.left.output_names, node.right.output_names
+    tagged = tag_side(left, LEFT, left_names, RIGHT, _struct_ddl(right, right_names))
+    tagged = tagged.unionByName(tag_side(right, RIGHT, right_names, LEFT, _struct_ddl(left, left_names)))
+    operator = JoinOperator(node, ctx.layout.operator_state, _ddl(left, left_names), _ddl(right, right_names))
+    return Streaming(tagged, operator=operator)
+
+
+def _ddl(frame: DataFrame, names: tuple[str, ...]) -> str:
+    return ", ".join(f"`{n}` {frame.schema[n].dataType.simpleString()}" for n in names)
+
+
+def _struct_ddl(frame: DataFrame, names: tuple[str, ...]) -> str:
+    return ", ".join(f"`{n}`: {frame.schema[n].dataType.simpleString()}" for n in names)
+
+
+RULES: dict[type[Node], Callable[..., Streaming]] = {
+    ChangelogSource: _staged_input,
+    StageInput: _staged_input,
+    Calc: _calc,
+    UnionAll: _union_all,
+    LookupJoin: _lookup_join,
+    WindowAssign: _window_assign,
+    GroupAggregate: _group_aggregate,
+    WindowAggregate: _group_aggregate,
+    Deduplicate: _deduplicate,
+    Join: _join,
+}

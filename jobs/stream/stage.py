@@ -1,0 +1,113 @@
+"""One stage's streaming query: its table (created with the stage's result on empty input), its
+streaming frame (rules.py), its emitter (emitters.py) and the foreachBatch handler (handler.py),
+run until every staged segment is consumed."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs.changelog.columns import COUNT
+from jobs.changelog.feed import stage_change_feed
+from jobs.errors import RunStateError
+from jobs.plan import Plan, StagePlan
+from jobs.plan.nodes import WindowAggregate
+from jobs.runtime.layout import RunLayout
+from jobs.runtime.progress import Progress
+from jobs.spark_sql import result_on_empty_input
+from jobs.stream.emitters import Emitter, emitter_for
+from jobs.stream.handler import MicroBatchHandler, StreamCounts
+from jobs.stream.multiset import ValueMultisets
+from jobs.stream.rules import Context, streaming_frame
+from jobs.stream.sink import DeltaUpsertSink
+from jobs.stream.windows import FinalWindowEmitter
+
+
+def stage_layout(layout: RunLayout, stage: StagePlan) -> RunLayout:
+    """Where a stage keeps its table and state: the query's folder for the stage that writes the
+    sink, stages/<name>/ for an intermediate one."""
+    return layout.for_stage(stage.name) if stage.is_intermediate else layout
+
+
+def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayout, progress: Progress,
+              totals: StreamCounts) -> None:
+    """Stream the stage's new input (its sources' segments, or an earlier stage's new versions)."""
+    _stage_feeds(stage, layout)
+    own = stage_layout(layout, stage)
+    initial = with_sink_columns(result_on_empty_input(spark, plan, stage).toArrow(), stage)
+    sink = DeltaUpsertSink(own.stream, write_key(stage, initial), own.app_id(stage.name))
+    _ensure_sink(sink, initial, stage, own)
+    streaming = streaming_frame(stage.root.input, Context(spark, stage, own))
+    output = spark.createDataFrame(initial.slice(0, 0)).schema
+    emitter = _emitter(stage, streaming, output, own, sink, initial)
+    handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals)
+    _run_query(streaming.frame, stage, own, handler)
+
+
+def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: DeltaUpsertSink,
+             initial: pa.Table) -> Emitter:
+    state = streaming.state
+    multisets = ValueMultisets(layout.agg_values, state, sink.app_id) if state and state.has_slots else None
+    emitter = emitter_for(stage, state, multisets, output, streaming.operator, layout)
+    if isinstance(stage.aggregate, WindowAggregate) and stage.aggregate.emit == "final":
+        emitter = FinalWindowEmitter(emitter, layout.pending, stage.sink_key, sink.app_id)
+        emitter.create_pending(initial)
+    return emitter
+
+
+def _stage_feeds(stage: StagePlan, layout: RunLayout) -> None:
+    """Stage the change data feed of every earlier stage this one reads (`layout`: the query's)."""
+    for node in stage.stage_inputs:
+        stage_change_feed(layout.stage_table(node.table), layout.staged(node.table), node.table,
+                          node.columns, node.primary_key)
+
+
+def with_sink_columns(rows: pa.Table, stage: StagePlan) -> pa.Table:
+    """The table's columns: the query's, all nullable, plus a retract table's copy count."""
+    rows = _nullable(rows)
+    if stage.write_mode == "retract":
+        rows = rows.append_column(pa.field(COUNT, pa.int64()), pa.array([1] * rows.num_rows, pa.int64()))
+    return rows
+
+
+def write_key(stage: StagePlan, initial: pa.Table) -> tuple[str, ...]:
+    """The columns the MERGE matches on: a retract table's whole row, else the sink key."""
+    if stage.write_mode == "retract":
+        return tuple(n for n in initial.column_names if n != COUNT)
+    return stage.sink_key
+
+
+def _ensure_sink(sink: DeltaUpsertSink, rows: pa.Table, stage: StagePlan, layout: RunLayout) -> None:
+    if not sink.exists():
+        what = "intermediate stage table" if stage.is_intermediate else "stream sink"
+        sink.create(rows, description=f"lockstep {what} of {stage.spec.name}: {stage.name}")
+        return
+    existing = [f.name for f in pa.schema(DeltaTable(str(layout.stream)).schema().to_arrow())]
+    if existing != rows.column_names:
+        raise RunStateError(f"the sink has columns {existing} but the query now outputs "
+                            f"{rows.column_names}; use a new --out folder", where=str(layout.stream))
+
+
+def _nullable(table: pa.Table) -> pa.Table:
+    """Every sink column nullable. Spark marks COUNT(*) NOT NULL, and delta-rs's MERGE checks that
+    constraint even on source rows it does not write (a group created and emptied within one
+    micro-batch arrives as a delete with NULL values)."""
+    return table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
+
+
+def _run_query(frame: DataFrame, stage: StagePlan, layout: RunLayout, handler: MicroBatchHandler) -> None:
+    mode = "update" if stage.aggregate is not None else "append"
+    query = (frame.writeStream.outputMode(mode).queryName(f"lockstep_{stage.name}")
+             .option("checkpointLocation", str(layout.checkpoint))
+             .foreachBatch(handler).start())
+    try:
+        query.processAllAvailable()
+    except StreamingQueryException:
+        if handler.error is not None:
+            raise handler.error from None
+        raise
+    finally:
+        query.stop()
+    handler.record_state_sizes(query.recentProgress)
