@@ -27,10 +27,8 @@ import pyarrow.parquet as pq
 from expectations import queries, suites
 from expectations.queries import BATCH_VIEW, FEED_VIEW, STREAM_VIEW, Columns
 from expectations.windows import WindowCheck
-from jobs.batch.job import run_batch
 from jobs.changelog.kinds import CDF_CHANGE_TYPES
 from jobs.changelog.quarantine import read_quarantine
-from jobs.errors import RunStateError
 from jobs.plan import Plan, StagePlan
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, read_snapshot
 from jobs.runtime.layout import RunLayout
@@ -38,7 +36,7 @@ from jobs.runtime.progress import Progress
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
 from jobs.stream.aggregate import state_value_names
-from jobs.point import ConsistencyPoint, batch_is_at, read_point
+from jobs.point import ConsistencyPoint, read_point
 from expectations.diagnosis import Evidence, diagnose
 from expectations.differences import side_by_side
 from expectations.report.publish import publish
@@ -64,20 +62,15 @@ class Outcome:
 
 def run_check(plan: Plan, settings: Settings, layout: RunLayout,
               progress: Progress | None = None, logical_date: date | None = None) -> dict:
-    """Check the latest consistency point, or a logical date's. A past date (the stream has
+    """Check the latest consistency point, or a logical date's, against the batch result in
+    place (jobs/pipeline.py makes sure it was computed at that point). A past date (the stream has
     moved on) is re-checked by time travel: the sink and stage tables at that date's versions.
     The aggregation and materializer state exist only as of now, so their suites are left out
     of such a re-check."""
     progress = progress or Progress(quiet=True)
     started = time.monotonic()
-    if not layout.batch.exists():
-        raise RunStateError("no batch result: run `lockstep batch` first", where=str(layout.root))
     point = read_point(layout, logical_date)
     past = point.sink_version != read_point(layout).sink_version
-    if not batch_is_at(layout, point):
-        progress.say(f"check {plan.spec.name}: the batch result is at another consistency point (a run "
-                     f"for another date wrote it); recomputing it at this one")
-        run_batch(plan, settings, layout, progress, logical_date)
     spark = spark_session(settings.spark)
     # Each expectation is a query or two over these: cached once, scanned from memory after.
     stream = read_snapshot(spark, layout.stream, point.sink_version).cache()

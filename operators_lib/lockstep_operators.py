@@ -5,7 +5,7 @@ Each returns a small summary (pushed to XCom). An invalid spec, SQL or input fai
 without retries (retrying cannot fix it); a check whose verdict is "fail" fails the task with the
 report's path in the message. A run with a logical date works on that date: the stream reads the
 partitions up to it, batch and check use its consistency point (a past date is re-checked by time
-travel; see jobs/stream/job.py stream_until).
+travel). Every step is a call on jobs.pipeline.Pipeline, as the command line's.
 """
 
 from __future__ import annotations
@@ -32,40 +32,33 @@ class LockstepOperator(BaseOperator):
         logical = context.get("logical_date")
         self.rebuild = bool((context.get("params") or {}).get("rebuild"))
         try:
-            return self.run_step(*self._prepare(), logical.date() if logical else None)
+            return self.run_step(self._pipeline(), logical.date() if logical else None)
         except LockstepError as exc:
             raise AirflowFailException(f"lockstep: {exc}") from None
 
-    def run_step(self, plan, settings, layout, progress, logical_date) -> dict:
+    def run_step(self, pipeline, logical_date) -> dict:
         raise NotImplementedError
 
-    def _prepare(self):
-        from jobs.plan import plan_query
-        from jobs.runtime.layout import RunLayout
+    def _pipeline(self):
+        from jobs.pipeline import Pipeline
         from jobs.runtime.progress import Progress
-        from jobs.spec import load_settings, load_spec
 
-        settings = load_settings(self.settings_path)
-        plan = plan_query(load_spec(self.spec_path))
-        layout = RunLayout.for_query(Path(self.runs_dir), plan.spec.name)
-        return plan, settings, layout, Progress(emit=self.log.info)
+        return Pipeline.open(self.spec_path, settings_path=self.settings_path, runs_dir=Path(self.runs_dir),
+                             progress=Progress(emit=self.log.info))
 
 
 class LockstepStreamOperator(LockstepOperator):
     """Stage the sources' new changelog files and stream them into the Delta sink."""
 
-    def run_step(self, plan, settings, layout, progress, logical_date) -> dict:
-        from jobs.cli.commands import stream_step
-        from jobs.cli.rebuild import run_rebuild
-
+    def run_step(self, pipeline, logical_date) -> dict:
         if self.rebuild:  # the DAG's `rebuild` parameter: replay every partition up to this date
-            reports = run_rebuild(plan, settings, layout, progress, logical_date)
+            reports = pipeline.rebuild(logical_date)
             failed = [r.get("logical_date") for r in reports if r["verdict"] != "pass"]
             if failed:
-                raise AirflowFailException(f"{plan.spec.name}: rebuild failed at {failed[0]}; the old "
-                                           f"run folder is back in place")
+                raise AirflowFailException(f"{pipeline.plan.spec.name}: rebuild failed at {failed[0]}; the "
+                                           f"old run folder is back in place")
             return {"rebuilt_dates": [r.get("logical_date") for r in reports]}
-        result = stream_step(plan, settings, layout, progress, logical_date)
+        result = pipeline.stream(logical_date)
         if result is None:
             return {"rechecked_by_time_travel": True}
         return {"micro_batches": result.batches, "input_rows": result.input_rows,
@@ -75,27 +68,23 @@ class LockstepStreamOperator(LockstepOperator):
 class LockstepBatchOperator(LockstepOperator):
     """Compute the query in batch on exactly what the stream consumed."""
 
-    def run_step(self, plan, settings, layout, progress, logical_date) -> dict:
-        from jobs.batch.job import run_batch
-
-        result = run_batch(plan, settings, layout, progress, logical_date)
+    def run_step(self, pipeline, logical_date) -> dict:
+        result = pipeline.batch(logical_date)
         return {"rows": result.rows, "input_rows": result.input_rows}
 
 
 class LockstepCheckOperator(LockstepOperator):
     """Run the Great Expectations suites; fail the task when stream and batch disagree."""
 
-    def run_step(self, plan, settings, layout, progress, logical_date) -> dict:
-        from expectations.check import run_check
-
-        report = run_check(plan, settings, layout, progress, logical_date)
+    def run_step(self, pipeline, logical_date) -> dict:
+        report = pipeline.check(logical_date)
         summary = {key: report[key] for key in ("verdict", "stream_rows", "batch_rows", "missing_rows",
                                                 "extra_rows", "mismatched_rows")}
-        summary["report"] = str(layout.root / "report.html")
+        summary["report"] = str(pipeline.layout.root / "report.html")
         if report["verdict"] != "pass":
             failed = [e["name"] for e in report["expectations"] if not e["success"]]
             diagnosis = (report.get("diagnosis") or {}).get("summary", "")
-            raise AirflowFailException(f"{plan.spec.name}: stream and batch disagree "
+            raise AirflowFailException(f"{pipeline.plan.spec.name}: stream and batch disagree "
                                        f"({', '.join(failed)}); {diagnosis}; report: {summary['report']}")
         return summary
 

@@ -39,21 +39,16 @@ def _logical_date(text: str):
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
-def _context(args):
-    from jobs.plan import plan_query
-    from jobs.runtime.layout import RunLayout
-    from jobs.spec import load_settings, load_spec
+def _pipeline(args):
+    from jobs.pipeline import Pipeline
 
-    settings = load_settings(args.settings)
-    spec = load_spec(args.spec)
-    plan = plan_query(spec)
-    out = args.out if getattr(args, "out", None) else settings.runs_dir
-    return plan, settings, RunLayout.for_query(out, spec.name), Progress(quiet=args.quiet)
+    return Pipeline.open(args.spec, settings_path=args.settings, runs_dir=getattr(args, "out", None),
+                         progress=Progress(quiet=args.quiet))
 
 
 def cmd_explain(args) -> int:
-    from jobs.plan.explain import explain
     from jobs.plan import plan_query
+    from jobs.plan.explain import explain
     from jobs.spec import load_spec
 
     print(explain(plan_query(load_spec(args.spec))), end="")
@@ -61,64 +56,37 @@ def cmd_explain(args) -> int:
 
 
 def cmd_stream(args) -> int:
-    plan, settings, layout, progress = _context(args)
-    stream_step(plan, settings, layout, progress, args.date)
+    _pipeline(args).stream(args.date)
     return 0
 
 
-def stream_step(plan, settings, layout, progress, logical_date=None):
-    """Stream everything new, or, for a logical date, up to it (see stream_until)."""
-    from jobs.stream.job import run_stream, stream_until
-
-    if logical_date is None:
-        return run_stream(plan, settings, layout, progress)
-    return stream_until(plan, settings, layout, progress, logical_date)
-
-
 def cmd_batch(args) -> int:
-    from jobs.batch.job import run_batch
-
-    plan, settings, layout, progress = _context(args)
-    run_batch(plan, settings, layout, progress, args.date)
+    _pipeline(args).batch(args.date)
     return 0
 
 
 def cmd_check(args) -> int:
-    from expectations.check import run_check
-
-    plan, settings, layout, progress = _context(args)
-    report = run_check(plan, settings, layout, progress, args.date)
-    print(summary.verdict_lines(report, layout), file=sys.stdout)
+    pipeline = _pipeline(args)
+    report = pipeline.check(args.date)
+    print(summary.verdict_lines(report, pipeline.layout), file=sys.stdout)
     return 0 if report["verdict"] == "pass" else 1
 
 
 def cmd_run(args) -> int:
-    plan, settings, layout, progress = _context(args)
-    report = run_all(plan, settings, layout, progress, args.date)
-    print(summary.verdict_lines(report, layout))
+    pipeline = _pipeline(args)
+    report = pipeline.run(args.date)
+    print(summary.verdict_lines(report, pipeline.layout))
     return 0 if report["verdict"] == "pass" else 1
 
 
-def run_all(plan, settings, layout, progress, logical_date=None) -> dict:
-    """Stream, batch and check in one process (one SparkSession)."""
-    from expectations.check import run_check
-    from jobs.batch.job import run_batch
-
-    stream_step(plan, settings, layout, progress, logical_date)
-    run_batch(plan, settings, layout, progress, logical_date)
-    return run_check(plan, settings, layout, progress, logical_date)
-
-
 def cmd_rebuild(args) -> int:
-    from jobs.cli.rebuild import run_rebuild
-
-    plan, settings, layout, progress = _context(args)
-    reports = run_rebuild(plan, settings, layout, progress, args.date)
+    pipeline = _pipeline(args)
+    reports = pipeline.rebuild(args.date)
     for report in reports:
         print(f"{report.get('logical_date') or 'all input'}: {report['verdict'].upper()}  "
               f"stream {report['stream_rows']:,} rows, batch {report['batch_rows']:,} rows")
     passed = all(r["verdict"] == "pass" for r in reports)
-    print(f"rebuild {'done' if passed else 'FAILED: the old run folder is back in place'}: {layout.root}")
+    print(f"rebuild {'done' if passed else 'FAILED: the old run folder is back in place'}: {pipeline.layout.root}")
     return 0 if passed else 1
 
 

@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 
 from jobs.changelog.generate import generate_changelog
-from jobs.cli.commands import run_all
 from jobs.cli.demo_service import DemoDimensionService, tables_in
 from jobs.errors import LockstepError, RunStateError, SpecError
+from jobs.pipeline import Pipeline
 from jobs.plan import plan_query
-from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.spec import load_settings, load_spec
 
@@ -63,11 +62,10 @@ def _run_one(path: Path, settings, out: Path, progress: Progress) -> dict:
     try:
         spec = load_spec(path)
         _generate_missing(spec, progress)
-        plan = plan_query(spec)
-        layout = RunLayout.for_query(out, spec.name)
-        shutil.rmtree(layout.root, ignore_errors=True)
+        pipeline = Pipeline.of(plan_query(spec), settings, out, progress)
+        shutil.rmtree(pipeline.layout.root, ignore_errors=True)
         progress.say(f"== {spec.name} ({path}) ==")
-        report = run_all(plan, settings, layout, progress)
+        report = pipeline.run()
     except LockstepError as exc:
         return {"query": path.stem, "verdict": "invalid", "detail": str(exc),
                 "seconds": time.monotonic() - started}

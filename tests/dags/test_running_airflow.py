@@ -30,7 +30,8 @@ from jobs.runtime.delta import read_change_feed
 from jobs.runtime.layout import RunLayout
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
-from jobs.stream.job import FAULT_AFTER_COMMIT, run_stream
+from jobs.stream.handler import FAULT_AFTER_COMMIT
+from jobs.stream.job import run_stream
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

@@ -9,10 +9,8 @@ from datetime import date
 import yaml
 from deltalake import DeltaTable
 
-from expectations.check import run_check
 from jobs.batch.job import run_batch
-from jobs.cli.commands import run_all, stream_step
-from jobs.cli.rebuild import run_rebuild
+from jobs.pipeline import Pipeline
 from jobs.plan import plan_query
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
@@ -38,7 +36,7 @@ def _streamed_until_the_20th(tmp_path) -> RunLayout:
     plan = _spec(tmp_path)
     layout = RunLayout.for_query(tmp_path / "runs", plan.spec.name)
     for day in (date(2026, 11, 19), date(2026, 11, 20)):
-        assert run_all(plan, Settings(), layout, Progress(quiet=True), day)["verdict"] == "pass"
+        assert Pipeline(plan, Settings(), layout, Progress(quiet=True)).run(day)["verdict"] == "pass"
     return layout
 
 
@@ -46,7 +44,7 @@ def test_a_rebuild_replays_every_date_into_a_fresh_sink_and_then_drops_the_old(s
     layout = _streamed_until_the_20th(tmp_path)
     changed = _spec(tmp_path, "SELECT pId, COUNT(*) AS orders, SUM(income) AS income, MAX(income) AS top "
                               "FROM orders GROUP BY pId")
-    reports = run_rebuild(changed, Settings(), layout, Progress(quiet=True))
+    reports = Pipeline(changed, Settings(), layout, Progress(quiet=True)).rebuild()
     assert [(r["logical_date"], r["verdict"]) for r in reports] == [
         ("2026-11-19", "pass"), ("2026-11-20", "pass"), ("2026-11-21", "pass")]
     assert "top" in DeltaTable(str(layout.stream)).schema().to_arrow().names
@@ -58,7 +56,7 @@ def test_a_failing_rebuild_puts_the_old_run_folder_back(spark, tmp_path):
     layout = _streamed_until_the_20th(tmp_path)
     before = DeltaTable(str(layout.stream)).to_pyarrow_table().to_pylist()
     changed = _spec(tmp_path, "SELECT order_id, pId, income * rand() AS income FROM orders")
-    reports = run_rebuild(changed, Settings(), layout, Progress(quiet=True))
+    reports = Pipeline(changed, Settings(), layout, Progress(quiet=True)).rebuild()
     assert [r["verdict"] for r in reports] == ["fail"]  # stops at the first failing date
     assert DeltaTable(str(layout.stream)).to_pyarrow_table().to_pylist() == before
     assert (layout.state / "points" / "2026-11-20.json").exists()
@@ -72,9 +70,9 @@ def test_a_check_recomputes_a_batch_result_that_another_date_overwrote(spark, tm
     layout = RunLayout.for_query(tmp_path / "runs", plan.spec.name)
     quiet, days = Progress(quiet=True), (date(2026, 11, 19), date(2026, 11, 20))
     for day in days:
-        stream_step(plan, Settings(), layout, quiet, day)
+        Pipeline(plan, Settings(), layout, quiet).stream(day)
     for day in days:
         run_batch(plan, Settings(), layout, quiet, day)
-    report = run_check(plan, Settings(), layout, quiet, days[0])
+    report = Pipeline(plan, Settings(), layout, quiet).check(days[0])
     assert report["verdict"] == "pass" and report["rechecked_by_time_travel"]
     assert report["batch_rows"] == report["stream_rows"] == 2

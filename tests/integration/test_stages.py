@@ -12,7 +12,8 @@ from jobs.runtime.delta import read_change_feed
 from jobs.runtime.layout import RunLayout
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
-from jobs.stream.job import FAULT_AFTER_COMMIT, run_stream
+from jobs.stream.handler import FAULT_AFTER_COMMIT
+from jobs.stream.job import run_stream
 from tests.conftest import change, orders_spec, write_changelog
 from tests.integration.conftest import run_both, table_rows
 from tests.integration.test_cli import lockstep

@@ -1,5 +1,5 @@
-"""`lockstep rebuild SPEC`: replay every partition, date by date, into a fresh run folder, checking
-each date on the way; for when the query changed and the old sink no longer answers it.
+"""Rebuild: replay every partition, date by date, into a fresh run folder, checking each date on
+the way; for when the query changed and the old sink no longer answers it.
 
 The old run folder is moved aside to <query>.before-rebuild and kept until every date of the new
 one passes; then it is deleted. If a date fails, the new folder is kept as
@@ -13,24 +13,25 @@ from __future__ import annotations
 import shutil
 import time
 from datetime import date
+from pathlib import Path
+from typing import Callable
 
 from jobs.changelog.partitions import dates_in
-from jobs.cli.commands import run_all
 from jobs.plan import Plan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
-from jobs.spec.model import Settings
 
 
-def run_rebuild(plan: Plan, settings: Settings, layout: RunLayout, progress: Progress,
-                until: date | None = None) -> list[dict]:
-    """Rebuild; return each date's report (one report when no source is partitioned)."""
+def rebuild(plan: Plan, layout: RunLayout, progress: Progress, run_date: Callable[[date | None], dict],
+            until: date | None = None) -> list[dict]:
+    """Run `run_date` (stream, batch and check of one logical date) for every date in a fresh
+    folder; return each date's report (one report when no source is partitioned)."""
     old = _set_aside(layout)
     reports = []
     try:
-        for day in _dates(plan, until):
+        for day in rebuild_dates(plan, until):
             progress.say(f"rebuild {plan.spec.name}: {day or 'all input'}")
-            reports.append(run_all(plan, settings, layout, progress, day))
+            reports.append(run_date(day))
             if reports[-1]["verdict"] != "pass":
                 _put_back(layout, old, progress)
                 return reports
@@ -43,13 +44,13 @@ def run_rebuild(plan: Plan, settings: Settings, layout: RunLayout, progress: Pro
     return reports
 
 
-def _dates(plan: Plan, until: date | None) -> list[date | None]:
+def rebuild_dates(plan: Plan, until: date | None) -> list[date | None]:
     days = sorted({d for s in plan.spec.sources.values() if s.partitioned_by for d in dates_in(s.path)})
     days = [d for d in days if until is None or d <= until]
     return days or [until]
 
 
-def _set_aside(layout: RunLayout):
+def _set_aside(layout: RunLayout) -> Path:
     old = layout.root.with_name(layout.root.name + ".before-rebuild")
     if old.exists():
         shutil.rmtree(layout.root, ignore_errors=True)  # a killed rebuild's half-built folder
@@ -58,7 +59,7 @@ def _set_aside(layout: RunLayout):
     return old
 
 
-def _put_back(layout: RunLayout, old, progress: Progress) -> None:
+def _put_back(layout: RunLayout, old: Path, progress: Progress) -> None:
     failed = layout.root.with_name(f"{layout.root.name}.failed-rebuild-{time.strftime('%Y%m%dT%H%M%S')}")
     if layout.root.exists():
         layout.root.rename(failed)

@@ -1,0 +1,84 @@
+"""The one way to run lockstep's steps on a query. The command line, the demo, rebuild and the
+Airflow operators all open a Pipeline and call its steps:
+
+    pipeline = Pipeline.open("conf/queries/income_per_product.yaml")
+    pipeline.stream()   # stage new changelog files, stream them into the sink, record the point
+    pipeline.batch()    # the user's SQL on exactly what the stream consumed
+    pipeline.check()    # the Great Expectations suites, report.json and report.html
+    pipeline.run()      # the three in one process (one SparkSession)
+    pipeline.rebuild()  # every partition into a fresh sink, date by date
+
+Each step takes an optional logical date (a scheduled run's): the stream reads the partitions up
+to it, batch and check work at its consistency point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from expectations.check import run_check
+from jobs.batch.job import BatchResult, run_batch
+from jobs.errors import RunStateError
+from jobs.plan import Plan, plan_query
+from jobs.point import batch_is_at, read_point
+from jobs.rebuild import rebuild
+from jobs.runtime.layout import RunLayout
+from jobs.runtime.progress import Progress
+from jobs.spec import load_settings, load_spec
+from jobs.spec.model import Settings
+from jobs.stream.job import StreamResult, run_stream, stream_until
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    plan: Plan
+    settings: Settings
+    layout: RunLayout
+    progress: Progress
+
+    @classmethod
+    def open(cls, spec_path: str | Path, *, settings_path: str | Path | None = None,
+             runs_dir: str | Path | None = None, progress: Progress | None = None) -> Pipeline:
+        """Load and plan the spec; its run folder is <runs_dir>/<query name> (runs_dir: the
+        settings' when not given)."""
+        settings = load_settings(settings_path)
+        return cls.of(plan_query(load_spec(spec_path)), settings, runs_dir, progress)
+
+    @classmethod
+    def of(cls, plan: Plan, settings: Settings, runs_dir: str | Path | None = None,
+           progress: Progress | None = None) -> Pipeline:
+        layout = RunLayout.for_query(Path(runs_dir or settings.runs_dir), plan.spec.name)
+        return cls(plan, settings, layout, progress or Progress(quiet=True))
+
+    def stream(self, logical_date: date | None = None) -> StreamResult | None:
+        """Stream everything new, or, for a logical date, up to it; None when the stream is
+        already past that date (the date is then re-checked at its recorded point)."""
+        if logical_date is None:
+            return run_stream(self.plan, self.settings, self.layout, self.progress)
+        return stream_until(self.plan, self.settings, self.layout, self.progress, logical_date)
+
+    def batch(self, logical_date: date | None = None) -> BatchResult:
+        return run_batch(self.plan, self.settings, self.layout, self.progress, logical_date)
+
+    def check(self, logical_date: date | None = None) -> dict:
+        """Check the latest consistency point, or a logical date's. The batch result is
+        recomputed first when another date's batch step has overwritten it since."""
+        if not self.layout.batch.exists():
+            raise RunStateError("no batch result: run `lockstep batch` first", where=str(self.layout.root))
+        if not batch_is_at(self.layout, read_point(self.layout, logical_date)):
+            self.progress.say(f"check {self.plan.spec.name}: the batch result is at another consistency "
+                              f"point (a run for another date wrote it); recomputing it at this one")
+            self.batch(logical_date)
+        return run_check(self.plan, self.settings, self.layout, self.progress, logical_date)
+
+    def run(self, logical_date: date | None = None) -> dict:
+        """Stream, batch and check in one process (one SparkSession)."""
+        self.stream(logical_date)
+        self.batch(logical_date)
+        return self.check(logical_date)
+
+    def rebuild(self, until: date | None = None) -> list[dict]:
+        """Replay every partition (up to `until`) into a fresh run folder, checking each date."""
+        return rebuild(self.plan, self.layout, self.progress, self.run, until)
