@@ -29,9 +29,11 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from expectations import queries
-from expectations.queries import BATCH_VIEW, STREAM_VIEW, Columns
-from expectations.windows import WindowCheck
+from expectations.columns import Columns
+from expectations.report.model import StageFigures
+from expectations.sql import (BATCH_VIEW, MATERIALIZER_VIEW, STREAM_VIEW, differing_rows, duplicate_keys,
+                             keys_with_distinct_rows)
+from expectations.window_check import WindowCheck
 from jobs.changelog.columns import FILE, LINE
 from jobs.changelog.frames import consumed_changes, source_snapshot
 from jobs.changelog.quarantine import read_quarantine
@@ -43,7 +45,6 @@ from jobs.point import ConsistencyPoint
 from jobs.runtime.layout import RunLayout
 from jobs.spark_sql import run_sql
 
-MATERIALIZER_VIEW = "lockstep_materializer_state"
 EVERY_ROW = "every row"
 
 
@@ -67,13 +68,13 @@ class Evidence:
     point: ConsistencyPoint
     cols: Columns
     windows: WindowCheck | None
-    stages: dict
+    stages: StageFigures | None
     materializer: DataFrame | None
 
 
 def diagnose(evidence: Evidence, sample_rows: int) -> dict:
     spark, cols = evidence.spark, evidence.cols
-    differing = spark.sql(queries.differing_rows(cols, STREAM_VIEW, BATCH_VIEW)).cache()
+    differing = spark.sql(differing_rows(cols, STREAM_VIEW, BATCH_VIEW)).cache()
     total = differing.count()
     if total == 0:
         return {"differing_rows": 0, "explained_rows": 0, "unexplained_rows": 0, "causes": [],
@@ -132,10 +133,10 @@ def _primary_key_violations(evidence: Evidence) -> Found | None:
     cols = evidence.cols
     if evidence.plan.write_mode != "upsert" or not cols.key:
         return None
-    found = [evidence.spark.sql(queries.duplicate_keys(cols, BATCH_VIEW))]
+    found = [evidence.spark.sql(duplicate_keys(cols, BATCH_VIEW))]
     if evidence.materializer is not None:
         evidence.materializer.createOrReplaceTempView(MATERIALIZER_VIEW)
-        found.append(evidence.spark.sql(queries.primary_key_violations(cols, MATERIALIZER_VIEW)))
+        found.append(evidence.spark.sql(keys_with_distinct_rows(cols, MATERIALIZER_VIEW)))
     keys = reduce(DataFrame.unionByName, [f.select(*[f"`{k}`" for k in cols.key]) for f in found])
     violated = keys.distinct().count()
     if not violated:
@@ -229,10 +230,10 @@ def _late_events(evidence: Evidence) -> Found | None:
 
 
 def _diverging_stage(evidence: Evidence) -> Found | None:
-    first = evidence.stages.get("first_diverging_stage")
+    first = evidence.stages.first_diverging_stage if evidence.stages else None
     if not first:
         return None
-    stage = next(s for s in evidence.stages["stages"] if s["stage"] == first)
+    stage = next(s for s in evidence.stages.stages if s["stage"] == first)
     return Found(f"intermediate stage {first} already differs from its batch equivalent "
                  f"({stage['missing_rows']:,} missing, {stage['extra_rows']:,} extra rows): the final "
                  f"difference follows from it", EVERY_ROW)

@@ -7,31 +7,21 @@ exactly what Great Expectations found.
 
 from __future__ import annotations
 
-import math
-
-from expectations.queries import MISMATCH_SUFFIXES, Columns
-
-MISSING = "expect_no_rows_missing_from_stream"
-EXTRA = "expect_no_extra_rows_in_stream"
-MISMATCHED = "expect_no_mismatched_values"
+from expectations.columns import Columns
+from expectations.report.model import ExpectationOutcome
+from expectations.suites.unity import (MISMATCH_SUFFIXES, ExpectNoExtraRowsInStream, ExpectNoMismatchedValues,
+                                       ExpectNoRowsMissingFromStream)
 
 
-def side_by_side(cols: Columns, samples: dict[str, list[dict]]) -> dict:
+def differences_section(cols: Columns, outcomes: list[ExpectationOutcome]) -> dict:
+    samples = {o.name: list(o.sample) for o in outcomes if not o.success}
     stream_suffix, batch_suffix = MISMATCH_SUFFIXES
     mismatched = []
-    for row in samples.get(MISMATCHED, []):
+    for row in samples.get(ExpectNoMismatchedValues.expectation_type, []):
         stream = {v: row.get(v + stream_suffix) for v in cols.values}
         batch = {v: row.get(v + batch_suffix) for v in cols.values}
         mismatched.append({"key": {k: row.get(k) for k in cols.key}, "stream": stream, "batch": batch,
-                           "differing": [v for v in cols.values if not _same(v, stream[v], batch[v], cols)]})
-    return {"key": list(cols.key), "values": list(cols.values), "missing": samples.get(MISSING, []),
-            "extra": samples.get(EXTRA, []), "mismatched": mismatched}
-
-
-def _same(column: str, a, b, cols: Columns) -> bool:
-    """Equal as the expectation compares them: floating columns within the tolerance."""
-    if column in cols.floating and isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return abs(a - b) <= cols.abs_tol + cols.rel_tol * max(abs(a), abs(b))
-    return a == b
+                           "differing": [v for v in cols.values if not cols.same(v, stream[v], batch[v])]})
+    return {"key": list(cols.key), "values": list(cols.values),
+            "missing": samples.get(ExpectNoRowsMissingFromStream.expectation_type, []),
+            "extra": samples.get(ExpectNoExtraRowsInStream.expectation_type, []), "mismatched": mismatched}

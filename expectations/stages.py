@@ -13,19 +13,20 @@ from pyspark.sql import functions as F
 from jobs.plan import Plan, StagePlan
 from jobs.runtime.delta import read_snapshot
 from jobs.runtime.layout import RunLayout
+from expectations.report.model import StageFigures
 from jobs.changelog.columns import COUNT
 
 
 def compare_stages(spark: SparkSession, plan: Plan, layout: RunLayout,
-                   versions: dict[str, int] | None = None) -> dict:
+                   versions: dict[str, int] | None = None) -> StageFigures | None:
     """versions: each stage table's Delta version at the consistency point (None: the latest)."""
     stages = plan.intermediate_stages
     if not stages:
-        return {}
+        return None
     found = [_compare(spark, stage, layout.for_stage(stage.name), (versions or {}).get(stage.name))
              for stage in stages]
     first = next((s["stage"] for s in found if not s["agrees"]), None)
-    return {"stages": found, "first_diverging_stage": first}
+    return StageFigures(found, first)
 
 
 def _compare(spark: SparkSession, stage: StagePlan, layout: RunLayout, version: int | None) -> dict:

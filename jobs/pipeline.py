@@ -19,6 +19,7 @@ from datetime import date
 from pathlib import Path
 
 from expectations.check import run_check
+from expectations.report.model import Report
 from jobs.batch.job import BatchResult, run_batch
 from jobs.errors import RunStateError
 from jobs.plan import Plan, plan_query
@@ -62,7 +63,7 @@ class Pipeline:
     def batch(self, logical_date: date | None = None) -> BatchResult:
         return run_batch(self.plan, self.settings, self.layout, self.progress, logical_date)
 
-    def check(self, logical_date: date | None = None) -> dict:
+    def check(self, logical_date: date | None = None) -> Report:
         """Check the latest consistency point, or a logical date's. The batch result is
         recomputed first when another date's batch step has overwritten it since."""
         if not self.layout.batch.exists():
@@ -73,12 +74,12 @@ class Pipeline:
             self.batch(logical_date)
         return run_check(self.plan, self.settings, self.layout, self.progress, logical_date)
 
-    def run(self, logical_date: date | None = None) -> dict:
+    def run(self, logical_date: date | None = None) -> Report:
         """Stream, batch and check in one process (one SparkSession)."""
         self.stream(logical_date)
         self.batch(logical_date)
         return self.check(logical_date)
 
-    def rebuild(self, until: date | None = None) -> list[dict]:
+    def rebuild(self, until: date | None = None) -> list[Report]:
         """Replay every partition (up to `until`) into a fresh run folder, checking each date."""
         return rebuild(self.plan, self.layout, self.progress, self.run, until)

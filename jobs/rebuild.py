@@ -16,14 +16,15 @@ from datetime import date
 from pathlib import Path
 from typing import Callable
 
+from expectations.report.model import Report
 from jobs.changelog.partitions import dates_in
 from jobs.plan import Plan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 
 
-def rebuild(plan: Plan, layout: RunLayout, progress: Progress, run_date: Callable[[date | None], dict],
-            until: date | None = None) -> list[dict]:
+def rebuild(plan: Plan, layout: RunLayout, progress: Progress, run_date: Callable[[date | None], Report],
+            until: date | None = None) -> list[Report]:
     """Run `run_date` (stream, batch and check of one logical date) for every date in a fresh
     folder; return each date's report (one report when no source is partitioned)."""
     old = _set_aside(layout)
@@ -32,7 +33,7 @@ def rebuild(plan: Plan, layout: RunLayout, progress: Progress, run_date: Callabl
         for day in rebuild_dates(plan, until):
             progress.say(f"rebuild {plan.spec.name}: {day or 'all input'}")
             reports.append(run_date(day))
-            if reports[-1]["verdict"] != "pass":
+            if not reports[-1].passed:
                 _put_back(layout, old, progress)
                 return reports
     except Exception:  # an invalid input or SQL half-way: the old folder goes back too

@@ -53,11 +53,11 @@ class LockstepStreamOperator(LockstepOperator):
     def run_step(self, pipeline, logical_date) -> dict:
         if self.rebuild:  # the DAG's `rebuild` parameter: replay every partition up to this date
             reports = pipeline.rebuild(logical_date)
-            failed = [r.get("logical_date") for r in reports if r["verdict"] != "pass"]
+            failed = [r.logical_date for r in reports if not r.passed]
             if failed:
                 raise AirflowFailException(f"{pipeline.plan.spec.name}: rebuild failed at {failed[0]}; the "
                                            f"old run folder is back in place")
-            return {"rebuilt_dates": [r.get("logical_date") for r in reports]}
+            return {"rebuilt_dates": [r.logical_date for r in reports]}
         result = pipeline.stream(logical_date)
         if result is None:
             return {"rechecked_by_time_travel": True}
@@ -78,14 +78,14 @@ class LockstepCheckOperator(LockstepOperator):
 
     def run_step(self, pipeline, logical_date) -> dict:
         report = pipeline.check(logical_date)
-        summary = {key: report[key] for key in ("verdict", "stream_rows", "batch_rows", "missing_rows",
-                                                "extra_rows", "mismatched_rows")}
-        summary["report"] = str(pipeline.layout.root / "report.html")
-        if report["verdict"] != "pass":
-            failed = [e["name"] for e in report["expectations"] if not e["success"]]
-            diagnosis = (report.get("diagnosis") or {}).get("summary", "")
+        summary = {"verdict": report.verdict, "stream_rows": report.stream_rows, "batch_rows": report.batch_rows,
+                   "missing_rows": report.missing_rows, "extra_rows": report.extra_rows,
+                   "mismatched_rows": report.mismatched_rows,
+                   "report": str(pipeline.layout.root / "report.html")}
+        if not report.passed:
             raise AirflowFailException(f"{pipeline.plan.spec.name}: stream and batch disagree "
-                                       f"({', '.join(failed)}); {diagnosis}; report: {summary['report']}")
+                                       f"({', '.join(report.failed_expectations)}); "
+                                       f"{report.diagnosis.get('summary', '')}; report: {summary['report']}")
         return summary
 
 

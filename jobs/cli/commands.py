@@ -69,23 +69,23 @@ def cmd_check(args) -> int:
     pipeline = _pipeline(args)
     report = pipeline.check(args.date)
     print(summary.verdict_lines(report, pipeline.layout), file=sys.stdout)
-    return 0 if report["verdict"] == "pass" else 1
+    return 0 if report.passed else 1
 
 
 def cmd_run(args) -> int:
     pipeline = _pipeline(args)
     report = pipeline.run(args.date)
     print(summary.verdict_lines(report, pipeline.layout))
-    return 0 if report["verdict"] == "pass" else 1
+    return 0 if report.passed else 1
 
 
 def cmd_rebuild(args) -> int:
     pipeline = _pipeline(args)
     reports = pipeline.rebuild(args.date)
     for report in reports:
-        print(f"{report.get('logical_date') or 'all input'}: {report['verdict'].upper()}  "
-              f"stream {report['stream_rows']:,} rows, batch {report['batch_rows']:,} rows")
-    passed = all(r["verdict"] == "pass" for r in reports)
+        print(f"{report.logical_date or 'all input'}: {report.verdict.upper()}  "
+              f"stream {report.stream_rows:,} rows, batch {report.batch_rows:,} rows")
+    passed = all(r.passed for r in reports)
     print(f"rebuild {'done' if passed else 'FAILED: the old run folder is back in place'}: {pipeline.layout.root}")
     return 0 if passed else 1
 

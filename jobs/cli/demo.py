@@ -69,7 +69,9 @@ def _run_one(path: Path, settings, out: Path, progress: Progress) -> dict:
     except LockstepError as exc:
         return {"query": path.stem, "verdict": "invalid", "detail": str(exc),
                 "seconds": time.monotonic() - started}
-    return {**report, "seconds": time.monotonic() - started}
+    return {"query": report.query, "verdict": report.verdict, "stream_rows": report.stream_rows,
+            "batch_rows": report.batch_rows, "changelog": report.changelog,
+            "seconds": time.monotonic() - started}
 
 
 def _generate_missing(spec, progress: Progress) -> None:

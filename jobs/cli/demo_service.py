@@ -7,6 +7,7 @@ latency and failures to inject (tests/support/dimension_server.py).
 
 from __future__ import annotations
 
+import argparse
 import json
 import threading
 from http import HTTPStatus
@@ -53,3 +54,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's signature)
         pass  # the demo's progress output is lockstep's, not one line per request
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve a folder of <table>.json dimension tables "
+                                                 "as GET /<table>/<key> on 127.0.0.1 until Ctrl-C.")
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args(argv)
+    with DemoDimensionService(tables_in(args.folder), args.port) as service:
+        print(f"dimension service on {service.url} serving {', '.join(service.tables)}; Ctrl-C stops it")
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -185,7 +185,7 @@ def _run(spec: Path, settings, label: str, compare: bool = False) -> dict:
     report = run_check(plan, settings, layout, progress)
     t3 = time.monotonic()
     run = {"rows": stream.input_rows, "batches": stream.batches, "stream": t1 - t0,
-           "batch": t2 - t1, "check": t3 - t2, "total": t3 - t0, "verdict": report["verdict"]}
+           "batch": t2 - t1, "check": t3 - t2, "total": t3 - t0, "verdict": report.verdict}
     if compare:
         stream_rows, batch_rows = _table_rows(layout.stream), _table_rows(layout.batch)
         run.update(events=sum(s.total_rows for s in stream.staged), same=stream_rows == batch_rows,

@@ -42,7 +42,7 @@ def names_failed(report):
 
 def test_agreeing_results_pass_with_a_complete_report_and_data_docs(run):
     plan, layout = run
-    report = run_check(plan, Settings(), layout)
+    report = run_check(plan, Settings(), layout).to_json()
     assert report["verdict"] == "pass"
     assert (report["stream_rows"], report["batch_rows"]) == (3, 3)
     assert (report["missing_rows"], report["extra_rows"], report["mismatched_rows"]) == (0, 0, 0)
@@ -57,7 +57,7 @@ def test_a_row_the_batch_has_and_the_stream_lacks_fails_unity_with_a_sample(run)
     batch = DeltaTable(str(layout.batch)).to_pyarrow_table()
     extra = pa.table({"pId": pa.array([9], pa.int64()), "total": pa.array([1], pa.int64())})
     write_deltalake(str(layout.batch), pa.concat_tables([batch, extra]), mode="overwrite")
-    report = run_check(plan, Settings(), layout)
+    report = run_check(plan, Settings(), layout).to_json()
     assert report["verdict"] == "fail" and report["missing_rows"] == 1
     assert "expect_no_rows_missing_from_stream" in names_failed(report)
     assert report["samples"]["expect_no_rows_missing_from_stream"] == [{"pId": 9, "total": 1}]
@@ -69,7 +69,7 @@ def test_a_value_that_differs_is_a_mismatch_showing_both_sides(run):
     changed = [dict(r, total=r["total"] + 1) if r["pId"] == 2 else r for r in batch]
     write_deltalake(str(layout.batch), pa.Table.from_pylist(changed, schema=pa.schema(
         [("pId", pa.int64()), ("total", pa.int64())])), mode="overwrite")
-    report = run_check(plan, Settings(), layout)
+    report = run_check(plan, Settings(), layout).to_json()
     assert names_failed(report) == ["expect_no_mismatched_values"]
     assert report["samples"]["expect_no_mismatched_values"] == [
         {"pId": 2, "total__stream": 13, "total__batch": 14}]
@@ -82,7 +82,7 @@ def test_a_second_live_row_for_a_key_in_the_sink_breaks_the_retraction_rules(run
     consistency = json.loads(layout.consistency.read_text())
     consistency["sink_version"] = DeltaTable(str(layout.stream)).version()
     layout.consistency.write_text(json.dumps(consistency))
-    report = run_check(plan, Settings(), layout)
+    report = run_check(plan, Settings(), layout).to_json()
     failed = names_failed(report)
     assert "expect_no_insert_over_live_row" in failed
     assert "expect_sink_key_unique" in failed
@@ -95,6 +95,6 @@ def test_a_group_whose_rows_were_all_retracted_must_not_be_in_the_sink(run):
     consistency = json.loads(layout.consistency.read_text())
     consistency["sink_version"] = DeltaTable(str(layout.stream)).version()
     layout.consistency.write_text(json.dumps(consistency))
-    report = run_check(plan, Settings(), layout)
+    report = run_check(plan, Settings(), layout).to_json()
     assert "expect_no_empty_group_in_sink" in names_failed(report)
     assert report["extra_rows"] == 1

@@ -36,7 +36,7 @@ def _streamed_until_the_20th(tmp_path) -> RunLayout:
     plan = _spec(tmp_path)
     layout = RunLayout.for_query(tmp_path / "runs", plan.spec.name)
     for day in (date(2026, 11, 19), date(2026, 11, 20)):
-        assert Pipeline(plan, Settings(), layout, Progress(quiet=True)).run(day)["verdict"] == "pass"
+        assert Pipeline(plan, Settings(), layout, Progress(quiet=True)).run(day).to_json()["verdict"] == "pass"
     return layout
 
 
@@ -44,7 +44,7 @@ def test_a_rebuild_replays_every_date_into_a_fresh_sink_and_then_drops_the_old(s
     layout = _streamed_until_the_20th(tmp_path)
     changed = _spec(tmp_path, "SELECT pId, COUNT(*) AS orders, SUM(income) AS income, MAX(income) AS top "
                               "FROM orders GROUP BY pId")
-    reports = Pipeline(changed, Settings(), layout, Progress(quiet=True)).rebuild()
+    reports = [r.to_json() for r in Pipeline(changed, Settings(), layout, Progress(quiet=True)).rebuild()]
     assert [(r["logical_date"], r["verdict"]) for r in reports] == [
         ("2026-11-19", "pass"), ("2026-11-20", "pass"), ("2026-11-21", "pass")]
     assert "top" in DeltaTable(str(layout.stream)).schema().to_arrow().names
@@ -56,7 +56,7 @@ def test_a_failing_rebuild_puts_the_old_run_folder_back(spark, tmp_path):
     layout = _streamed_until_the_20th(tmp_path)
     before = DeltaTable(str(layout.stream)).to_pyarrow_table().to_pylist()
     changed = _spec(tmp_path, "SELECT order_id, pId, income * rand() AS income FROM orders")
-    reports = Pipeline(changed, Settings(), layout, Progress(quiet=True)).rebuild()
+    reports = [r.to_json() for r in Pipeline(changed, Settings(), layout, Progress(quiet=True)).rebuild()]
     assert [r["verdict"] for r in reports] == ["fail"]  # stops at the first failing date
     assert DeltaTable(str(layout.stream)).to_pyarrow_table().to_pylist() == before
     assert (layout.state / "points" / "2026-11-20.json").exists()
@@ -73,6 +73,6 @@ def test_a_check_recomputes_a_batch_result_that_another_date_overwrote(spark, tm
         Pipeline(plan, Settings(), layout, quiet).stream(day)
     for day in days:
         run_batch(plan, Settings(), layout, quiet, day)
-    report = Pipeline(plan, Settings(), layout, quiet).check(days[0])
+    report = Pipeline(plan, Settings(), layout, quiet).check(days[0]).to_json()
     assert report["verdict"] == "pass" and report["rechecked_by_time_travel"]
     assert report["batch_rows"] == report["stream_rows"] == 2

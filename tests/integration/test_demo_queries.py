@@ -46,6 +46,6 @@ def test_quarantined_rows_are_set_aside_counted_and_the_rest_still_agrees(spark,
     spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId",
                        source={"on_bad_rows": "quarantine"})
     result = run_both(spec, tmp_path / "runs")
-    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout)
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
     assert report["verdict"] == "pass" and report["quarantined_rows"] == 2
     assert result.stream == [{"pId": 1, "total": 9}]

@@ -18,7 +18,7 @@ PER_PRODUCT = "SELECT pId, COUNT(*) AS n, SUM(income) AS total FROM orders GROUP
 
 
 def check(spec, outcome) -> dict:
-    return run_check(plan_query(load_spec(spec)), Settings(), outcome.layout)
+    return run_check(plan_query(load_spec(spec)), Settings(), outcome.layout).to_json()
 
 
 def causes(report: dict) -> dict[str, int]:

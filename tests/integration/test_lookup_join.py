@@ -71,7 +71,7 @@ def test_on_lookup_error_null_emits_nulls_and_the_report_counts_them(spark, tmp_
         text["lookups"]["customers"].update(on_lookup_error="null", retries=0)
         spec.write_text(yaml.safe_dump(text, sort_keys=False))
         result = run_both(spec, tmp_path / "runs")
-        report = run_check(plan_query(load_spec(spec)), Settings(), result.layout)
+        report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
     assert {r["order_id"]: r["name"] for r in result.stream}[3] is None  # customer 9 kept failing
     assert report["lookups"]["customers"]["nulls_for_errors"] == 1
     assert report["lookups"]["customers"]["requests"] >= 4
@@ -91,7 +91,7 @@ def test_a_dimension_that_changes_between_the_runs_is_a_difference(spark, tmp_pa
     service.set("customers", 9, {"customer_id": 9, "name": "Cho", "tier": "platinum"})
     plan = plan_query(load_spec(spec))
     run_batch(plan, Settings(), result.layout)
-    report = run_check(plan, Settings(), result.layout)
+    report = run_check(plan, Settings(), result.layout).to_json()
     assert report["verdict"] == "fail" and report["mismatched_rows"] == 1
     assert report["differences"]["mismatched"][0]["batch"] == {"tier": "platinum"}
     causes = {c["cause"]: c for c in report["diagnosis"]["causes"]}

@@ -33,7 +33,7 @@ def test_a_sink_key_that_is_not_unique_is_a_primary_key_violation_with_a_sample(
     plan = plan_query(load_spec(path))
     assert plan.materialize
     outcome = run_both(path, tmp_path / "runs")
-    report = run_check(plan, Settings(), outcome.layout)
+    report = run_check(plan, Settings(), outcome.layout).to_json()
     assert report["verdict"] == "fail"
     failed = {e["name"] for e in report["expectations"] if not e["success"]}
     assert "expect_no_primary_key_violations" in failed
@@ -47,7 +47,7 @@ def test_the_materialized_seed_003_join_passes_its_check(spark, tmp_path):
     outcome = run_both(path, tmp_path / "runs")
     assert outcome.stream == outcome.batch == [{"id": 1, "level": 20, "attr": "b1"},
                                                {"id": 2, "level": 20, "attr": "b1"}]
-    report = run_check(plan, Settings(), outcome.layout)
+    report = run_check(plan, Settings(), outcome.layout).to_json()
     assert report["verdict"] == "pass", report["samples"]
     assert report["materializer"]["state_rows"] == 2
 
@@ -99,5 +99,5 @@ def test_union_all_into_a_retract_sink_keeps_copies_and_each_side_retracts_its_o
                               {"pId": 3, "income": 1, "__count": 1}]
     assert outcome.batch == [{"pId": 1, "income": 5}, {"pId": 1, "income": 5}, {"pId": 2, "income": 7},
                              {"pId": 3, "income": 1}]
-    report = run_check(plan_query(load_spec(tmp_path / "u.yaml")), Settings(), outcome.layout)
+    report = run_check(plan_query(load_spec(tmp_path / "u.yaml")), Settings(), outcome.layout).to_json()
     assert report["verdict"] == "pass", report["samples"]

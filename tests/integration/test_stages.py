@@ -70,7 +70,7 @@ def test_the_check_names_the_first_stage_that_diverges(spark, tmp_path):
     spec = orders_spec(tmp_path, DEDUP_THEN_AGGREGATE, rows_per_batch=4)
     plan = plan_query(load_spec(spec))
     outcome = run_both(spec, tmp_path / "runs")
-    report = run_check(plan, Settings(), outcome.layout)
+    report = run_check(plan, Settings(), outcome.layout).to_json()
     assert report["verdict"] == "pass"
     assert [s["agrees"] for s in report["stages"]] == [True]
     assert report["first_diverging_stage"] is None
@@ -79,7 +79,7 @@ def test_the_check_names_the_first_stage_that_diverges(spark, tmp_path):
     # comparison of that stage with its batch equivalent finds it.
     DeltaTable(str(outcome.layout.stage_table("stage1_dedup"))).delete("pId = 1")
     run_batch(plan, Settings(), outcome.layout)
-    report = run_check(plan, Settings(), outcome.layout)
+    report = run_check(plan, Settings(), outcome.layout).to_json()
     assert report["first_diverging_stage"] == "stage1_dedup"
     assert report["stages"][0]["missing_rows"] == 1
 

@@ -51,7 +51,7 @@ def test_seed_004_final_emits_each_closed_window_once_as_an_insert(spark, tmp_pa
     assert {step[1] for step in feed_steps(result.feed, ["pId"])} == {"+I"}
     # The batch has the window the watermark has not closed yet: [09:12, 09:13) for product 5.
     assert windows(result.batch) == sorted(SEED_004 + [(5, 1, 12)])
-    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout)
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
     assert report["verdict"] == "pass"
     assert report["open_windows_not_compared"] == 1 and report["late_events"] == 0
     assert report["final_watermark"].startswith("2026-11-21 09:11:55")
@@ -67,7 +67,7 @@ def test_seed_004_early_updates_windows_as_changes_arrive_and_drops_emptied_ones
         ("+I", 12), ("-U", 12), ("+U", 10), ("-U", 10), ("+U", 18)]
     # Product 4's only order was inserted and cancelled within one micro-batch: never shown.
     assert [s for s in steps if s[2] == 4] == []
-    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout)
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
     assert report["verdict"] == "pass" and report["open_windows_not_compared"] == 0
 
 
@@ -102,7 +102,7 @@ def test_late_events_are_left_out_counted_by_window_and_explain_the_whole_differ
     assert (1, 105, 1) in {(r["pId"], r["total"], r["window_start"].minute) for r in result.batch}
     late = table_rows(result.layout.late_events)
     assert sorted((r["op"], r["order_id"]) for r in late) == [("+I", 5), ("-D", 2)]
-    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout)
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
     assert report["verdict"] == "fail"  # the results do differ
     assert report["late_events"] == 2
     assert report["late_events_by_window"] == [

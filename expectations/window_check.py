@@ -15,8 +15,11 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from expectations import queries, suites
-from expectations.queries import LATE_WINDOWS_VIEW, STREAM_VIEW, Columns
+from expectations.columns import Columns
+from expectations.report.model import WindowFigures
+from expectations.sql import BATCH_VIEW, LATE_WINDOWS_VIEW, STREAM_VIEW, differing_rows
+from expectations.suites import SuiteSpec
+from expectations.suites.windows import windows_suite
 from jobs.batch.without_late import batch_without_late
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan import Plan
@@ -61,23 +64,17 @@ class WindowCheck:
             return batch.limit(0)
         return batch.where(F.expr(f"unix_micros({self.plan.window_end_sql()}) <= {self.watermark}"))
 
-    def suite(self, cols: Columns) -> suites.SuiteSpec:
-        return suites.windows_suite(cols, self.final, self.plan.window_end_sql(), self.watermark,
+    def suite(self, cols: Columns) -> SuiteSpec:
+        return windows_suite(cols, self.final, self.plan.window_end_sql(), self.watermark,
                                     self.plan.window_column())
 
-    def report(self, spark: SparkSession, cols: Columns, batch_all: DataFrame,
-               compared: DataFrame) -> dict:
-        differing = spark.sql(queries.differing_rows(cols, STREAM_VIEW, queries.BATCH_VIEW)).count()
+    def figures(self, spark: SparkSession, cols: Columns, batch_all: DataFrame,
+                compared: DataFrame) -> WindowFigures:
+        differing = spark.sql(differing_rows(cols, STREAM_VIEW, BATCH_VIEW)).count()
         late_events = self.late.count()
-        figures = {
-            "final_watermark": _iso(spark, self.watermark),
-            "open_windows_not_compared": batch_all.count() - compared.count(),
-            "late_events": late_events,
-            "late_events_by_window": _by_window(self.late),
-        }
-        if late_events:
-            figures["late_explanation"] = self._explain(spark, cols, differing, late_events)
-        return figures
+        explained = self._explain(spark, cols, differing, late_events) if late_events else None
+        return WindowFigures(_iso(spark, self.watermark), batch_all.count() - compared.count(), late_events,
+                             _by_window(self.late), explained)
 
     def still_differing(self, spark: SparkSession, cols: Columns) -> DataFrame:
         """The differing rows left when the batch result is recomputed without the late events."""
@@ -87,7 +84,7 @@ class WindowCheck:
             consumed = self.point.rows_consumed(source.table)
             self.without_late = self.compared(batch_without_late(spark, self.plan, staged, consumed)).cache()
         self.without_late.createOrReplaceTempView(WITHOUT_LATE_VIEW)
-        return spark.sql(queries.differing_rows(cols, STREAM_VIEW, WITHOUT_LATE_VIEW))
+        return spark.sql(differing_rows(cols, STREAM_VIEW, WITHOUT_LATE_VIEW))
 
     def _explain(self, spark: SparkSession, cols: Columns, differing: int, late_events: int) -> dict:
         remaining = self.still_differing(spark, cols).count()

@@ -1,0 +1,114 @@
+"""report.json as a typed object: the check builds one Report, and it is serialised once.
+
+The JSON keeps the flat shape report.json has always had (the pages read older reports too):
+optional sections (windows, stages, the materializer, lookups) are left out when the query has
+none. Sections that other modules compute (the diagnosis, the differences side by side, the
+consistency point, the micro-batches) stay plain JSON-ready values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ExpectationOutcome:
+    suite: str
+    name: str
+    success: bool
+    unexpected_rows: int | None  # rows its query returned (lockstep's own expectations)
+    sample: tuple[dict, ...] = ()  # the first of them, for a failed expectation
+
+    def to_json(self) -> dict:
+        return {"suite": self.suite, "name": self.name, "success": self.success,
+                "unexpected_rows": self.unexpected_rows}
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    final_watermark: str | None
+    open_windows_not_compared: int
+    late_events: int
+    late_events_by_window: list[dict]
+    late_explanation: dict | None = None
+
+    def to_json(self) -> dict:
+        figures = {"final_watermark": self.final_watermark,
+                   "open_windows_not_compared": self.open_windows_not_compared,
+                   "late_events": self.late_events, "late_events_by_window": self.late_events_by_window}
+        if self.late_explanation is not None:
+            figures["late_explanation"] = self.late_explanation
+        return figures
+
+
+@dataclass(frozen=True)
+class StageFigures:
+    stages: list[dict]  # per intermediate stage: rows on each side, missing, extra, agrees
+    first_diverging_stage: str | None
+
+    def to_json(self) -> dict:
+        return {"stages": self.stages, "first_diverging_stage": self.first_diverging_stage}
+
+
+@dataclass(frozen=True)
+class Report:
+    query: str
+    description: str
+    verdict: str  # "pass" when every expectation holds, else "fail"
+    warnings: tuple[str, ...]
+    stream_rows: int
+    batch_rows: int
+    missing_rows: int
+    extra_rows: int
+    mismatched_rows: int
+    changelog: dict[str, int]  # the sink's change feed up to the point: +I, -U, +U, -D
+    expectations: tuple[ExpectationOutcome, ...]
+    consistency_point: dict
+    quarantined_rows: int
+    source_anomalies: int
+    micro_batches: list[dict]
+    sink: dict
+    data_docs: str
+    plan: str
+    checked_at: str
+    diagnosis: dict
+    differences: dict
+    check_seconds: float
+    logical_date: str | None
+    rechecked_by_time_travel: bool
+    windows: WindowFigures | None = None
+    stages: StageFigures | None = None
+    materializer: dict | None = None
+    lookups: dict | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @property
+    def failed_expectations(self) -> list[str]:
+        return [e.name for e in self.expectations if not e.success]
+
+    def to_json(self) -> dict:
+        data = {
+            "query": self.query, "description": self.description, "verdict": self.verdict,
+            "warnings": list(self.warnings), "stream_rows": self.stream_rows, "batch_rows": self.batch_rows,
+            "missing_rows": self.missing_rows, "extra_rows": self.extra_rows,
+            "mismatched_rows": self.mismatched_rows, "changelog": self.changelog,
+            "expectations": [e.to_json() for e in self.expectations],
+            "samples": {e.name: list(e.sample) for e in self.expectations if not e.success and e.sample},
+            "consistency_point": self.consistency_point, "quarantined_rows": self.quarantined_rows,
+            "source_anomalies": self.source_anomalies, "micro_batches": self.micro_batches,
+            "sink": self.sink, "data_docs": self.data_docs, "plan": self.plan, "checked_at": self.checked_at,
+        }
+        for section in (self.windows, self.stages):
+            if section is not None:
+                data.update(section.to_json())
+        if self.materializer is not None:
+            data["materializer"] = self.materializer
+        data.update({"diagnosis": self.diagnosis, "differences": self.differences})
+        if self.lookups is not None:
+            data["lookups"] = self.lookups
+        data.update({"check_seconds": self.check_seconds, "logical_date": self.logical_date,
+                     "rechecked_by_time_travel": self.rechecked_by_time_travel})
+        return data

@@ -1,0 +1,39 @@
+"""The suites of a check, each on the data it validates, one module per suite:
+
+    unity         on the stream's result table: same rows as the batch result, key by key
+    batch_result  on the batch result: one row per key (so comparing by key is comparing rows)
+    retraction    on the sink's change data feed: every retraction retracts what was emitted
+    windows       windowed queries, on the stream result: final windows end before the
+                  watermark; windows without late events agree with batch
+    state         on Spark's aggregation state: no group counted below zero or left empty
+    materializer  on the upsert materializer's state: one distinct live row per sink key
+
+Each of lockstep's own expectations is one class, self-contained: its description says what a
+returned row means, and `rows_query` builds the query that returns the rows breaking it, for the
+given columns (Great Expectations runs it with the validated data as {batch}).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import great_expectations.expectations as gxe
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    name: str
+    asset: str  # which data it validates: stream_result, batch_result, change_feed, ...
+    expectations: tuple
+
+
+class LockstepExpectation(gxe.UnexpectedRowsExpectation):
+    """An UnexpectedRowsExpectation whose query its own class builds."""
+
+    @classmethod
+    def rows_query(cls, *args) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def build(cls, *args) -> LockstepExpectation:
+        return cls(unexpected_rows_query=cls.rows_query(*args))

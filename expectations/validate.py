@@ -1,0 +1,56 @@
+"""Running a suite through Great Expectations: a file context in the run folder (so its Data Docs
+live there), one Spark data asset per kind of data, one checkpoint per suite, and the results
+turned into ExpectationOutcomes with a sample of the rows that break each rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import great_expectations as gx
+from great_expectations.core.expectation_suite import ExpectationSuite
+from great_expectations.data_context.types.base import ProgressBarsConfig
+from great_expectations.util import convert_to_json_serializable
+from pyspark.sql import DataFrame
+
+from expectations.report.model import ExpectationOutcome
+from expectations.suites import SuiteSpec
+
+DATA_DOCS = "gx/uncommitted/data_docs/local_site/index.html"  # relative to the run folder
+
+
+def gx_context(run_folder: Path):
+    context = gx.get_context(mode="file", project_root_dir=str(run_folder))
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return context
+
+
+def validate(context, spec: SuiteSpec, frame: DataFrame, parameters: dict,
+             sample_rows: int) -> list[ExpectationOutcome]:
+    """Run one suite on `frame`; `parameters` fill the suite's $PARAMETERs (e.g. batch_rows)."""
+    source = context.data_sources.add_or_update_spark("lockstep")
+    asset = next((a for a in source.assets if a.name == spec.asset), None) or \
+        source.add_dataframe_asset(spec.asset)
+    definition = next((d for d in asset.batch_definitions if d.name == "whole"), None) or \
+        asset.add_batch_definition_whole_dataframe("whole")
+    suite = context.suites.add_or_update(ExpectationSuite(name=spec.name, expectations=list(spec.expectations)))
+    validation = context.validation_definitions.add_or_update(
+        gx.ValidationDefinition(name=spec.name, data=definition, suite=suite))
+    checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
+        name=spec.name, validation_definitions=[validation], result_format={"result_format": "COMPLETE"},
+        actions=[]))  # Data Docs are built once, after the last suite
+    result = checkpoint.run(batch_parameters={"dataframe": frame}, expectation_parameters=parameters)
+    return [_outcome(spec.name, convert_to_json_serializable(item.to_json_dict()), sample_rows)
+            for run in result.run_results.values() for item in run.results]
+
+
+def _outcome(suite: str, result: dict, sample_rows: int) -> ExpectationOutcome:
+    details = result.get("result") or {}
+    observed = details.get("observed_value")
+    rows = (details.get("details") or {}).get("unexpected_rows") or []
+    # Only the unexpected-rows expectations observe a count of offending rows.
+    counts_rows = "unexpected_rows_query" in result["expectation_config"]["kwargs"]
+    unexpected = observed if counts_rows and isinstance(observed, int) else None
+    if result.get("exception_info", {}).get("raised_exception"):
+        rows = [{"exception": result["exception_info"]["exception_message"]}]
+    return ExpectationOutcome(suite, result["expectation_config"]["type"], bool(result["success"]), unexpected,
+                              tuple(dict(r) for r in rows[:sample_rows]))
