@@ -2,7 +2,11 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast bench airflow lock clean
+.PHONY: setup demo test test-fast differential bench airflow lock clean
+
+# make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
+N ?= 300
+SEED ?= 1
 
 setup:
 	@scripts/setup.sh
@@ -15,6 +19,9 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
+
+differential: setup
+	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED)
 
 bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_stream

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up what is missing on this machine, then exits: Java 17+, Chromium (browser test), the .venv with pinned packages.
+# Sets up what is missing on this machine, then exits: Java 17+, Chromium (browser test), the .venv with
+# pinned packages, and .venv-flink (PyFlink, the differential tests' oracle).
 # Safe to run again: it does nothing when everything is in place (a stamp records what was installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,14 +41,24 @@ fi
   exit 1
 }
 
-stamp=.venv/.lockstep-installed
-want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-  exit 0
-fi
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-echo "setup: installing pinned packages into .venv (a few minutes on a new machine)" >&2
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[dev]'
-echo "$want" > "$stamp"
-echo "setup: done" >&2
+# install_venv DIR STAMP_INPUTS... -- PIP_ARGS...: (re)install when the inputs changed since the last time.
+install_venv() {
+  local dir=$1 want
+  shift
+  local inputs=()
+  while [ "$1" != "--" ]; do inputs+=("$1"); shift; done
+  shift
+  want=$(cat "${inputs[@]}" | sha256sum | cut -c1-16)
+  if [ -f "$dir/.lockstep-installed" ] && [ "$(cat "$dir/.lockstep-installed")" = "$want" ]; then
+    return 0
+  fi
+  [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir"
+  echo "setup: installing pinned packages into $dir (a few minutes on a new machine)" >&2
+  "$dir/bin/python" -m pip install -q --upgrade pip
+  "$dir/bin/python" -m pip install -q "$@"
+  echo "$want" > "$dir/.lockstep-installed"
+}
+
+install_venv .venv pyproject.toml constraints.txt -- -c constraints.txt -e '.[dev]'
+# The Flink oracle lives apart: PyFlink pins older pandas, pyarrow and numpy than lockstep's.
+install_venv .venv-flink constraints-flink.txt -- -c constraints-flink.txt apache-flink==2.3.0

@@ -1,0 +1,76 @@
+"""A differential case: one query, written for lockstep (Spark SQL and a spec) and for Flink
+(Flink SQL), and the changelogs of its sources. Plain JSON-ready data, so the Flink runner (in its
+own environment) and saved regression cases read it without importing anything from lockstep.
+
+Column types are a small shared vocabulary: BIGINT, DOUBLE, DECIMAL(10,2), STRING and TIMESTAMP
+(millisecond precision, UTC, written as ISO strings without a zone). Decimals are strings.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+KINDS = ("+I", "-U", "+U", "-D")
+
+
+@dataclass
+class Column:
+    name: str
+    type: str
+
+    @property
+    def spark_type(self) -> str:
+        return self.type  # the vocabulary is Spark's DDL already
+
+
+@dataclass
+class Source:
+    name: str
+    columns: list[Column]
+    primary_key: list[str]
+    rows: list[list]  # [kind, value, ...] in changelog order
+    event_time: str | None = None
+    watermark_ms: int | None = None
+    insert_only: bool = False  # a plain json source: every row an insert
+
+    def schema_ddl(self) -> str:
+        return ", ".join(f"{c.name} {c.spark_type}" for c in self.columns)
+
+
+@dataclass
+class Case:
+    name: str  # <query class>-<seed>, unique in a run
+    query_class: str
+    spark_sql: str
+    flink_sql: str
+    sources: list[Source]
+    sink: dict = field(default_factory=dict)  # the lockstep spec's sink section
+    rows_per_batch: int = 1000
+    # What the final sink table is compared with: "flink" (Flink SQL's streaming result), or
+    # "batch" where Flink's streaming semantics differ from the SQL's on purpose (README).
+    reference: str = "flink"
+
+    @property
+    def size(self) -> int:
+        return sum(len(s.rows) for s in self.sources)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Case:
+        sources = [Source(**{**s, "columns": [Column(**c) for c in s["columns"]]}) for s in data["sources"]]
+        return cls(**{**data, "sources": sources})
+
+    def for_flink(self) -> dict:
+        """What the Flink runner reads."""
+        return {"flink_sql": self.flink_sql,
+                "sources": {s.name: {"columns": [asdict(c) for c in s.columns], "primary_key": s.primary_key,
+                                     "rows": s.rows, "event_time": s.event_time,
+                                     "watermark_ms": s.watermark_ms} for s in self.sources}}
+
+    def write(self, path: Path) -> Path:
+        path.write_text(json.dumps(self.to_json(), indent=1))
+        return path

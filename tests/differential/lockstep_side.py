@@ -1,0 +1,104 @@
+"""lockstep's side of a differential case: the case as a spec and changelog files, `run` (stream,
+batch and check) through the pipeline, and what came out: the verdict, the sink's rows and its
+change feed's row kinds, or the one-line error lockstep gave."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from deltalake import DeltaTable
+
+from jobs.changelog.columns import COUNT
+from jobs.errors import LockstepError
+from jobs.pipeline import Pipeline
+from jobs.plan import plan_query
+from jobs.runtime.delta import read_change_feed
+from jobs.runtime.progress import Progress
+from jobs.spec import load_spec
+from jobs.spec.model import Settings
+from tests.differential.case import Case, Source
+
+CDF_KINDS = {"insert": "+I", "update_preimage": "-U", "update_postimage": "+U", "delete": "-D"}
+
+
+@dataclass
+class LockstepOutcome:
+    verdict: str | None = None  # pass / fail; None when lockstep did not get to a verdict
+    columns: list[str] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)  # the sink table, a row per copy
+    feed_kinds: dict[str, int] = field(default_factory=dict)
+    error: str | None = None  # the one line lockstep printed (exit 2), or a crash
+    crashed: bool = False  # a Python traceback: a bug whatever the input
+
+
+def write_case(case: Case, folder: Path) -> Path:
+    """The spec (and one folder of changelog files per source) lockstep reads."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    spec = {"name": "q", "description": f"differential case {case.name}", "sql": case.spark_sql,
+            "sources": {s.name: _source_spec(s, folder) for s in case.sources},
+            "stream": {"rows_per_batch": case.rows_per_batch}}
+    if case.sink:
+        spec["sink"] = case.sink
+    path = folder / "q.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def _source_spec(source: Source, folder: Path) -> dict:
+    _write_changelog(source, folder / source.name)
+    spec = {"path": source.name, "format": "json" if source.insert_only else "changelog-json",
+            "schema": source.schema_ddl()}
+    if source.primary_key:
+        spec["primary_key"] = source.primary_key
+    if source.event_time:
+        spec.update(event_time=source.event_time, watermark=f"{source.watermark_ms} milliseconds")
+    return spec
+
+
+def _write_changelog(source: Source, folder: Path) -> None:
+    """One to three files (lockstep reads them in name order), never splitting a -U from its +U."""
+    folder.mkdir(parents=True)
+    names = [c.name for c in source.columns]
+    lines = []
+    for kind, *values in source.rows:
+        row = dict(zip(names, values))
+        if not source.insert_only:
+            row["op"] = kind
+        lines.append(json.dumps(row))
+    cuts = sorted({i for i in (len(lines) // 3, 2 * len(lines) // 3) if 0 < i < len(lines)
+                   and source.rows[i - 1][0] != "-U"})
+    for number, (start, end) in enumerate(zip([0, *cuts], [*cuts, len(lines)])):
+        (folder / f"{number:03d}.json").write_text("".join(line + "\n" for line in lines[start:end]))
+
+
+def run_lockstep(case: Case, folder: Path) -> LockstepOutcome:
+    spec_path = write_case(case, folder)
+    try:
+        pipeline = Pipeline.of(plan_query(load_spec(spec_path)), Settings(), folder / "runs", Progress(quiet=True))
+        report = pipeline.run()
+    except LockstepError as exc:
+        return LockstepOutcome(error=str(exc))
+    except Exception as exc:  # a crash is a finding too: reported with where it happened
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return LockstepOutcome(error=f"crash: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+                                     f"({Path(where.filename).name}:{where.lineno})", crashed=True)
+    table = DeltaTable(str(pipeline.layout.stream)).to_pyarrow_table()
+    feed = read_change_feed(pipeline.layout.stream)
+    return LockstepOutcome(report.verdict, [c for c in table.column_names if c != COUNT], _copies(table.to_pylist()),
+                           dict(Counter(CDF_KINDS[k] for k in feed.column("_change_type").to_pylist())))
+
+
+def _copies(rows: list[dict]) -> list[dict]:
+    """A retract-mode sink keeps each row once with its copy count: a row per copy instead."""
+    out = []
+    for row in rows:
+        copies = row.pop(COUNT, 1)
+        out += [row] * copies
+    return out

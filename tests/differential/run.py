@@ -1,0 +1,118 @@
+"""`make differential`: random cases, lockstep against Flink SQL.
+
+    python -m tests.differential.run [--n 300] [--seed 1] [--classes window,join] [--no-shrink]
+
+Case i is built by the builders in turn (generate.BUILDERS) from seed*100000 + i, so a run is
+the same on every machine and a failure is named by its builder and seed (`window-100012`).
+Each case runs through lockstep (`run`: stream, batch, check) and through Flink; a failing case
+is shrunk and saved under tests/differential/regressions/ (the test suite replays those without
+Flink). The run ends with a table per query class and the line `N passed, M failed`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from tests.differential.case import Case
+from tests.differential.compare import Finding, compare
+from tests.differential.generate import BUILDERS, generate
+from tests.differential.lockstep_side import run_lockstep
+from tests.differential.oracle import FlinkOracle
+from tests.differential.saved import save_regression
+from tests.differential.shrink import shrink
+
+
+class Differential:
+    """Runs cases against one Flink oracle, in one working folder."""
+
+    def __init__(self, oracle: FlinkOracle, workdir: Path):
+        self.oracle, self.workdir = oracle, workdir
+
+    def check(self, case: Case) -> tuple[Finding, dict]:
+        reference = self.oracle.ask(case)
+        lockstep = run_lockstep(case, self.workdir / "lockstep")
+        return compare(case, lockstep, reference), reference
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        cases = _chosen(args)
+    except ValueError as exc:
+        print(f"differential: {exc}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    results: dict[str, list[tuple[str, Finding]]] = defaultdict(list)
+    with tempfile.TemporaryDirectory(prefix="lockstep-differential-") as tmp, FlinkOracle(Path(tmp)) as oracle:
+        differential = Differential(oracle, Path(tmp))
+        for i, (builder, seed) in enumerate(cases):
+            case = generate(builder, seed, args.max_rows)
+            finding = _one(differential, case, i, len(cases), args)
+            results[case.query_class].append((case.name, finding))
+    print(_table(results))
+    failed = sum(not f.passed for found in results.values() for _, f in found)
+    print(f"\n{len(cases) - failed} passed, {failed} failed ({time.monotonic() - started:.0f} s)")
+    return 0 if failed == 0 else 1
+
+
+def _chosen(args) -> list[tuple[str, int]]:
+    """(builder, seed) of each case: the named ones, or --n of them, the builders in turn."""
+    if args.cases:
+        named = [name.rsplit("-", 1) for name in args.cases.split(",")]
+        if any(len(n) != 2 or n[0] not in BUILDERS or not n[1].isdigit() for n in named):
+            raise ValueError(f"--cases takes names like window-300003 (builders: {', '.join(BUILDERS)})")
+        return [(builder, int(seed)) for builder, seed in named]
+    builders = args.classes.split(",") if args.classes else list(BUILDERS)
+    unknown = set(builders) - set(BUILDERS)
+    if unknown:
+        raise ValueError(f"unknown class(es) {', '.join(sorted(unknown))}; known: {', '.join(BUILDERS)}")
+    return [(builders[i % len(builders)], args.seed * 100_000 + i) for i in range(args.n)]
+
+
+def _one(differential: Differential, case: Case, i: int, total: int, args) -> Finding:
+    started = time.monotonic()
+    finding, _ = differential.check(case)
+    line = f"[{i + 1:>4}/{total}] {case.name:<32} {case.size:>5} rows  "
+    if finding.passed:
+        print(f"{line}pass ({time.monotonic() - started:.1f} s)", flush=True)
+        return finding
+    print(f"{line}FAIL {finding.reason}", flush=True)
+    if args.shrink and not finding.reason.startswith("oracle"):
+        small, small_finding = shrink(case, finding, lambda c: differential.check(c)[0], args.shrink_seconds)
+        path = save_regression(small, differential.oracle.ask(small), small_finding, args.save)
+        print(f"         shrunk to {small.size} rows: {path}", flush=True)
+    return finding
+
+
+def _table(results: dict[str, list[tuple[str, Finding]]]) -> str:
+    header = f"{'query class':<30} {'cases':>6} {'passed':>7} {'failed':>7}  failing cases"
+    lines = ["", header, "-" * len(header)]
+    for query_class in sorted(results):
+        found = results[query_class]
+        failing = [name for name, f in found if not f.passed]
+        shown = ", ".join(failing[:6]) + (f", ... ({len(failing)})" if len(failing) > 6 else "")
+        lines.append(f"{query_class:<30} {len(found):>6} {len(found) - len(failing):>7} {len(failing):>7}  {shown}")
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tests.differential.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=300, help="number of cases (default 300)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the run (default 1)")
+    parser.add_argument("--cases", default=None, help="comma-separated case names to run again (window-300003)")
+    parser.add_argument("--classes", default=None, help=f"comma-separated builders (default all: {', '.join(BUILDERS)})")
+    parser.add_argument("--max-rows", type=int, default=3000, help="largest changelog of a case (default 3000)")
+    parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="report failures without shrinking")
+    parser.add_argument("--shrink-seconds", type=float, default=600, help="time to shrink one failure (default 600)")
+    parser.add_argument("--save", type=Path, default=Path(__file__).with_name("regressions"),
+                        help="where shrunk failures are saved (default tests/differential/regressions)")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""lockstep against Flink SQL, in the test suite: every saved regression case (replayed against
+the Flink answer saved with it, no PyFlink needed) and a small fixed-seed sample of random cases
+against the live oracle (`make differential` runs hundreds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.differential.compare import compare
+from tests.differential.generate import BUILDERS, generate
+from tests.differential.lockstep_side import run_lockstep
+from tests.differential.oracle import FlinkOracle
+from tests.differential.saved import load_regressions
+
+REGRESSIONS = load_regressions()
+SAMPLE_SEED = 20261124
+SAMPLE_ROWS = 200  # small cases: the sample runs on every `make test`
+SAMPLE = [(builder, SAMPLE_SEED + i) for i, builder in enumerate(BUILDERS)]
+
+
+@pytest.mark.parametrize("regression", REGRESSIONS, ids=[r.path.stem for r in REGRESSIONS])
+def test_a_saved_case_agrees_with_flinks_saved_answer(spark, tmp_path, regression):
+    finding = compare(regression.case, run_lockstep(regression.case, tmp_path), regression.reference)
+    if regression.defect:
+        assert not finding.passed, (f"{regression.path.name} passes now: remove its defect mark "
+                                    f"({regression.defect})")
+        pytest.xfail(f"open defect: {regression.defect}")
+    assert finding.passed, f"{regression.path.name}: {finding.reason}"
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory):
+    with FlinkOracle(tmp_path_factory.mktemp("flink")) as running:
+        yield running
+
+
+@pytest.mark.parametrize("builder, seed", SAMPLE, ids=[f"{b}-{s}" for b, s in SAMPLE])
+def test_a_random_case_agrees_with_flink(spark, tmp_path, oracle, builder, seed):
+    case = generate(builder, seed, max_rows=SAMPLE_ROWS)
+    finding = compare(case, run_lockstep(case, tmp_path), oracle.ask(case))
+    assert finding.passed, f"{case.name} ({case.size} rows): {finding.reason}"
