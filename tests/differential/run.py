@@ -23,7 +23,7 @@ from tests.differential.compare import Finding, compare
 from tests.differential.generate import BUILDERS, generate
 from tests.differential.lockstep_side import run_lockstep
 from tests.differential.oracle import FlinkOracle
-from tests.differential.saved import save_regression
+from tests.differential.saved import load_regressions, refresh_reference, save_regression
 from tests.differential.shrink import shrink
 
 
@@ -41,6 +41,8 @@ class Differential:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.refresh:
+        return _refresh()
     try:
         cases = _chosen(args)
     except ValueError as exc:
@@ -58,6 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     failed = sum(not f.passed for found in results.values() for _, f in found)
     print(f"\n{len(cases) - failed} passed, {failed} failed ({time.monotonic() - started:.0f} s)")
     return 0 if failed == 0 else 1
+
+
+def _refresh() -> int:
+    """Ask Flink again for every saved regression case and store its answer."""
+    with tempfile.TemporaryDirectory(prefix="lockstep-differential-") as tmp, FlinkOracle(Path(tmp)) as oracle:
+        for regression in load_regressions():
+            refresh_reference(regression, oracle.ask(regression.case))
+            print(f"refreshed {regression.path}", flush=True)
+    return 0
 
 
 def _chosen(args) -> list[tuple[str, int]]:
@@ -109,6 +120,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-rows", type=int, default=3000, help="largest changelog of a case (default 3000)")
     parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="report failures without shrinking")
     parser.add_argument("--shrink-seconds", type=float, default=600, help="time to shrink one failure (default 600)")
+    parser.add_argument("--refresh", action="store_true",
+                        help="ask Flink again for every saved regression case and store its answer")
     parser.add_argument("--save", type=Path, default=Path(__file__).with_name("regressions"),
                         help="where shrunk failures are saved (default tests/differential/regressions)")
     return parser

@@ -33,7 +33,7 @@ class Regression:
 def save_regression(case: Case, reference: dict, finding: Finding, folder: Path = FOLDER) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{case.name}.json"
-    kept = {k: reference.get(k) for k in ("columns", "changelog", "final", "error")}
+    kept = {k: reference.get(k) for k in ("columns", "changelog", "final", "append", "error")}
     path.write_text(json.dumps({"case": case.to_json(), "reference": kept, "finding": finding.reason,
                                 "defect": None}, indent=1))
     return path
@@ -46,3 +46,10 @@ def load_regressions(folder: Path = FOLDER) -> list[Regression]:
         found.append(Regression(path, Case.from_json(data["case"]), data["reference"], data["finding"],
                                 data.get("defect")))
     return found
+
+
+def refresh_reference(regression: Regression, reference: dict) -> None:
+    """Store Flink's answer again (after a change to the runner), keeping the rest."""
+    data = json.loads(regression.path.read_text())
+    data["reference"] = {k: reference.get(k) for k in ("columns", "changelog", "final", "append", "error")}
+    regression.path.write_text(json.dumps(data, indent=1))

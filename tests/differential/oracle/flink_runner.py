@@ -39,6 +39,7 @@ from pyflink.common import Row, RowKind  # noqa: E402
 from pyflink.common.typeinfo import Types  # noqa: E402
 from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment  # noqa: E402
 from pyflink.table import ChangelogMode, DataTypes, EnvironmentSettings, Schema, StreamTableEnvironment  # noqa: E402
+from pyflink.table.explain_detail import ExplainDetail  # noqa: E402
 
 KINDS_IN = {"+I": RowKind.INSERT, "-U": RowKind.UPDATE_BEFORE, "+U": RowKind.UPDATE_AFTER, "-D": RowKind.DELETE}
 KINDS_OUT = {kind: short for short, kind in KINDS_IN.items()}
@@ -107,12 +108,20 @@ def run_case(case: dict) -> dict:
     for name, source in case["sources"].items():
         register(env, t_env, name, source)
     result = t_env.sql_query(case["flink_sql"])
+    append = _root_changelog_mode(result.explain(ExplainDetail.CHANGELOG_MODE)) == "I"
     changelog = []
     with result.execute().collect() as rows:
         for row in rows:
             changelog.append([KINDS_OUT[row.get_row_kind()], *[_json_value(v) for v in row]])
     return {"columns": list(result.get_schema().get_field_names()), "changelog": changelog,
-            "final": final_table(changelog), "error": None}
+            "final": final_table(changelog), "append": append, "error": None}
+
+
+def _root_changelog_mode(explained: str) -> str | None:
+    """The changelog mode Flink's planner gives the query's result: "I" for an append query."""
+    plan = explained.split("== Optimized Physical Plan ==", 1)[-1].strip().splitlines()
+    found = re.search(r"changelogMode=\[([^\]]*)\]", plan[0]) if plan else None
+    return found.group(1) if found else None
 
 
 def final_table(changelog: list[list]) -> list[list]:
