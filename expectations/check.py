@@ -107,7 +107,9 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
         check_seconds=round(time.monotonic() - started, 2), logical_date=point.to_json()["logical_date"],
         rechecked_by_time_travel=past,
         windows=sides.windows.figures(spark, sides.cols, sides.batch_all, sides.batch) if sides.windows else None,
-        stages=stages, materializer=_materializer_figures(plan, materializer), lookups=_lookups(plan, layout))
+        stages=stages, materializer=_materializer_figures(plan, materializer), lookups=_lookups(plan, layout),
+        skipped_expectations=tuple({"suite": s.name, "name": name, "reason": reason}
+                                   for s in specs for name, reason in s.skipped))
     publish(report.to_json(), layout.root)
     progress.say(f"check {plan.spec.name}: {report.verdict.upper()} "
                  f"({sum(o.success for o in outcomes)}/{len(outcomes)} expectations hold)")
@@ -189,12 +191,8 @@ def _columns(plan: Plan, stream: DataFrame, settings: Settings) -> Columns:
 
 def _state_suite(stage: StagePlan) -> SuiteSpec:
     node = stage.aggregate
-    # The aggregate's key and the sink's are the same key, column for column (a window by its
-    # start on both sides).
-    group_key = stage.notes.upsert_keys[node]
-    sink_key = stage.notes.upsert_keys[stage.root.input]
     has_slots = any(not call.invertible for call in node.aggregates)
-    return state_suite(group_key, sink_key, has_slots, node.is_global)
+    return state_suite(stage.notes.upsert_keys[node], stage.group_key_columns(), has_slots, node.is_global)
 
 
 def _difference_counts(outcomes: list[ExpectationOutcome]) -> dict[str, int]:

@@ -42,6 +42,14 @@ class LookupFailed(LockstepError):
     lookup, the URL and the key), and the lookup's on_error is fail."""
 
 
+def one_line(exc: BaseException) -> str:
+    """An error as one line: lockstep's own as it reads, anything else by its type and first line."""
+    if isinstance(exc, LockstepError):
+        return str(exc)
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else 'no message'}"
+
+
 def place(path: object, line: int | None = None) -> str:
     """`file:line` (or just the file) as used at the start of every message."""
     return f"{path}:{line}" if line is not None else str(path)

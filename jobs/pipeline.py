@@ -14,14 +14,16 @@ to it, batch and check work at its consistency point.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
 from expectations.check import run_check
 from expectations.report.model import Report
+from expectations.report.publish import publish_error
 from jobs.batch.job import BatchResult, run_batch
-from jobs.errors import RunStateError
+from jobs.errors import RunStateError, one_line
 from jobs.plan import Plan, plan_query
 from jobs.point import batch_is_at, read_point
 from jobs.rebuild import rebuild
@@ -66,6 +68,21 @@ class Pipeline:
     def check(self, logical_date: date | None = None) -> Report:
         """Check the latest consistency point, or a logical date's. The batch result is
         recomputed first when another date's batch step has overwritten it since."""
+        with self._errors_reported(logical_date):
+            return self._check(logical_date)
+
+    def run(self, logical_date: date | None = None) -> Report:
+        """Stream, batch and check in one process (one SparkSession)."""
+        with self._errors_reported(logical_date):
+            self.stream(logical_date)
+            self.batch(logical_date)
+            return self._check(logical_date)
+
+    def rebuild(self, until: date | None = None) -> list[Report]:
+        """Replay every partition (up to `until`) into a fresh run folder, checking each date."""
+        return rebuild(self.plan, self.layout, self.progress, self.run, until)
+
+    def _check(self, logical_date: date | None) -> Report:
         if not self.layout.batch.exists():
             raise RunStateError("no batch result: run `lockstep batch` first", where=str(self.layout.root))
         if not batch_is_at(self.layout, read_point(self.layout, logical_date)):
@@ -74,12 +91,13 @@ class Pipeline:
             self.batch(logical_date)
         return run_check(self.plan, self.settings, self.layout, self.progress, logical_date)
 
-    def run(self, logical_date: date | None = None) -> Report:
-        """Stream, batch and check in one process (one SparkSession)."""
-        self.stream(logical_date)
-        self.batch(logical_date)
-        return self.check(logical_date)
-
-    def rebuild(self, until: date | None = None) -> list[Report]:
-        """Replay every partition (up to `until`) into a fresh run folder, checking each date."""
-        return rebuild(self.plan, self.layout, self.progress, self.run, until)
+    @contextmanager
+    def _errors_reported(self, logical_date: date | None):
+        """A run or check that ends before a verdict leaves an error report (the index lists the
+        query as ERROR with its reason), then the error goes on to the caller."""
+        try:
+            yield
+        except Exception as exc:
+            publish_error(self.plan.spec.name, self.plan.spec.description, self.layout.root, one_line(exc),
+                          logical_date.isoformat() if logical_date else None)
+            raise

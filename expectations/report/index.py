@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from expectations.report.runs import REPORT_HTML, REPORT_JSON, history_dirs, query_dirs, read_report
+from expectations.report.page import verdict_of
 from expectations.report.templating import render
 from jobs.errors import RunStateError
 
@@ -37,7 +38,7 @@ def _readable(path: Path) -> tuple[dict | None, str | None]:
 
 def _latest(report: dict, href: str) -> dict:
     diagnosis = report.get("diagnosis") or {}
-    return {"href": href, "passed": report.get("verdict") == "pass",
+    return {"href": href, "verdict": verdict_of(report), "reason": reason(report),
             "description": report.get("description") or "", "checked_at": report.get("checked_at") or "",
             "stream_rows": report.get("stream_rows"), "batch_rows": report.get("batch_rows"),
             # Older reports have no diagnosis: unknown, not zero.
@@ -46,9 +47,21 @@ def _latest(report: dict, href: str) -> dict:
 
 def _run(run_dir: Path, query: str) -> dict:
     report = _readable(run_dir / REPORT_JSON)[0] or {}
-    return {"run_id": run_dir.name, "passed": report.get("verdict") == "pass",
+    return {"run_id": run_dir.name, "verdict": verdict_of(report),
             "checked_at": report.get("checked_at") or "",
             "href": _href(query, "history", run_dir.name, REPORT_HTML)}
+
+
+def reason(report: dict) -> str:
+    """Why a run did not pass, in a line: its error, the diagnosis, or the failed expectations."""
+    verdict = verdict_of(report)
+    if verdict == "error":
+        return report.get("error") or "the run ended before a verdict"
+    if verdict == "pass":
+        return ""
+    summary = (report.get("diagnosis") or {}).get("summary")
+    failed = [e["name"] for e in report.get("expectations") or [] if not e.get("success")]
+    return summary or (f"failed: {', '.join(failed)}" if failed else "the check failed")
 
 
 def _href(*parts: str) -> str:

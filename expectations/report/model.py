@@ -80,6 +80,7 @@ class Report:
     stages: StageFigures | None = None
     materializer: dict | None = None
     lookups: dict | None = None
+    skipped_expectations: tuple[dict, ...] = ()  # {suite, name, reason}: what could not be checked
 
     @property
     def passed(self) -> bool:
@@ -100,6 +101,7 @@ class Report:
             "consistency_point": self.consistency_point, "quarantined_rows": self.quarantined_rows,
             "source_anomalies": self.source_anomalies, "micro_batches": self.micro_batches,
             "sink": self.sink, "data_docs": self.data_docs, "plan": self.plan, "checked_at": self.checked_at,
+            "skipped_expectations": list(self.skipped_expectations),
         }
         for section in (self.windows, self.stages):
             if section is not None:

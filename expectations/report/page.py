@@ -26,7 +26,7 @@ COUNTS = [("stream_rows", "stream rows"), ("batch_rows", "batch rows"), ("missin
 def render_page(report: dict, *, data_docs_href: str | None, index_href: str | None = None) -> str:
     return render("page.html.j2", title=report.get("query", "lockstep report"),
                   description=report.get("description"), checked_at=report.get("checked_at"),
-                  passed=report.get("verdict") == "pass", explanation=explanation(report),
+                  verdict=verdict_of(report), explanation=explanation(report),
                   warnings=[str(w) for w in report.get("warnings") or []],
                   diagnosis=_diagnosis(report.get("diagnosis")), counts=_counts(report),
                   differences=differences(report), changelog=_changelog(report),
@@ -35,8 +35,15 @@ def render_page(report: dict, *, data_docs_href: str | None, index_href: str | N
                   windows=_windows(report), run=_run_figures(report), plan=report.get("plan"))
 
 
+def verdict_of(report: dict) -> str:
+    """pass, fail, or error (the run ended before a verdict)."""
+    return report.get("verdict") if report.get("verdict") in ("pass", "error") else "fail"
+
+
 def explanation(report: dict) -> str:
-    """The sentence under the verdict: the check's own, else the diagnosis', else from the counts."""
+    """The sentence under the verdict: the error, the check's own, the diagnosis', or from the counts."""
+    if report.get("verdict") == "error":
+        return f"The run ended before a verdict: {report.get('error') or 'no reason recorded'}"
     diagnosis = report.get("diagnosis") or {}
     return report.get("explanation") or diagnosis.get("summary") or _from_counts(report)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from expectations.report.index import render_index
@@ -26,6 +27,15 @@ def publish(report: dict, query_dir: Path) -> Path:
         _write_page(report, folder, depth)
     _write_index(query_dir.parent)
     return query_dir / REPORT_HTML
+
+
+def publish_error(query: str, description: str, query_dir: Path, error: str,
+                  logical_date: str | None = None) -> Path:
+    """A run that ended before a verdict (invalid input, a crash): an error report, so the index
+    lists the query as ERROR with its reason instead of leaving it out."""
+    report = {"query": query, "description": description, "verdict": "error", "error": error,
+              "logical_date": logical_date, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return publish(report, query_dir)
 
 
 def rebuild(runs_dir: Path) -> list[Path]:

@@ -25,6 +25,7 @@ class SuiteSpec:
     name: str
     asset: str  # which data it validates: stream_result, batch_result, change_feed, ...
     expectations: tuple
+    skipped: tuple[tuple[str, str], ...] = ()  # (expectation, why it cannot be checked here)
 
 
 class LockstepExpectation(gxe.UnexpectedRowsExpectation):

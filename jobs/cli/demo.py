@@ -11,9 +11,10 @@ import shutil
 import time
 from pathlib import Path
 
+from expectations.report.publish import publish_error
 from jobs.changelog.generate import generate_changelog
 from jobs.cli.demo_service import DemoDimensionService, tables_in
-from jobs.errors import LockstepError, RunStateError, SpecError
+from jobs.errors import RunStateError, SpecError, one_line
 from jobs.pipeline import Pipeline
 from jobs.plan import plan_query
 from jobs.runtime.progress import Progress, counts
@@ -54,24 +55,34 @@ def run_demo(args) -> int:
     print(_table(rows))
     print(f"\nreports: {out}/index.html (one page per query: {out}/<query>/report.html, figures in "
           f"report.json); Data Docs: {out}/<query>/gx/uncommitted/data_docs/local_site/index.html")
-    return 0 if all(r["verdict"] == "pass" for r in rows) else 1
+    verdicts = {r["verdict"] for r in rows}
+    return 2 if "error" in verdicts else (1 if "fail" in verdicts else 0)
 
 
 def _run_one(path: Path, settings, out: Path, progress: Progress) -> dict:
+    """One query's row of the table. A query that cannot even be planned gets an error report of
+    its own; one that fails later got it from the pipeline. Either way the others go on."""
     started = time.monotonic()
     try:
         spec = load_spec(path)
         _generate_missing(spec, progress)
         pipeline = Pipeline.of(plan_query(spec), settings, out, progress)
-        shutil.rmtree(pipeline.layout.root, ignore_errors=True)
-        progress.say(f"== {spec.name} ({path}) ==")
+    except Exception as exc:
+        publish_error(path.stem, "", Path(out) / path.stem, one_line(exc))
+        return _error_row(path, exc, started)
+    shutil.rmtree(pipeline.layout.root, ignore_errors=True)
+    progress.say(f"== {spec.name} ({path}) ==")
+    try:
         report = pipeline.run()
-    except LockstepError as exc:
-        return {"query": path.stem, "verdict": "invalid", "detail": str(exc),
-                "seconds": time.monotonic() - started}
+    except Exception as exc:
+        return _error_row(path, exc, started)
     return {"query": report.query, "verdict": report.verdict, "stream_rows": report.stream_rows,
             "batch_rows": report.batch_rows, "changelog": report.changelog,
             "seconds": time.monotonic() - started}
+
+
+def _error_row(path: Path, exc: Exception, started: float) -> dict:
+    return {"query": path.stem, "verdict": "error", "detail": one_line(exc), "seconds": time.monotonic() - started}
 
 
 def _generate_missing(spec, progress: Progress) -> None:
@@ -86,8 +97,8 @@ def _table(rows: list[dict]) -> str:
     header = f"{'query':<28} {'verdict':<8} {'stream':>9} {'batch':>9} {'output changelog':<40} {'time':>7}"
     lines = ["", header, "-" * len(header)]
     for r in rows:
-        if r["verdict"] == "invalid":
-            lines.append(f"{r['query']:<28} {'INVALID':<8} {r['detail']}")
+        if r["verdict"] == "error":
+            lines.append(f"{r['query']:<28} {'ERROR':<8} {r['detail']}")
             continue
         lines.append(f"{r['query']:<28} {r['verdict'].upper():<8} {r['stream_rows']:>9,} "
                      f"{r['batch_rows']:>9,} {counts(r['changelog']):<40} {r['seconds']:>6.1f}s")

@@ -20,6 +20,7 @@ def verdict_lines(report: Report, layout: RunLayout) -> str:
                      f"{report.extra_rows:,} extra in the stream, "
                      f"{report.mismatched_rows:,} with different values")
         lines.append(f"  failed: {', '.join(report.failed_expectations)}")
+    lines += [f"  not checked: {s['name']} ({s['reason']})" for s in report.skipped_expectations]
     lines += _stage_lines(report)
     lines += _input_lines(report, layout)
     lines.append(f"  report: {layout.root / 'report.html'} (figures: {layout.report})")

@@ -99,6 +99,23 @@ class Planned:
                 return name, fields[expr.name]
         raise ValueError("the sink key has no window column")
 
+    def group_key_columns(self) -> tuple[tuple[str, str], ...] | None:
+        """(group key, sink column) for every sink key column, when each is a group key as it is;
+        None when one is computed (CONCAT(g, k)) or the sink key leaves a group key out. A window
+        is named by its start or its end alike."""
+        node = self.aggregate
+        if isinstance(self.root.input, Calc):
+            projected = {name: expr.name for name, expr in self._final_projections() if isinstance(expr, exp.Column)}
+        else:
+            projected = {name: name for name in self.output_names}
+        pairs = tuple((projected[k], k) for k in self.sink_key if projected.get(k) in node.group_keys)
+        covered = {group for group, _ in pairs}
+        if covered & {WINDOW_START, WINDOW_END}:
+            covered |= {WINDOW_START, WINDOW_END}
+        if len(pairs) != len(self.sink_key) or not set(node.group_keys) <= covered:
+            return None
+        return pairs
+
     def _final_projections(self) -> tuple:
         calc = self.root.input
         return calc.projections if isinstance(calc, Calc) else ()

@@ -37,10 +37,19 @@ def aggregation_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) 
     them (Spark's state store calls every SUM buffer "sum")."""
     spark.streams.active  # starts the state store coordinator the state reader talks to
     state = spark.read.format("statestore").load(str(layout.checkpoint))
-    names = state_value_names(stage.aggregate)
-    value_type = state.schema["value"].dataType
-    renamed = StructType([StructField(n, f.dataType) for n, f in zip(names, value_type.fields)])
+    fields = state.schema["value"].dataType.fields
+    names = _buffer_names(state_value_names(stage.aggregate), [f.name for f in fields])
+    renamed = StructType([StructField(n, f.dataType) for n, f in zip(names, fields)])
     return state.select("key", F.col("value").cast(renamed).alias("value"))
+
+
+def _buffer_names(ours: list[str], spark_names: list[str]) -> list[str]:
+    """lockstep's names for Spark's buffer fields. A SUM over a DECIMAL keeps a second field,
+    isEmpty, after its sum: it is named after that sum."""
+    names, ours = [], iter(ours)
+    for spark_name in spark_names:
+        names.append(f"{names[-1]}_is_empty" if spark_name == "isEmpty" and names else next(ours))
+    return names
 
 
 def materializer_rows(spark: SparkSession, layout: RunLayout) -> DataFrame | None:

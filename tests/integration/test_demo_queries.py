@@ -1,10 +1,12 @@
 """The bundled demo queries give the results worked out by hand, in both jobs."""
 
+import json
 import shutil
 
 import pytest
 
 from expectations.check import run_check
+from jobs.cli.main import main
 from jobs.plan import plan_query
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
@@ -49,3 +51,20 @@ def test_quarantined_rows_are_set_aside_counted_and_the_rest_still_agrees(spark,
     report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
     assert report["verdict"] == "pass" and report["quarantined_rows"] == 2
     assert result.stream == [{"pId": 1, "total": 9}]
+
+
+def test_a_query_that_errors_does_not_stop_the_demo_and_is_listed_as_an_error(spark, tmp_path, capsys):
+    queries = tmp_path / "queries"
+    write_changelog(queries / "orders", "001.json", [change("+I", 1, 1, 5), change("+I", 2, 2, 4)])
+    orders_spec(queries, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId", name="a_good")
+    orders_spec(queries, "SELECT pId, SUM(incme) AS total FROM orders GROUP BY pId", name="b_bad")
+    orders_spec(queries, "SELECT pId, COUNT(*) AS n FROM orders GROUP BY pId", name="c_good")
+    code = main(["demo", "--queries", str(queries), "--out", str(tmp_path / "runs"), "--quiet"])
+    table = capsys.readouterr().out
+    assert code == 2  # something broke: not a disagreement
+    assert "a_good" in table and "c_good" in table and table.count("PASS") == 2
+    assert "ERROR" in table and "unknown column 'incme'" in table
+    bad = json.loads((tmp_path / "runs" / "b_bad" / "report.json").read_text())
+    assert bad["verdict"] == "error" and "unknown column 'incme'" in bad["error"]
+    index = (tmp_path / "runs" / "index.html").read_text()
+    assert index.count('class="query"') == 3 and "unknown column &#39;incme&#39;" in index

@@ -18,7 +18,7 @@ from jobs.changelog.staging import StagedChangelog
 from jobs.plan import plan_query
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
-from tests.conftest import ROOT
+from tests.conftest import ROOT, write_changelog, write_spec
 from tests.integration.conftest import feed_steps, run_both, same_rows, table_rows
 from tests.strategies import TIMED_SCHEMA, timed_changelogs, window_queries
 
@@ -148,3 +148,35 @@ def test_the_stream_equals_the_batch_without_late_events(spark, events, query, r
         assert same_rows(stream, expected_rows), (sql, emit, stream, expected_rows)
         if emit == "early" and not table_rows(result.layout.late_events):
             assert same_rows(result.stream, result.batch)
+
+
+def test_a_window_named_by_its_end_only_passes_with_early_results(spark, tmp_path):
+    # Window [09:01, 09:02) empties: its group is left in the state with no rows. Its start is the
+    # end of the live window [09:00, 09:01): matching the state to the sink by start against end
+    # would call that live window an emptied group.
+    write_changelog(tmp_path / "orders", "001.json", [
+        {"order_id": 1, "pId": 1, "income": 5, "row_time": "2026-11-21 09:00:10", "op": "+I"},
+        {"order_id": 2, "pId": 1, "income": 7, "row_time": "2026-11-21 09:01:10", "op": "+I"},
+        {"order_id": 2, "pId": 1, "income": 7, "row_time": "2026-11-21 09:01:10", "op": "-D"},
+    ])
+    spec = write_spec(tmp_path, """
+        name: q
+        sql: SELECT window.end AS window_end, SUM(income) AS total FROM orders GROUP BY window(row_time, '1 minute')
+        sources:
+          orders:
+            path: orders
+            format: changelog-json
+            schema: "order_id BIGINT, pId BIGINT, income BIGINT, row_time TIMESTAMP"
+            primary_key: [order_id]
+            event_time: row_time
+            watermark: "10 minutes"
+        sink:
+          emit: early
+        stream:
+          rows_per_batch: 1
+        """)
+    result = run_both(spec, tmp_path / "runs")
+    assert [(r["window_end"].minute, r["total"]) for r in result.stream] == [(1, 5)]
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
+    assert report["verdict"] == "pass", report["samples"]
+    assert {e["name"] for e in report["expectations"]} >= {"expect_no_empty_group_in_sink"}

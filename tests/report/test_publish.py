@@ -99,3 +99,18 @@ def test_a_broken_report_of_another_query_does_not_stop_a_check_publishing(runs,
     index = (runs / "index.html").read_text()
     assert "other_query" in index and "cannot read the report" in index
     assert (runs / failing["query"] / "history" / "20261122T190000Z" / "report.html").is_file()
+
+
+def test_a_run_that_ended_before_a_verdict_is_an_error_with_its_reason(tmp_path, failing):
+    from expectations.report.publish import publish_error
+
+    runs = tmp_path / "runs"
+    publish(failing, runs / failing["query"])
+    publish_error("broken", "", runs / "broken", "q.yaml:3: unknown column 'incme'")
+    page = (runs / "broken" / "report.html").read_text()
+    assert 'id="verdict">ERROR<' in page and "unknown column &#39;incme&#39;" in page
+    index = (runs / "index.html").read_text()
+    assert '<span class="badge error">ERROR</span>' in index
+    reasons = index.split('class="reason">')[1:]
+    assert reasons[0].startswith("q.yaml:3: unknown column")  # broken sorts first
+    assert reasons[1].split("<")[0].strip() != ""  # the failing query's reason: its diagnosis

@@ -229,3 +229,14 @@ def test_a_lookup_join_keeps_the_input_key_and_types_the_lookup_key_like_its_inp
     found = plan_query(load_spec(path))
     assert found.sink_key == ("order_id",)
     assert "LookupJoin(table=[customers], joinType=[LeftJoin], on=[pId = customers.pId]" in explain(found)
+
+
+def test_the_sink_key_traces_each_group_key_unless_it_is_computed(tmp_path):
+    renamed = plan(tmp_path, "SELECT pId AS product, SUM(income) AS s FROM orders GROUP BY pId")
+    assert renamed.group_key_columns() == (("pId", "product"),)
+    computed = plan(tmp_path, "SELECT CONCAT(CAST(pId AS STRING), '#') AS k, SUM(income) AS s FROM orders "
+                              "GROUP BY pId", sink={"primary_key": ["k"]})
+    assert computed.group_key_columns() is None
+    partial = plan(tmp_path, "SELECT pId, order_id, SUM(income) AS s FROM orders GROUP BY pId, order_id",
+                   sink={"primary_key": ["pId"]})
+    assert partial.group_key_columns() is None  # the sink key leaves order_id out
