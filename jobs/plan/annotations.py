@@ -19,6 +19,8 @@ class Annotations:
     modify_kinds: Mapping[Node, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))  # insert / update / delete
     update_kinds: Mapping[Node, str] = field(default_factory=lambda: MappingProxyType({}))  # whether updates carry their -U
     upsert_keys: Mapping[Node, tuple[str, ...] | None] = field(default_factory=lambda: MappingProxyType({}))  # None: no key
+    unique_keys: Mapping[Node, tuple[str, ...] | None] = field(default_factory=lambda: MappingProxyType({}))
+    sink_mode: str = "upsert"  # append | upsert | retract, as the spec says or the query's key decides
     sink_key: tuple[str, ...] = ()  # the columns the sink is written by (see sink_check)
     materialize: tuple[str, ...] = ()  # why the upsert materializer runs (empty: it does not)
 

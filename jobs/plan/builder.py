@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
 from jobs.changelog.schema import parse_schema
@@ -79,7 +81,7 @@ class _Relations:
     def _select(self, select: exp.Select) -> Node:
         node, scope = self._from(select)
         if isinstance(node, Deduplicate):
-            self._check_row_number_filter(select, node)
+            node = self._ranked(select, node)
         return SelectBuilder(self.spec, select, node, scope).build()
 
     # -- FROM -------------------------------------------------------------------------------------
@@ -222,40 +224,51 @@ class _Relations:
     # -- deduplication ---------------------------------------------------------------------------
 
     def _dedup(self, inner: exp.Select) -> Deduplicate:
+        """The ranking subquery: its SELECT without the ROW_NUMBER() item, plus the partition and
+        ordering columns it ranks by but does not select (kept for the ranking only)."""
         item = _row_number_item(inner)
         window = item.unalias()
         if not isinstance(item, exp.Alias):
             raise SqlError("ROW_NUMBER() OVER (...) needs an alias (AS rn) to filter on",
                            where=self.where(item))
-        rest = inner.copy()
-        rest.set("expressions", [e for e in inner.expressions if e is not item])
-        body = self._select(rest)
-        names = {n.lower(): n for n in body.output_names}
-        keys = tuple(self._dedup_column(p, names, "PARTITION BY") for p in window.args.get("partition_by") or [])
-        if not keys:
-            raise SqlError("ROW_NUMBER() for deduplication needs PARTITION BY", where=self.where(window))
+        partition = list(window.args.get("partition_by") or [])
         order = window.args.get("order")
         orderings = order.expressions if order is not None else []
+        if not partition:
+            raise SqlError("ROW_NUMBER() needs PARTITION BY", where=self.where(window))
         if len(orderings) != 1 or not isinstance(orderings[0].this, exp.Column):
-            raise SqlError("ROW_NUMBER() for deduplication needs ORDER BY one column (an explicit "
-                           "ordering, never processing time, so stream and batch keep the same row)",
-                           where=self.where(window))
+            raise SqlError("ROW_NUMBER() needs ORDER BY one column (an explicit ordering, never "
+                           "processing time, so stream and batch keep the same rows)", where=self.where(window))
+        rest = inner.copy()
+        rest.set("expressions", [e for e in inner.expressions if e is not item])
+        selected = self._select(rest).output_names
+        for column in [*partition, orderings[0].this]:
+            if isinstance(column, exp.Column) and column.name.lower() not in {n.lower() for n in selected}:
+                rest.append("expressions", exp.column(column.name))
+        body = self._select(rest)
+        names = {n.lower(): n for n in body.output_names}
+        keys = tuple(self._dedup_column(p, names, "PARTITION BY") for p in partition)
         order_col = self._dedup_column(orderings[0].this, names, "ORDER BY")
         keep = "last" if orderings[0].args.get("desc") else "first"
-        return Deduplicate(body, keys, order_col, keep, item.alias)
+        columns = None if len(body.output_names) == len(selected) else selected
+        return Deduplicate(body, keys, order_col, keep, item.alias, columns=columns)
 
     def _dedup_column(self, column: exp.Expression, names: dict[str, str], clause: str) -> str:
         if not isinstance(column, exp.Column) or column.name.lower() not in names:
-            raise SqlError(f"ROW_NUMBER() {clause} {column.sql('spark')}: use a column that the "
-                           f"subquery selects", where=self.where(column))
+            raise SqlError(f"ROW_NUMBER() {clause} {column.sql('spark')}: use a column of the subquery's "
+                           f"table", where=self.where(column))
         return names[column.name.lower()]
 
-    def _check_row_number_filter(self, select: exp.Select, dedup: Deduplicate) -> None:
+    def _ranked(self, select: exp.Select, node: Deduplicate) -> Deduplicate:
+        """The enclosing query's filter on the row number: rn = 1 (deduplication) or rn <= N,
+        rn < N + 1 (Top-N)."""
         where = select.args.get("where")
         conjuncts = _conjuncts(where.this) if where is not None else []
-        if not any(_is_rn_equals_one(c, dedup.row_number) for c in conjuncts):
-            raise SqlError(f"ROW_NUMBER() is supported as deduplication: filter the subquery with "
-                           f"WHERE {dedup.row_number} = 1", where=self.where(select))
+        limits = [n for n in (_row_number_limit(c, node.row_number) for c in conjuncts) if n is not None]
+        if not limits:
+            raise SqlError(f"ROW_NUMBER() is supported as deduplication or Top-N: filter the subquery with "
+                           f"WHERE {node.row_number} = 1 or WHERE {node.row_number} <= N", where=self.where(select))
+        return replace(node, limit=min(limits))
 
 
 def _row_number_item(select: exp.Expression) -> exp.Expression | None:
@@ -278,13 +291,19 @@ def _conjuncts(expr: exp.Expression) -> list[exp.Expression]:
     return [expr]
 
 
-def _is_rn_equals_one(expr: exp.Expression, name: str) -> bool:
-    """rn = 1 (or rn <= 1, as Flink's examples write it)."""
-    if not isinstance(expr, (exp.EQ, exp.LTE)) or isinstance(expr.expression, exp.Column):
-        return False
-    sides = {type(expr.this), type(expr.expression)}
-    if sides != {exp.Column, exp.Literal}:
-        return False
-    column = expr.this if isinstance(expr.this, exp.Column) else expr.expression
-    literal = expr.expression if isinstance(expr.this, exp.Column) else expr.this
-    return column.name.lower() == name.lower() and literal.this == "1"
+def _row_number_limit(expr: exp.Expression, name: str) -> int | None:
+    """N of rn = 1, rn <= N or rn < N + 1 (the row number on the left, a number on the right)."""
+    if not isinstance(expr, (exp.EQ, exp.LTE, exp.LT)):
+        return None
+    if not (isinstance(expr.this, exp.Column) and isinstance(expr.expression, exp.Literal)):
+        return None
+    if expr.this.name.lower() != name.lower() or expr.expression.is_string:
+        return None
+    try:
+        bound = int(expr.expression.this)
+    except ValueError:
+        return None
+    if isinstance(expr, exp.EQ):
+        return 1 if bound == 1 else None
+    limit = bound if isinstance(expr, exp.LTE) else bound - 1
+    return limit if limit >= 1 else None

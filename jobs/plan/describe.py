@@ -26,6 +26,10 @@ def describe_node(node: Node) -> str:
         select = ", ".join(_projection(name, expr) for name, expr in node.projections)
         where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""
         return f"Calc(select=[{select}]{where})"
+    if isinstance(node, Deduplicate) and node.is_top_n:
+        return (f"Rank(rankRange=[rankStart=1, rankEnd={node.limit}], partitionBy=[{', '.join(node.keys)}], "
+                f"orderBy=[{node.order_col} {'DESC' if node.keep == 'last' else 'ASC'}], "
+                f"select=[{', '.join(node.output_names)}], state=[live rows per key])")
     if isinstance(node, Deduplicate):
         return (f"Deduplicate(keep=[{'LastRow' if node.keep == 'last' else 'FirstRow'}], "
                 f"key=[{', '.join(node.keys)}], order=[{node.order_col} "

@@ -38,7 +38,9 @@ def _sink_line(plan: Plan) -> str:
     feed = ("its change data feed is the output changelog (insert=+I, update_preimage=-U, "
             "update_postimage=+U, delete=-D)")
     if plan.write_mode == "retract":
-        return f"sink: Delta table of rows with a copy count (__count), MERGEd by every column; {feed}"
+        chosen = (" (the spec names no sink mode or primary key, and the query's output has no unique key)"
+                  if plan.root.changelog_mode is None and plan.sink_mode == "retract" else "")
+        return f"sink: Delta table of rows with a copy count (__count), MERGEd by every column{chosen}; {feed}"
     return f"sink: Delta table keyed by [{', '.join(plan.sink_key)}], written by MERGE; {feed}"
 
 
@@ -50,9 +52,10 @@ def _stage_table(stage: StagePlan) -> str:
 
 def _tree(plan: Planned, node: Node, prefix: str, last: bool, lines: list[str], top=False) -> None:
     text = f"{_describe(plan, node)}, changelogMode={plan.changelog_mode(node)}"
-    key = plan.notes.upsert_keys.get(node)
+    key, unique = plan.notes.upsert_keys.get(node), plan.notes.unique_keys.get(node)
     if not isinstance(node, Sink):
         text += f", upsertKey=[{', '.join(key)}]" if key is not None else ", upsertKey=none"
+        text += f", uniqueKey=[{', '.join(unique)}]" if unique is not None and unique != key else ""
     lines.append(text if top else f"{prefix}+- {text}")
     child_prefix = prefix if top else prefix + "   "
     for i, child in enumerate(node.inputs):
@@ -67,7 +70,7 @@ def _describe(plan: Planned, node: Node) -> str:
     if isinstance(node, Sink):
         materialize = "true" if plan.notes.materialize else "false"
         return (f"Sink(table=[{node.table}], primaryKey=[{', '.join(plan.sink_key)}], "
-                f"changelogMode=[{node.changelog_mode}], upsertMaterialize=[{materialize}])")
+                f"changelogMode=[{plan.sink_mode}], upsertMaterialize=[{materialize}])")
     return describe_node(node)
 
 

@@ -181,21 +181,33 @@ class WindowAggregate(GroupAggregate):
 
 @dataclass(frozen=True, eq=False)
 class Deduplicate(Unary, Node):
-    """ROW_NUMBER() OVER (PARTITION BY keys ORDER BY order_col) = 1: per key, the first (ASC) or
-    last (DESC) live row by an explicit ordering column. The row-number column itself is output
-    as the constant 1, so the enclosing query's `rn = 1` still holds. Ties are broken by every
-    other column, so the stream and the batch keep the same row."""
+    """ROW_NUMBER() OVER (PARTITION BY keys ORDER BY order_col) <= limit: per key, the first (ASC)
+    or last (DESC) `limit` live rows by an explicit ordering column; deduplication when limit is
+    1 (Flink's Deduplicate), Top-N otherwise (Flink's Rank). Each row is output with its row
+    number, so the enclosing query's `rn = 1` or `rn <= N` holds. The ranking subquery may leave
+    the ordering or partition column out of its SELECT: `columns` are the input columns it keeps.
+    Ties are broken by every other input column, so the stream and the batch keep the same rows."""
 
     input: Node
     keys: tuple[str, ...]
     order_col: str
     keep: str  # "first" (ORDER BY ... ASC) or "last" (DESC)
     row_number: str
+    limit: int = 1
+    columns: tuple[str, ...] | None = None  # None: every input column
     stateful: ClassVar[bool] = True
 
     @property
+    def selected(self) -> tuple[str, ...]:
+        return self.columns if self.columns is not None else self.input.output_names
+
+    @property
     def output_names(self):
-        return self.input.output_names + (self.row_number,)
+        return self.selected + (self.row_number,)
+
+    @property
+    def is_top_n(self) -> bool:
+        return self.limit > 1
 
     @property
     def descending(self) -> bool:
@@ -302,7 +314,7 @@ class Sink(Unary, Node):
     table: str
     primary_key: tuple[str, ...] | None  # None: the query's upsert key
     upsert_materialize: str
-    changelog_mode: str = "upsert"  # append | upsert | retract
+    changelog_mode: str | None = "upsert"  # append | upsert | retract; None: by the query's key
     passes_changes: ClassVar[bool] = True
 
     @property

@@ -45,7 +45,7 @@ class Planned:
 
     @property
     def sink_mode(self) -> str:
-        return self.root.changelog_mode
+        return self.notes.sink_mode
 
     @property
     def write_mode(self) -> str:

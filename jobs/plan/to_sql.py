@@ -39,11 +39,11 @@ def to_sql(node: Node) -> str:
 
 def _dedup(node: Deduplicate) -> str:
     direction = "DESC" if node.descending else "ASC"
-    names = node.input.output_names
     order = ", ".join(f"{_quote(n)} {direction}" for n in node.ordering)
     ranked = (f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_list(node.keys)} ORDER BY {order}) AS __rn "
               f"FROM ({to_sql(node.input)}) AS t")
-    return f"SELECT {_list(names)}, 1 AS {_quote(node.row_number)} FROM ({ranked}) AS r WHERE __rn = 1"
+    return (f"SELECT {_list(node.selected)}, __rn AS {_quote(node.row_number)} FROM ({ranked}) AS r "
+            f"WHERE __rn <= {node.limit}")
 
 
 def _join(node: Join) -> str:

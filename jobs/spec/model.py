@@ -69,7 +69,9 @@ class SinkSpec(Strict):
     upsert_materialize: Literal["auto", "none", "force"] = "auto"
     # What the sink accepts: append (inserts only), upsert (by primary key) or retract (every
     # change, the table a multiset of rows with a count).
-    changelog_mode: Literal["append", "upsert", "retract"] = "upsert"
+    # None: upsert when the sink names a primary key or the query's output has a unique key,
+    # else retract (as Flink writes a retract changelog to a sink table without a primary key).
+    changelog_mode: Literal["append", "upsert", "retract"] | None = None
     # Windowed queries only. final: a window's row is written once, when the watermark passes
     # its end (an append query). early: written and updated as changes arrive. None: final.
     emit: Literal["final", "early"] | None = None

@@ -96,6 +96,9 @@ def difference(after: DataFrame, before: DataFrame, columns: tuple[str, ...]) ->
 
 
 class DedupOperator:
+    """A deduplication or a Top-N: the first `limit` rows of each touched partition, before and
+    after the micro-batch."""
+
     def __init__(self, node: Deduplicate, state_dir: Path, input_ddl: str):
         self.node = node
         self.columns = node.input.output_names
@@ -108,18 +111,18 @@ class DedupOperator:
                                                  self.node.keys, touched))
         after = _plus(before, net, self.columns)
         self.state.record(net_rows, batch_id)
-        return difference(self._first(after), self._first(before), self.node.output_names)
+        return difference(self._top(after), self._top(before), self.node.output_names)
 
-    def _cols(self):
-        return [F.col(f"`{c}`") for c in self.columns]
-
-    def _first(self, rows: DataFrame) -> DataFrame:
-        """ROW_NUMBER() = 1 per key, ties broken by the other columns (as the batch SQL of the stage)."""
+    def _top(self, rows: DataFrame) -> DataFrame:
+        """ROW_NUMBER() <= limit per key, ties broken by the other columns (as the batch SQL of
+        the stage); every copy of a duplicated row ranks on its own, as in the batch."""
         ordering = [F.col(f"`{c}`").desc() if self.node.descending else F.col(f"`{c}`").asc()
                     for c in self.node.ordering]
         window = Window.partitionBy(*[F.col(f"`{k}`") for k in self.node.keys]).orderBy(*ordering)
-        ranked = rows.withColumn("__rn", F.row_number().over(window)).where(F.col("__rn") == 1)
-        return ranked.select(*self._cols(), F.lit(1).alias(self.node.row_number))
+        copies = expand(rows, self.columns) if self.node.is_top_n else rows
+        ranked = copies.withColumn("__rn", F.row_number().over(window)).where(F.col("__rn") <= self.node.limit)
+        return ranked.select(*[F.col(f"`{c}`") for c in self.node.selected],
+                             F.col("__rn").cast("int").alias(self.node.row_number))
 
 
 SIDE, LEFT, RIGHT = "__side", "__left", "__right"

@@ -10,6 +10,7 @@ and DECIMAL(14,6) results with equal values are equal.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -27,8 +28,15 @@ class Finding:
 
     @property
     def kind(self) -> str:
-        """A short signature of the failure, for shrinking (a smaller case must fail the same way)."""
-        return self.reason.split(":")[0] if self.reason else "pass"
+        """A short signature of the failure, for shrinking (a smaller case must fail the same way):
+        what went wrong, and for a rejection or a crash the message without its file and line."""
+        if not self.reason:
+            return "pass"
+        what, _, detail = self.reason.partition(": ")
+        if what not in ("lockstep rejects", "lockstep crashes"):
+            return what
+        message = re.sub(r"^\S+\.yaml(:\d+)?: ", "", detail)
+        return f"{what}: {re.sub(r'[0-9]+', 'N', message)[:80]}"
 
 
 def compare(case: Case, lockstep: LockstepOutcome, reference: dict) -> Finding:

@@ -56,6 +56,58 @@ def test_seed_000_dedup_then_count_distinct_gives_the_articles_changelog(tmp_pat
     ]
 
 
+def test_seed_000_as_written_ranks_by_a_column_its_select_leaves_out(tmp_path, spark):
+    # The article's inner SELECT keeps order_id and tms_company only and orders by another column.
+    events = [("001", "ZhongTong"), ("002", "YuanTong"), ("003", "ZhongTong"), ("001", "YuanTong")]
+    write_changelog(tmp_path / "source", "orders.json",
+                    [{"order_id": o, "tms_company": c, "seq": i} for i, (o, c) in enumerate(events)])
+    as_written = SEED_000.replace("SELECT order_id, tms_company, seq,", "SELECT order_id, tms_company,")
+    outcome = run_both(write_spec(tmp_path, as_written), tmp_path / "runs")
+    assert outcome.stream == outcome.batch == [
+        {"tms_company": "YuanTong", "order_cnt": 2}, {"tms_company": "ZhongTong", "order_cnt": 1}]
+    per_version = [v for v in feed_sequence(outcome.feed, ["tms_company", "order_cnt"]) if v]
+    assert per_version == [  # the article's changelog, commit by commit
+        [("+I", "ZhongTong", 1)],
+        [("+I", "YuanTong", 1)],
+        [("+U", "ZhongTong", 2), ("-U", "ZhongTong", 1)],
+        [("+U", "YuanTong", 2), ("+U", "ZhongTong", 1), ("-U", "YuanTong", 1), ("-U", "ZhongTong", 2)],
+    ]
+
+
+def test_top_n_retracts_the_row_that_falls_out_and_renumbers_the_rest(tmp_path, spark):
+    write_changelog(tmp_path / "source", "scores.json", [
+        {"player": "a", "game": "g", "score": 10, "op": "+I"},
+        {"player": "b", "game": "g", "score": 20, "op": "+I"},
+        {"player": "c", "game": "g", "score": 30, "op": "+I"},   # a falls out of the top 2
+        {"player": "c", "game": "g", "score": 30, "op": "-D"},   # and comes back
+    ])
+    spec = write_spec(tmp_path, """
+        name: top2
+        sql: |
+          SELECT game, player, score, rn FROM (
+            SELECT game, player, score, ROW_NUMBER() OVER (PARTITION BY game ORDER BY score DESC) AS rn
+            FROM source) WHERE rn <= 2
+        sources:
+          source:
+            path: source
+            format: changelog-json
+            schema: "player STRING, game STRING, score BIGINT"
+            primary_key: [player]
+        stream:
+          rows_per_batch: 1
+        """)
+    outcome = run_both(spec, tmp_path / "runs")
+    assert outcome.stream == outcome.batch == [
+        {"game": "g", "player": "a", "score": 10, "rn": 2}, {"game": "g", "player": "b", "score": 20, "rn": 1}]
+    per_version = [v for v in feed_sequence(outcome.feed, ["rn", "player"]) if v]
+    assert per_version == [
+        [("+I", 1, "a")],
+        [("+I", 2, "a"), ("+U", 1, "b"), ("-U", 1, "a")],      # b takes rank 1, a moves to 2
+        [("+U", 1, "c"), ("+U", 2, "b"), ("-U", 1, "b"), ("-U", 2, "a")],  # c first: a falls out
+        [("+U", 1, "b"), ("+U", 2, "a"), ("-U", 1, "c"), ("-U", 2, "b")],  # c goes: a is back
+    ]
+
+
 def _two_sources(tmp_path, sql, a_schema, b_schema, *, a_key=(), b_key=(), sink=None, rows_per_batch=1):
     import yaml
 

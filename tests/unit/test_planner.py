@@ -73,8 +73,11 @@ def test_errors_in_multi_line_sql_name_the_yaml_line_of_the_construct(tmp_path):
 
 
 def test_a_projection_without_the_source_key_has_no_upsert_key(tmp_path):
+    p = plan(tmp_path, "SELECT pId, income FROM orders")
+    assert p.notes.upsert_keys[p.root.input] is None and p.sink_mode == "retract"
+    assert "the query's output has no unique key" in explain(p)
     with pytest.raises(SqlError, match="no unique key"):
-        plan(tmp_path, "SELECT pId, income FROM orders")
+        plan(tmp_path, "SELECT pId, income FROM orders", sink={"changelog_mode": "upsert"})
 
 
 def test_a_sink_keyed_by_other_columns_gets_the_materializer_and_says_why(tmp_path):
@@ -121,7 +124,8 @@ def test_an_append_sink_names_the_group_aggregate_over_an_insert_only_source(tmp
 def test_an_upsert_sink_needs_a_key_and_a_retract_sink_does_not(tmp_path):
     sql = "SELECT pId FROM orders UNION ALL SELECT pId FROM orders"
     with pytest.raises(SqlError, match="an upsert sink needs a primary key"):
-        plan(tmp_path, sql)
+        plan(tmp_path, sql, sink={"changelog_mode": "upsert"})
+    assert plan(tmp_path, sql).sink_mode == "retract"  # no key and no mode named: retract
     assert plan(tmp_path, sql, sink={"changelog_mode": "retract"}).sink_mode == "retract"
 
 
@@ -240,3 +244,23 @@ def test_the_sink_key_traces_each_group_key_unless_it_is_computed(tmp_path):
     partial = plan(tmp_path, "SELECT pId, order_id, SUM(income) AS s FROM orders GROUP BY pId, order_id",
                    sink={"primary_key": ["pId"]})
     assert partial.group_key_columns() is None  # the sink key leaves order_id out
+
+
+def test_a_ranking_subquery_may_order_and_partition_by_columns_it_does_not_select(tmp_path):
+    p = plan(tmp_path, "SELECT order_id FROM (SELECT order_id, ROW_NUMBER() OVER (PARTITION BY pId "
+                       "ORDER BY income DESC) AS rn FROM orders) WHERE rn = 1")
+    dedup = p.final_stage.root.input.input
+    assert (dedup.keys, dedup.order_col, dedup.selected) == (("pId",), "income", ("order_id",))
+    assert dedup.output_names == ("order_id", "rn")
+    assert p.notes.upsert_keys[dedup] is None  # rows of an unselected partition key have no key
+
+
+@pytest.mark.parametrize("condition, limit", [("rn = 1", 1), ("rn <= 3", 3), ("rn < 3", 2), ("rn <= 1", 1)])
+def test_the_row_number_filter_sets_how_many_rows_a_key_keeps(tmp_path, condition, limit):
+    p = plan(tmp_path, f"SELECT order_id, pId, rn FROM (SELECT order_id, pId, income, ROW_NUMBER() OVER "
+                       f"(PARTITION BY pId ORDER BY income DESC) AS rn FROM orders) WHERE {condition}")
+    ranked = p.final_stage.root.input.input
+    assert ranked.limit == limit
+    assert p.notes.upsert_keys[ranked] == (("pId",) if limit == 1 else ("pId", "rn"))
+    line = "Deduplicate(keep=[LastRow]" if limit == 1 else f"Rank(rankRange=[rankStart=1, rankEnd={limit}]"
+    assert line in explain(p)

@@ -10,7 +10,7 @@
   early it is a group aggregate;
 - window assignment passes changes through;
 - a deduplication emits a key's first row as an insert and a better row (by its ordering) as an
-  update; it deletes a key whose rows were all retracted;
+  update; it deletes a key whose rows were all retracted; a Top-N can also push a row out;
 - an inner join emits what its inputs do (two insert-only inputs join to inserts); an outer join
   also retracts a null-padded row when its first match arrives, so it emits every kind;
 - UNION ALL emits what any branch does.
@@ -50,6 +50,8 @@ def _kinds(node: Node, kinds: dict) -> set[str]:
         return child | ({DELETE} if node.condition is not None and UPDATE in child else set())
     if isinstance(node, (Sink, WindowAssign, UnionAll, LookupJoin)):
         return child
+    if isinstance(node, Deduplicate) and node.is_top_n:
+        return {INSERT, UPDATE, DELETE}  # a better row pushes the last of the N out
     if isinstance(node, Deduplicate):
         return {INSERT, UPDATE} | (set() if child == {INSERT} else {DELETE})
     if isinstance(node, Join):

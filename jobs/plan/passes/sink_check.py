@@ -26,14 +26,24 @@ from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE
 def run(root: Node, notes: Annotations) -> Annotations:
     if not isinstance(root, Sink):
         raise TypeError("a plan's root is its sink")
-    if root.changelog_mode == "append":
+    mode = root.changelog_mode or _default_mode(root, notes)
+    if mode == "append":
         _check_append(root, notes)
-        return replace(notes, sink_key=notes.upsert_keys[root.input] or ())
-    if root.changelog_mode == "retract":
+        return replace(notes, sink_mode=mode, sink_key=notes.upsert_keys[root.input] or ())
+    if mode == "retract":
         _check_retract(root)
-        return replace(notes, sink_key=())
+        return replace(notes, sink_mode=mode, sink_key=())
     key = _upsert_sink_key(root, notes)
-    return replace(notes, sink_key=key, materialize=tuple(_materialize_reasons(root, key, notes)))
+    return replace(notes, sink_mode=mode, sink_key=key, materialize=tuple(_materialize_reasons(root, key, notes)))
+
+
+def _default_mode(root: Sink, notes: Annotations) -> str:
+    """Upsert by the sink's primary key or the query's upsert key; without either, a retract sink
+    (every row with its copy count), as Flink writes to a sink table without a primary key."""
+    keyed = root.primary_key is not None or notes.unique_keys[root.input] is not None
+    # An aggregate's rows are its groups: without the group keys in the output there is nothing
+    # a copy count could mean, so such a query keeps asking for a key (see _upsert_sink_key).
+    return "upsert" if keyed or isinstance(_last_stateful(root.input), GroupAggregate) else "retract"
 
 
 def _check_retract(root: Sink) -> None:
@@ -70,7 +80,9 @@ def _first_producer(node: Node, changes: frozenset, notes: Annotations) -> Node:
 
 
 def _upsert_sink_key(root: Sink, notes: Annotations) -> tuple[str, ...]:
-    upsert_key = notes.upsert_keys[root.input]
+    """The sink's primary key, else the query's upsert key, else its unique key (the upsert
+    materializer then puts changes that arrive out of order right)."""
+    upsert_key = notes.upsert_keys[root.input] or notes.unique_keys[root.input]
     if root.primary_key is None:
         if upsert_key is None:
             raise SqlError("an upsert sink needs a primary key and the query's output has no unique "
