@@ -5,8 +5,10 @@ only when every expectation holds.
 The stream side is read at the sink version recorded by the stream step, so a check repeated
 later judges the same consistency point. The data each suite validates:
 
-    stream_result       the sink at the point             unity, windows
-    batch_result        the batch result (closed windows) batch_result
+    stream_result       the sink at the point, and with   unity, windows
+                        emit: final the windows still
+                        open (the stream's pending table)
+    batch_result        the batch result                  batch_result
     change_feed         the sink's change feed, ordered   retraction
     stream_state        Spark's aggregation state         state (not on a past date)
     materializer_state  the materializer's live rows      materializer (not on a past date)
@@ -30,7 +32,7 @@ from expectations.diagnosis import Evidence, diagnose
 from expectations.differences import differences_section
 from expectations.report.model import ExpectationOutcome, Report
 from expectations.report.publish import publish
-from expectations.sql import BATCH_VIEW, FEED_VIEW, STREAM_VIEW
+from expectations.sql import BATCH_VIEW, FEED_VIEW, STREAM_COMPARED_VIEW, STREAM_VIEW
 from expectations.stages import compare_stages
 from expectations.suites import SuiteSpec
 from expectations.suites.batch_result import batch_result_suite
@@ -57,13 +59,16 @@ from jobs.stream.records import aggregation_state, materializer_rows, micro_batc
 
 @dataclass
 class Sides:
-    """The two results at the point, as the suites compare them (registered as temp views)."""
+    """The two results at the point, as the suites compare them (registered as temp views). Every
+    batch row is judged: against the sink, or, with emit: final, against the windows the stream
+    still holds open."""
 
-    stream: DataFrame
-    batch: DataFrame  # what the stream is judged against (with emit: final, closed windows only)
-    batch_all: DataFrame
+    sink: DataFrame  # the stream's sink table at the point
+    stream: DataFrame  # what the batch result is compared with: the sink and the open windows
+    batch: DataFrame
     cols: Columns
     windows: WindowCheck | None
+    open_windows: int = 0
 
 
 def run_check(plan: Plan, settings: Settings, layout: RunLayout,
@@ -83,7 +88,7 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
     data = {"stream_result": sides.stream, "batch_result": sides.batch,
             "change_feed": _ordered_feed(spark, feed, sides.cols, layout).cache()}
     specs = [unity_suite(sides.cols, sides.batch.columns), batch_result_suite(sides.cols),
-             retraction_suite(sides.cols, final_windows=bool(sides.windows and sides.windows.final))]
+             retraction_suite(sides.cols, final_windows=sides.windows.final_windows() if sides.windows else None)]
     if sides.windows is not None:
         specs.append(sides.windows.suite(sides.cols))
     materializer = None if past else _add_state_suites(spark, plan, layout, sides.cols, data, specs)
@@ -106,7 +111,7 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
         differences=differences_section(sides.cols, outcomes),
         check_seconds=round(time.monotonic() - started, 2), logical_date=point.to_json()["logical_date"],
         rechecked_by_time_travel=past,
-        windows=sides.windows.figures(spark, sides.cols, sides.batch_all, sides.batch) if sides.windows else None,
+        windows=sides.windows.figures(spark, sides.cols, sides.open_windows) if sides.windows else None,
         stages=stages, materializer=_materializer_figures(plan, materializer), lookups=_lookups(plan, layout),
         skipped_expectations=tuple({"suite": s.name, "name": name, "reason": reason}
                                    for s in specs for name, reason in s.skipped))
@@ -119,15 +124,19 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
 def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint,
            settings: Settings) -> Sides:
     # Each expectation is a query or two over these: cached once, scanned from memory after.
-    stream = read_snapshot(spark, layout.stream, point.sink_version).cache()
-    batch_all = read_snapshot(spark, layout.batch)
+    sink = read_snapshot(spark, layout.stream, point.sink_version).cache()
+    batch = read_snapshot(spark, layout.batch)
     if plan.write_mode == "retract":
-        batch_all = _as_multiset(batch_all)
+        batch = _as_multiset(batch)
+    batch = batch.cache()
     windows = WindowCheck.of(spark, plan, layout, point) if plan.window is not None else None
-    batch = (windows.compared(batch_all) if windows else batch_all).cache()
+    open_windows = windows.open_windows(spark, sink.columns) if windows else None
+    stream = sink.unionByName(open_windows).cache() if open_windows is not None else sink
     batch.createOrReplaceTempView(BATCH_VIEW)
-    stream.createOrReplaceTempView(STREAM_VIEW)
-    return Sides(stream, batch, batch_all, _columns(plan, stream, settings), windows)
+    sink.createOrReplaceTempView(STREAM_VIEW)
+    stream.createOrReplaceTempView(STREAM_COMPARED_VIEW)
+    return Sides(sink, stream, batch, _columns(plan, sink, settings), windows,
+                 open_windows.count() if open_windows is not None else 0)
 
 
 def _add_state_suites(spark: SparkSession, plan: Plan, layout: RunLayout, cols: Columns, data: dict,

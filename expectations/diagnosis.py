@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 
 from expectations.columns import Columns
 from expectations.report.model import StageFigures
-from expectations.sql import (BATCH_VIEW, MATERIALIZER_VIEW, STREAM_VIEW, differing_rows, duplicate_keys,
+from expectations.sql import (BATCH_VIEW, MATERIALIZER_VIEW, STREAM_COMPARED_VIEW, differing_rows, duplicate_keys,
                              keys_with_distinct_rows)
 from expectations.window_check import WindowCheck
 from jobs.changelog.columns import FILE, LINE
@@ -74,7 +74,7 @@ class Evidence:
 
 def diagnose(evidence: Evidence, sample_rows: int) -> dict:
     spark, cols = evidence.spark, evidence.cols
-    differing = spark.sql(differing_rows(cols, STREAM_VIEW, BATCH_VIEW)).cache()
+    differing = spark.sql(differing_rows(cols, STREAM_COMPARED_VIEW, BATCH_VIEW)).cache()
     total = differing.count()
     if total == 0:
         return {"differing_rows": 0, "explained_rows": 0, "unexplained_rows": 0, "causes": [],

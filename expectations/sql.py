@@ -13,7 +13,8 @@ from expectations.columns import Columns
 VALIDATED = "{batch}"  # GX's placeholder for the data under validation (not lockstep's batch job)
 
 BATCH_VIEW = "lockstep_batch_result"
-STREAM_VIEW = "lockstep_stream_table"
+STREAM_VIEW = "lockstep_stream_table"  # the sink at the point
+STREAM_COMPARED_VIEW = "lockstep_stream_compared"  # the sink and, with emit: final, the windows still open
 FEED_VIEW = "lockstep_change_feed"
 LATE_WINDOWS_VIEW = "lockstep_late_windows"
 MATERIALIZER_VIEW = "lockstep_materializer_state"

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from expectations.columns import Columns
 from expectations.report.model import WindowFigures
-from expectations.sql import BATCH_VIEW, LATE_WINDOWS_VIEW, STREAM_VIEW, differing_rows
+from expectations.sql import BATCH_VIEW, LATE_WINDOWS_VIEW, STREAM_COMPARED_VIEW, differing_rows
 from expectations.suites import SuiteSpec
 from expectations.suites.windows import windows_suite
 from jobs.batch.without_late import batch_without_late
@@ -56,25 +56,34 @@ class WindowCheck:
     def watermark(self) -> int | None:
         return self.point.watermark(self.plan.sources[0].table)
 
-    def compared(self, batch: DataFrame) -> DataFrame:
-        """The batch rows the stream is judged against: with emit: final, closed windows only."""
-        if not self.final:
-            return batch
-        if self.watermark is None:
-            return batch.limit(0)
-        return batch.where(F.expr(f"unix_micros({self.plan.window_end_sql()}) <= {self.watermark}"))
+    def open_windows(self, spark: SparkSession, columns: list[str]) -> DataFrame | None:
+        """emit: final: the windows still open at the point, as the stream holds them (its pending
+        table): compared with the batch result like the sink's rows. None for emit: early."""
+        version = self.point.open_windows_version
+        if not self.final or version is None:
+            return None
+        return read_snapshot(spark, self.layout.pending, version).select(*[f"`{c}`" for c in columns])
+
+    def final_windows(self) -> tuple[str, int | None] | None:
+        """For the retraction suite: (window end as SQL, final watermark) of an emit: final query."""
+        return (self.plan.window_end_sql(), self.watermark) if self.final else None
 
     def suite(self, cols: Columns) -> SuiteSpec:
-        return windows_suite(cols, self.final, self.plan.window_end_sql(), self.watermark,
-                                    self.plan.window_column())
+        return windows_suite(cols, self.plan.window_column())
 
-    def figures(self, spark: SparkSession, cols: Columns, batch_all: DataFrame,
-                compared: DataFrame) -> WindowFigures:
-        differing = spark.sql(differing_rows(cols, STREAM_VIEW, BATCH_VIEW)).count()
+    def figures(self, spark: SparkSession, cols: Columns, open_windows: int) -> WindowFigures:
+        differing = spark.sql(differing_rows(cols, STREAM_COMPARED_VIEW, BATCH_VIEW)).count()
         late_events = self.late.count()
         explained = self._explain(spark, cols, differing, late_events) if late_events else None
-        return WindowFigures(_iso(spark, self.watermark), batch_all.count() - compared.count(), late_events,
+        return WindowFigures(_iso(spark, self.watermark), self._end_of_input(), open_windows, late_events,
                              _by_window(self.late), explained)
+
+    def _end_of_input(self) -> str:
+        if not self.final:
+            return "emit: early: every window is written as it changes"
+        if self.plan.spec.sources[self.plan.sources[0].table].bounded:
+            return "bounded source: every window closed at the end of the input"
+        return "bounded: false: windows the watermark has not passed stay open (compared as the stream holds them)"
 
     def still_differing(self, spark: SparkSession, cols: Columns) -> DataFrame:
         """The differing rows left when the batch result is recomputed without the late events."""
@@ -82,9 +91,9 @@ class WindowCheck:
             source = self.plan.sources[0]
             staged = StagedChangelog(self.layout.staged(source.table))
             consumed = self.point.rows_consumed(source.table)
-            self.without_late = self.compared(batch_without_late(spark, self.plan, staged, consumed)).cache()
+            self.without_late = batch_without_late(spark, self.plan, staged, consumed).cache()
         self.without_late.createOrReplaceTempView(WITHOUT_LATE_VIEW)
-        return spark.sql(differing_rows(cols, STREAM_VIEW, WITHOUT_LATE_VIEW))
+        return spark.sql(differing_rows(cols, STREAM_COMPARED_VIEW, WITHOUT_LATE_VIEW))
 
     def _explain(self, spark: SparkSession, cols: Columns, differing: int, late_events: int) -> dict:
         remaining = self.still_differing(spark, cols).count()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
@@ -55,6 +55,7 @@ class ConsistencyPoint:
     stage_versions: dict[str, int] = field(default_factory=dict)  # intermediate stage tables, in order
     logical_date: date | None = None
     written_at: str = ""
+    open_windows_version: int | None = None  # emit: final: the table of windows still open
 
     def rows_consumed(self, source: str) -> int:
         position = self.sources.get(source)
@@ -72,7 +73,7 @@ class ConsistencyPoint:
                 "sources": {name: p.to_json() for name, p in self.sources.items()},
                 "stages": list(self.stage_versions), "stage_versions": dict(self.stage_versions),
                 "logical_date": self.logical_date.isoformat() if self.logical_date else None,
-                "written_at": self.written_at}
+                "written_at": self.written_at, "open_windows_version": self.open_windows_version}
 
     @classmethod
     def from_json(cls, data: dict) -> ConsistencyPoint:
@@ -80,14 +81,13 @@ class ConsistencyPoint:
         return cls(data["query"], data["sink_version"], data.get("last_batch"),
                    {name: SourcePosition.from_json(p) for name, p in data["sources"].items()},
                    dict(data.get("stage_versions") or {}),
-                   date.fromisoformat(logical) if logical else None, data.get("written_at", ""))
+                   date.fromisoformat(logical) if logical else None, data.get("written_at", ""),
+                   data.get("open_windows_version"))
 
 
 def write_point(layout: RunLayout, point: ConsistencyPoint) -> ConsistencyPoint:
     """Record the point as the latest, and as its logical date's when it has one."""
-    stamped = ConsistencyPoint(point.query, point.sink_version, point.last_batch, point.sources,
-                               point.stage_versions, point.logical_date,
-                               time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    stamped = replace(point, written_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     if stamped.logical_date is not None:
         _write_json(layout.point_for(stamped.logical_date.isoformat()), stamped.to_json())
     _write_json(layout.consistency, stamped.to_json())

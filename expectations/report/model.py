@@ -27,14 +27,15 @@ class ExpectationOutcome:
 @dataclass(frozen=True)
 class WindowFigures:
     final_watermark: str | None
-    open_windows_not_compared: int
+    end_of_input: str  # what the end of the input did to the windows
+    open_windows: int  # emit: final: windows still open, compared as the stream holds them
     late_events: int
     late_events_by_window: list[dict]
     late_explanation: dict | None = None
 
     def to_json(self) -> dict:
-        figures = {"final_watermark": self.final_watermark,
-                   "open_windows_not_compared": self.open_windows_not_compared,
+        figures = {"final_watermark": self.final_watermark, "end_of_input": self.end_of_input,
+                   "open_windows": self.open_windows,
                    "late_events": self.late_events, "late_events_by_window": self.late_events_by_window}
         if self.late_explanation is not None:
             figures["late_explanation"] = self.late_explanation

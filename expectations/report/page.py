@@ -129,7 +129,8 @@ def _windows(report: dict) -> dict | None:
     if not any(field in report for field in ("final_watermark", "late_events", "late_explanation")):
         return None
     figures = [(label, figure(report[field])) for field, label in
-               [("final_watermark", "final watermark"), ("late_events", "late events"),
+               [("final_watermark", "final watermark"), ("end_of_input", "end of input"),
+                ("open_windows", "open windows (compared as the stream holds them)"), ("late_events", "late events"),
                 ("open_windows_not_compared", "open windows not compared")] if field in report]
     return {"figures": figures, "by_window": rows_table(report.get("late_events_by_window") or []),
             "explanation": (report.get("late_explanation") or {}).get("summary")}

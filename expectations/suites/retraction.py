@@ -82,6 +82,17 @@ class ExpectChangeFeedReplaysToTable(LockstepExpectation):
                 f"UNION ALL SELECT 'only in the sink table' AS side, * FROM ({table} EXCEPT ALL {replayed})")
 
 
+class ExpectNoWindowEndAfterWatermark(LockstepExpectation):
+    description: str = ("emit: final: no window was emitted before the watermark passed its end (the "
+                        "final watermark, or the end of a bounded input).")
+
+    @classmethod
+    def rows_query(cls, cols: Columns, window_end_sql: str, watermark_micros: int | None) -> str:
+        limit = "NULL" if watermark_micros is None else str(watermark_micros)
+        return (f"SELECT {select_list(cols.all)}, {window_end_sql} AS window_end_at FROM {VALIDATED} "
+                f"WHERE _change_type = 'insert' AND ({limit} IS NULL OR unix_micros({window_end_sql}) > {limit})")
+
+
 class ExpectFinalWindowRowsNeverChange(LockstepExpectation):
     description: str = ("emit: final: a window's row is inserted once, when the watermark passes its "
                         "end, and never updated or deleted afterwards (the change feed holds inserts only).")
@@ -91,8 +102,10 @@ class ExpectFinalWindowRowsNeverChange(LockstepExpectation):
         return _feed_rows(cols, "_change_type <> 'insert'")
 
 
-def retraction_suite(cols: Columns, final_windows: bool = False) -> SuiteSpec:
-    final = (ExpectFinalWindowRowsNeverChange.build(cols),) if final_windows else ()
+def retraction_suite(cols: Columns, final_windows: tuple[str, int | None] | None = None) -> SuiteSpec:
+    """final_windows: (the window end as SQL, the final watermark) of an emit: final query."""
+    final = ((ExpectFinalWindowRowsNeverChange.build(cols), ExpectNoWindowEndAfterWatermark.build(cols, *final_windows))
+             if final_windows else ())
     rules = (ExpectNoGhostRetractions, ExpectRetractionsMatchLastImage, ExpectNoInsertOverLiveRow,
              ExpectUpdatesInPairs, ExpectChangeFeedReplaysToTable)
     return SuiteSpec("retraction", "change_feed", final + tuple(rule.build(cols) for rule in rules))

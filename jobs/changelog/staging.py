@@ -97,6 +97,11 @@ class StagedChangelog:
     def event_time(self) -> str | None:
         return self.manifest.get("event_time")
 
+    @property
+    def watermark_floor(self) -> int | None:
+        """Where the end of a bounded input left the watermark (microseconds), if it did."""
+        return self.manifest.get("watermark_floor")
+
     def segment_ddl(self) -> str:
         """The Spark schema of a segment file."""
         ddl = (f"{self.schema.spark_ddl()}, `{KIND}` TINYINT, `{LINE}` INT, `{SEQ}` BIGINT, "
@@ -252,18 +257,21 @@ class _Watermark:
     all earlier micro-batches minus the allowed out-of-orderness. Computed here, where the
     micro-batches are cut, so that lateness is decided once and the same way on every run."""
 
-    def __init__(self, column: str, delay_micros: int, max_seen: int | None):
-        self.column, self.delay, self.max_seen = column, delay_micros, max_seen
+    def __init__(self, column: str, delay_micros: int, max_seen: int | None, floor: int | None = None):
+        self.column, self.delay, self.max_seen, self.floor = column, delay_micros, max_seen, floor
 
     @classmethod
     def of(cls, manifest: dict) -> _Watermark | None:
         if not manifest["event_time"]:
             return None
         delay = parse_interval(manifest["watermark"]) // timedelta(microseconds=1)
-        return cls(manifest["event_time"], delay, manifest.get("max_event_time"))
+        return cls(manifest["event_time"], delay, manifest.get("max_event_time"), manifest.get("watermark_floor"))
 
     def current(self) -> int | None:
-        return None if self.max_seen is None else self.max_seen - self.delay
+        """The event-time watermark, never below the floor the end of a bounded input left."""
+        marks = [m for m in (None if self.max_seen is None else self.max_seen - self.delay, self.floor)
+                 if m is not None]
+        return max(marks) if marks else None
 
     def stamp(self, piece: pa.Table) -> pa.Table:
         """Add __wm (the watermark in effect for this micro-batch), then advance past it."""
@@ -297,6 +305,14 @@ def _write_segments(folder: Path, rows: pa.Table, ordinal: int, rows_per_batch: 
         written.append({"file": f"{SEGMENTS}/{path.name}", **entry})
         ordinal, start = ordinal + 1, end
     return written
+
+
+def raise_watermark_floor(directory: Path, micros: int) -> None:
+    """At the end of a bounded input every window up to `micros` closed: rows staged from now on
+    carry at least this watermark, so a later change to a closed window is late."""
+    manifest = _read_manifest(directory)
+    manifest["watermark_floor"] = max(micros, manifest.get("watermark_floor") or micros)
+    _write_json_atomically(directory / "manifest.json", manifest)
 
 
 def _new_manifest(name: str, spec: SourceSpec) -> dict:

@@ -19,9 +19,11 @@ def describe_node(node: Node) -> str:
         return (f"GroupAggregate(groupBy=[{', '.join(node.group_keys)}], select=[{select}], "
                 f"state=[{_state(node)}])")
     if isinstance(node, WindowAssign):
+        end = ("bounded: every window closes at the end of the input" if node.bounded
+               else "unbounded: windows stay open until the watermark passes")
         return (f"WindowAssign(window=[{node.window.describe()}], "
                 f"watermark=[{node.window.time_col} - {describe(node.watermark)}], "
-                f"late=[window closed by the watermark: left out, see late_events])")
+                f"late=[window closed by the watermark: left out, see late_events], endOfInput=[{end}])")
     if isinstance(node, Calc):
         select = ", ".join(_projection(name, expr) for name, expr in node.projections)
         where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""

@@ -160,6 +160,7 @@ class WindowAssign(Unary, Node):
     input: Node
     window: WindowSpec
     watermark: timedelta
+    bounded: bool = True  # the source is a finished changelog: every window closes at its end
     passes_changes: ClassVar[bool] = True
 
     @property

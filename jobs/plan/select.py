@@ -73,7 +73,8 @@ class SelectBuilder:
         if window is None:
             aggregate = GroupAggregate(agg_input, key_names, tuple(calls.values()))
         else:
-            assigned = WindowAssign(agg_input, window, self.spec.sources[self.input.table].watermark_delay)
+            source = self.spec.sources[self.input.table]
+            assigned = WindowAssign(agg_input, window, source.watermark_delay, source.bounded)
             aggregate = WindowAggregate(assigned, (WINDOW_START, WINDOW_END) + key_names,
                                         tuple(calls.values()), window, self.spec.sink.emit or "final")
         windowed = window is not None

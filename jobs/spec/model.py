@@ -39,6 +39,11 @@ class SourceSpec(Strict):
     # Event time and the allowed out-of-orderness: watermark = max event time seen - watermark.
     event_time: str | None = None
     watermark: str | None = None
+    # true: the files are a finished changelog (a replay, a dated partition): at the end of the
+    # input every window closes, as Flink ends a bounded source with the largest watermark; a
+    # later change to a closed window is late. false: a pipeline that resumes tomorrow; windows
+    # stay open until the watermark passes them.
+    bounded: bool = True
     # date: the changelog arrives in daily folders, path/date=YYYY-MM-DD/*; a scheduled run for
     # logical date D reads the folders up to D.
     partitioned_by: Literal["date"] | None = None

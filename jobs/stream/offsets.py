@@ -16,6 +16,12 @@ from jobs.changelog.staging import StagedChangelog
 from jobs.errors import RunStateError
 
 
+def committed_batches(checkpoint: Path) -> list[int]:
+    """The ids of the micro-batches Spark recorded as done, in order."""
+    commits = checkpoint / "commits"
+    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
+
+
 def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:
     """Batch id -> names of the files it read, from every log file present."""
     folder = checkpoint / "sources" / str(source_index)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from datetime import date
 
+from deltalake import DeltaTable
+
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan import Plan
 from jobs.plan.nodes import ChangelogSource
 from jobs.point import ConsistencyPoint, SourcePosition
 from jobs.runtime.layout import RunLayout
-from jobs.stream.offsets import consumed_rows, logged_files
+from jobs.stream.offsets import committed_batches, consumed_rows, logged_files
 from jobs.stream.sink import DeltaUpsertSink
 from jobs.stream.source import staged_input
 from jobs.stream.stage import stage_layout
@@ -22,7 +24,7 @@ def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) 
     sources, last_batch = {}, None
     for stage in plan.stages:
         checkpoint = stage_layout(layout, stage).checkpoint
-        done = _committed_batches(checkpoint)
+        done = committed_batches(checkpoint)
         last_batch = done[-1] if done else None
         for index, node in enumerate(stage.inputs):
             if not isinstance(node, ChangelogSource):
@@ -33,12 +35,9 @@ def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) 
             rows = rows if previous is None else min(rows, previous.rows)  # a source read twice (self-join)
             sources[node.table] = SourcePosition(rows, _watermark_at(staged, rows), bool(staged.event_time))
     versions = {s.name: _version(layout.stage_table(s.name)) for s in plan.intermediate_stages}
-    return ConsistencyPoint(plan.spec.name, _version(layout.stream), last_batch, sources, versions, logical_date)
-
-
-def _committed_batches(checkpoint) -> list[int]:
-    commits = checkpoint / "commits"
-    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
+    open_windows = _version(layout.pending) if DeltaTable.is_deltatable(str(layout.pending)) else None
+    return ConsistencyPoint(plan.spec.name, _version(layout.stream), last_batch, sources, versions, logical_date,
+                            open_windows_version=open_windows)
 
 
 def _version(table) -> int:
@@ -50,4 +49,6 @@ def _watermark_at(staged: StagedChangelog, rows: int) -> int | None:
     if not staged.event_time:
         return None
     done = [s for s in staged.segments() if s["first_seq"] + s["rows"] <= rows]
-    return done[-1].get("watermark_after") if done else None
+    marks = [m for m in (done[-1].get("watermark_after") if done else None,
+                         staged.watermark_floor if rows == staged.total_rows else None) if m is not None]
+    return max(marks) if marks else None

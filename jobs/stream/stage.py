@@ -11,15 +11,17 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.columns import COUNT
 from jobs.changelog.feed import stage_change_feed
+from jobs.changelog.staging import raise_watermark_floor
 from jobs.errors import RunStateError
 from jobs.plan import Plan, StagePlan
-from jobs.plan.nodes import WindowAggregate
+from jobs.plan.nodes import ChangelogSource, WindowAggregate
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.spark_sql import result_on_empty_input
 from jobs.stream.emitters import Emitter, emitter_for
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
 from jobs.stream.multiset import ValueMultisets
+from jobs.stream.offsets import committed_batches
 from jobs.stream.rules import Context, streaming_frame
 from jobs.stream.sink import DeltaUpsertSink
 from jobs.stream.windows import FinalWindowEmitter
@@ -44,6 +46,29 @@ def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayo
     emitter = _emitter(stage, streaming, output, own, sink, initial)
     handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals)
     _run_query(streaming.frame, stage, own, handler)
+    if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
+        _close_at_end_of_input(emitter, stage, own, progress, totals)
+
+
+def _bounded(stage: StagePlan) -> bool:
+    """Every source the stage reads is a finished changelog (sources are bounded by default)."""
+    return all(stage.spec.sources[node.table].bounded for node in stage.inputs if isinstance(node, ChangelogSource))
+
+
+def _close_at_end_of_input(emitter: FinalWindowEmitter, stage: StagePlan, layout: RunLayout,
+                           progress: Progress, totals: StreamCounts) -> None:
+    """Every open window closes: the watermark floor is raised first (a crash after it leaves the
+    windows to close on the next run), then the windows are written, each once."""
+    end = emitter.latest_open_end()
+    done = committed_batches(layout.checkpoint)
+    if end is None or not done:
+        return
+    for node in stage.inputs:
+        raise_watermark_floor(layout.staged(node.table), end)
+    sink = DeltaUpsertSink(layout.stream, stage.sink_key, f"{layout.app_id(stage.name)}-end")
+    merged = emitter.close_all(sink, done[-1])
+    totals.changelog.update(merged.changelog())
+    progress.say(f"  end of input (bounded source): {merged.inserted:,} open window(s) closed")
 
 
 def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: DeltaUpsertSink,

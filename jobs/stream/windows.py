@@ -41,6 +41,7 @@ class FinalWindowEmitter:
         self.inner = inner
         self.pending = DeltaUpsertSink(pending_path, key, f"{app_id}-pending")
         self.closer = DeltaUpsertSink(pending_path, key, f"{app_id}-pending-closed")
+        self.end_closer = DeltaUpsertSink(pending_path, key, f"{app_id}-pending-end")
         self._closing: pa.Table | None = None
 
     @property
@@ -63,6 +64,21 @@ class FinalWindowEmitter:
         closed = self._closing.drop_columns([WINDOW_END])
         deletes = closed.append_column(OP, pa.array([DELETE] * closed.num_rows, pa.string()))
         self.closer.apply(deletes, batch.id)
+
+    def latest_open_end(self) -> int | None:
+        """The end (microseconds) of the latest window still open, if any."""
+        table = self.pending.snapshot()
+        return pc.max(table.column(WINDOW_END).cast(pa.int64())).as_py() if table.num_rows else None
+
+    def close_all(self, sink: DeltaUpsertSink, version: int):
+        """The end of a bounded input: every open window goes to the sink, as Flink's largest
+        watermark at the end of a bounded source fires every window. `sink` commits under its own
+        application id; `version` (the last micro-batch's id) makes a replay a no-op."""
+        closing = self.pending.snapshot()
+        rows = closing.drop_columns([WINDOW_END])
+        merged = sink.apply(rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string())), version)
+        self.end_closer.apply(rows.append_column(OP, pa.array([DELETE] * rows.num_rows, pa.string())), version)
+        return merged
 
     def _closed(self, watermark: int | None) -> pa.Table:
         table = self.pending.snapshot()

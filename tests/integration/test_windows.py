@@ -31,10 +31,11 @@ SEED_004 = [  # (pId, total, window start minute): the seed's final window resul
     (1, 5, 1), (2, 13, 2), (3, 8, 6), (1, 18, 6), (2, 9, 9)]
 
 
-def seed_spec(tmp_path: Path, emit: str) -> Path:
+def seed_spec(tmp_path: Path, emit: str, bounded: bool = True) -> Path:
     shutil.copytree(ROOT / "conf" / "queries" / "data" / "timed_orders", tmp_path / "data" / "timed_orders")
     spec = yaml.safe_load((ROOT / "conf" / "queries" / "seed_004_windows.yaml").read_text())
     spec["sink"]["emit"] = emit
+    spec["sources"]["orders"]["bounded"] = bounded
     path = tmp_path / "seed_004_windows.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -45,16 +46,44 @@ def windows(rows):
 
 
 def test_seed_004_final_emits_each_closed_window_once_as_an_insert(spark, tmp_path):
+    # A bounded source (the default): the end of the input closes the last window too,
+    # [09:12, 09:13) for product 5, as Flink's largest watermark at the end of a bounded source does.
     spec = seed_spec(tmp_path, "final")
     result = run_both(spec, tmp_path / "runs")
-    assert windows(result.stream) == sorted(SEED_004)
+    assert windows(result.stream) == windows(result.batch) == sorted(SEED_004 + [(5, 1, 12)])
     assert {step[1] for step in feed_steps(result.feed, ["pId"])} == {"+I"}
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
+    assert report["verdict"] == "pass"
+    assert report["open_windows"] == 0 and report["late_events"] == 0
+    assert report["final_watermark"].startswith("2026-11-21 09:13:00")
+    assert report["end_of_input"].startswith("bounded source")
+
+
+def test_an_unbounded_source_keeps_the_last_window_open_and_the_check_compares_it_there(spark, tmp_path):
+    spec = seed_spec(tmp_path, "final", bounded=False)
+    result = run_both(spec, tmp_path / "runs")
+    assert windows(result.stream) == sorted(SEED_004)
     # The batch has the window the watermark has not closed yet: [09:12, 09:13) for product 5.
     assert windows(result.batch) == sorted(SEED_004 + [(5, 1, 12)])
     report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
     assert report["verdict"] == "pass"
-    assert report["open_windows_not_compared"] == 1 and report["late_events"] == 0
+    assert report["open_windows"] == 1 and report["stream_rows"] == report["batch_rows"] == 6
     assert report["final_watermark"].startswith("2026-11-21 09:11:55")
+
+
+def test_a_difference_in_an_open_window_fails_the_check(spark, tmp_path):
+    # The check judges open windows too: a window the stream holds with a wrong value is a FAIL,
+    # never "not compared".
+    spec = seed_spec(tmp_path, "final", bounded=False)
+    result = run_both(spec, tmp_path / "runs")
+    from deltalake import DeltaTable
+    pending = DeltaTable(str(result.layout.pending))
+    pending.update(updates={"total": "total + 100"})
+    point = json.loads(result.layout.consistency.read_text())
+    point["open_windows_version"] = pending.version()
+    result.layout.consistency.write_text(json.dumps(point))
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
+    assert report["verdict"] == "fail" and report["mismatched_rows"] == 1
 
 
 def test_seed_004_early_updates_windows_as_changes_arrive_and_drops_emptied_ones(spark, tmp_path):
@@ -68,7 +97,7 @@ def test_seed_004_early_updates_windows_as_changes_arrive_and_drops_emptied_ones
     # Product 4's only order was inserted and cancelled within one micro-batch: never shown.
     assert [s for s in steps if s[2] == 4] == []
     report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
-    assert report["verdict"] == "pass" and report["open_windows_not_compared"] == 0
+    assert report["verdict"] == "pass" and report["open_windows"] == 0
 
 
 def late_case(tmp_path: Path) -> Path:
