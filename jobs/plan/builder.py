@@ -82,7 +82,92 @@ class _Relations:
         node, scope = self._from(select)
         if isinstance(node, Deduplicate):
             node = self._ranked(select, node)
+        node, select = self._subquery_filters(select, node, scope)
         return SelectBuilder(self.spec, select, node, scope).build()
+
+    # -- WHERE ... IN (SELECT ...), [NOT] EXISTS (SELECT ...) -----------------------------------
+
+    def _subquery_filters(self, select: exp.Select, node: Node, scope: Scope) -> tuple[Node, exp.Select]:
+        """Each `col IN (SELECT ...)` and `[NOT] EXISTS (SELECT ...)` conjunct of WHERE becomes a
+        semi (anti) join of the FROM relation with the subquery, as Flink plans them; the rest of
+        WHERE stays the SELECT's filter."""
+        where = select.args.get("where")
+        if where is None or not any(isinstance(n, (exp.Subquery, exp.Exists)) for n in where.walk()):
+            return node, select
+        rest = []
+        for conjunct in _conjuncts(where.this):
+            negated = isinstance(conjunct, exp.Not)
+            predicate = conjunct.this if negated else conjunct
+            if isinstance(predicate, exp.In) and predicate.args.get("query") is not None:
+                node = self._in(node, scope, predicate, negated)
+            elif isinstance(predicate, exp.Exists):
+                node = self._exists(node, scope, predicate, negated)
+            elif any(isinstance(n, (exp.Subquery, exp.Exists)) for n in conjunct.walk()):
+                raise SqlError(f"unsupported subquery: {conjunct.sql('spark')[:80]} (lockstep runs a subquery as "
+                               f"a conjunct of WHERE: col IN (SELECT ...), EXISTS (...) or NOT EXISTS (...))",
+                               where=self.where(conjunct))
+            else:
+                rest.append(conjunct)
+        remaining = select.copy()
+        remaining.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
+        return node, remaining
+
+    def _in(self, node: Node, scope: Scope, predicate: exp.In, negated: bool) -> Node:
+        if negated:
+            raise SqlError("NOT IN (SELECT ...) is not supported: a NULL in the subquery makes every row "
+                           "unknown, so each row would depend on all of them; write NOT EXISTS (SELECT ... "
+                           "WHERE inner.col = outer.col), which differs only where NULLs are",
+                           where=self.where(predicate))
+        if not isinstance(predicate.this, exp.Column):
+            raise SqlError("IN (SELECT ...) takes a column on its left", where=self.where(predicate))
+        right = self.query(predicate.args["query"].this)
+        if len(right.output_names) != 1:
+            raise SqlError(f"the subquery of IN selects {len(right.output_names)} columns, not one",
+                           where=self.where(predicate))
+        key = self._resolve(predicate.this, scope).plan_name
+        return Join(node, right, "semi", (key,), right.output_names, node.output_names)
+
+    def _exists(self, node: Node, scope: Scope, predicate: exp.Exists, negated: bool) -> Node:
+        """EXISTS (SELECT ... FROM b WHERE b.k = a.k [AND <b only>]): the correlated equalities are
+        the join keys, the rest filters the subquery."""
+        sub = predicate.this
+        if not isinstance(sub, exp.Select):
+            raise SqlError("EXISTS takes a SELECT", where=self.where(predicate))
+        _, inner_scope = self._from(sub)
+        where = sub.args.get("where")
+        outer_keys, inner_keys, inner_only = [], [], []
+        for conjunct in _conjuncts(where.this) if where is not None else []:
+            pair = self._correlation(conjunct, scope, inner_scope)
+            if pair is not None:
+                outer_keys.append(pair[0])
+                inner_keys.append(pair[1])
+            elif any(inner_scope.resolve(c) is None for c in conjunct.find_all(exp.Column)):
+                raise SqlError(f"EXISTS correlates the subquery with the outer query by equalities only "
+                               f"(inner.col = outer.col): {conjunct.sql('spark')[:60]}", where=self.where(conjunct))
+            else:
+                inner_only.append(conjunct)
+        if not outer_keys:
+            raise SqlError("EXISTS needs an equality between a column of the subquery and one of the outer "
+                           "query (an uncorrelated EXISTS is not supported)", where=self.where(predicate))
+        inner = sub.copy()
+        inner.set("expressions", [exp.column(c.name, table=c.table or None) for c in inner_keys])
+        inner.set("where", exp.Where(this=exp.and_(*inner_only)) if inner_only else None)
+        right = self._select(inner)
+        return Join(node, right, "anti" if negated else "semi", tuple(outer_keys), right.output_names,
+                    node.output_names)
+
+    def _correlation(self, conjunct: exp.Expression, outer: Scope, inner: Scope) -> tuple[str, exp.Column] | None:
+        """(outer plan name, inner column) of `inner.col = outer.col`, in either order."""
+        if not isinstance(conjunct, exp.EQ):
+            return None
+        sides = [conjunct.this, conjunct.expression]
+        if not all(isinstance(s, exp.Column) for s in sides):
+            return None
+        for inner_side, outer_side in (sides, sides[::-1]):
+            if inner.resolve(inner_side) is not None and outer.resolve(outer_side) is not None \
+                    and inner.resolve(outer_side) is None:
+                return self._resolve(outer_side, outer).plan_name, inner_side
+        return None
 
     # -- FROM -------------------------------------------------------------------------------------
 

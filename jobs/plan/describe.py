@@ -39,7 +39,8 @@ def describe_node(node: Node) -> str:
     if isinstance(node, Join):
         where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""
         pairs = ", ".join(f"{l} = {r}" for l, r in zip(node.left_keys, node.right_keys))
-        return (f"Join(joinType=[{node.kind.capitalize()}Join], on=[{pairs}]{where}, "
+        kind = {"semi": "LeftSemi", "anti": "LeftAnti"}.get(node.kind, node.kind.capitalize())
+        return (f"Join(joinType=[{kind}Join], on=[{pairs}]{where}, "
                 f"select=[{', '.join(node.output)}], state=[live rows per join key, each side])")
     if isinstance(node, UnionAll):
         return f"Union(all=[true], union=[{', '.join(node.output_names)}])"

@@ -225,11 +225,12 @@ class Deduplicate(Unary, Node):
 class Join(Node):
     """A regular equi-join of two changelogs: INNER, LEFT, RIGHT or FULL, with an optional extra
     (non-equi) condition. Output columns are the left's then the right's (renamed where they
-    clash, see the builder)."""
+    clash, see the builder). A semi (anti) join, from `col IN (SELECT ...)` or `[NOT] EXISTS`,
+    outputs the left rows that have (have no) matching right row: the left's columns only."""
 
     left: Node
     right: Node
-    kind: str  # inner | left | right | full
+    kind: str  # inner | left | right | full | semi | anti
     left_keys: tuple[str, ...]
     right_keys: tuple[str, ...]
     output: tuple[str, ...]  # names of left columns then right columns
@@ -251,6 +252,11 @@ class Join(Node):
     @property
     def right_output(self) -> tuple[str, ...]:
         return self.output[len(self.left.output_names):]
+
+    @property
+    def filters_left(self) -> bool:
+        """A semi or anti join: the left rows, filtered by the right's."""
+        return self.kind in ("semi", "anti")
 
 
 @dataclass(frozen=True, eq=False)

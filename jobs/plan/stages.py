@@ -66,6 +66,8 @@ def split_stages(root: Sink, notes: Annotations) -> list[Cut]:
 def _kind_name(node: Node) -> str:
     if isinstance(node, Deduplicate) and node.is_top_n:
         return "topn"
+    if isinstance(node, Join) and node.filters_left:
+        return node.kind
     return next((name for cls, name in KIND_NAMES.items() if isinstance(node, cls)), "stage")
 
 

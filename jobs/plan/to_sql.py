@@ -53,7 +53,10 @@ def _join(node: Join) -> str:
     on = [f"l.{_quote(a)} = r.{_quote(b)}" for a, b in zip(node.left_keys, node.right_keys)]
     if node.condition is not None:
         on.append(join_condition_sql(node))
-    kind = {"inner": "INNER", "left": "LEFT OUTER", "right": "RIGHT OUTER", "full": "FULL OUTER"}[node.kind]
+    kind = {"inner": "INNER", "left": "LEFT OUTER", "right": "RIGHT OUTER", "full": "FULL OUTER",
+            "semi": "LEFT SEMI", "anti": "LEFT ANTI"}[node.kind]
+    if node.filters_left:
+        items = items[:len(left_names)]
     return (f"SELECT {', '.join(items)} FROM ({to_sql(node.left)}) AS l {kind} JOIN "
             f"({to_sql(node.right)}) AS r ON {' AND '.join(on)}")
 

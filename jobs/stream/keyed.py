@@ -166,10 +166,11 @@ class JoinOperator:
                                          for a, b in zip(node.left_keys, node.right_keys)])
         if node.condition is not None:
             on = on & F.expr(join_condition_sql(node))
-        how = {"inner": "inner", "left": "left", "right": "right", "full": "full"}[node.kind]
+        how = {"inner": "inner", "left": "left", "right": "right", "full": "full",
+               "semi": "left_semi", "anti": "left_anti"}[node.kind]
         joined = l.join(r, on, how)
-        return joined.select(*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols],
-                             *[F.col(f"r.`{c}`").alias(c) for c in self.right_cols])
+        right = [] if node.filters_left else [F.col(f"r.`{c}`").alias(c) for c in self.right_cols]
+        return joined.select(*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols], *right)
 
 
 def _empty(*tables: pa.Table) -> bool:

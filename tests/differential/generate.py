@@ -213,6 +213,19 @@ def join_then_aggregate(rng: random.Random, name: str) -> Case:
     return _case(rng, name, "join_then_aggregate", sql, _two_sides(rng))
 
 
+def semi_join(rng: random.Random, name: str) -> Case:
+    """IN (SELECT ...), EXISTS and NOT EXISTS: semi and anti joins."""
+    inner_filter = rng.choice(["", " AND b.v > 0"])
+    form = rng.choice(["in", "exists", "not_exists"])
+    predicate = {
+        "in": f"k IN (SELECT k FROM b WHERE v IS NOT NULL{inner_filter.replace('b.', '')})",
+        "exists": f"EXISTS (SELECT 1 FROM b WHERE b.k = a.k{inner_filter})",
+        "not_exists": f"NOT EXISTS (SELECT 1 FROM b WHERE b.k = a.k{inner_filter})",
+    }[form]
+    sql = f"SELECT id, k, v FROM a WHERE {predicate}"
+    return _case(rng, name, f"semi_join_{form}", sql, _two_sides(rng))
+
+
 def union_all(rng: random.Random, name: str) -> Case:
     sides = _two_sides(rng)
     if rng.random() < 0.5:
@@ -234,6 +247,7 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "top_n": top_n,
     "join": join,
     "join_then_aggregate": join_then_aggregate,
+    "semi_join": semi_join,
     "union_all": union_all,
 }
 

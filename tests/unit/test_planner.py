@@ -264,3 +264,24 @@ def test_the_row_number_filter_sets_how_many_rows_a_key_keeps(tmp_path, conditio
     assert p.notes.upsert_keys[ranked] == (("pId",) if limit == 1 else ("pId", "rn"))
     line = "Deduplicate(keep=[LastRow]" if limit == 1 else f"Rank(rankRange=[rankStart=1, rankEnd={limit}]"
     assert line in explain(p)
+
+
+@pytest.mark.parametrize("where, message", [
+    ("pId NOT IN (SELECT pId FROM orders)", "NOT IN \\(SELECT ...\\) is not supported"),
+    ("income > (SELECT MAX(income) FROM orders)", "unsupported subquery"),
+    ("pId IN (SELECT pId FROM orders) OR income > 1", "unsupported subquery"),
+    ("EXISTS (SELECT 1 FROM orders p WHERE p.income > o.income)", "by equalities only"),
+    ("EXISTS (SELECT 1 FROM orders p WHERE p.income > 1)", "uncorrelated EXISTS is not supported"),
+    ("pId IN (SELECT pId, income FROM orders)", "selects 2 columns, not one"),
+])
+def test_a_subquery_lockstep_cannot_run_is_named_in_one_line(tmp_path, where, message):
+    with pytest.raises(SqlError, match=message):
+        plan(tmp_path, f"SELECT order_id FROM orders o WHERE {where}")
+
+
+def test_in_and_exists_plan_as_semi_and_anti_joins(tmp_path):
+    semi = explain(plan(tmp_path, "SELECT order_id FROM orders o WHERE pId IN (SELECT pId FROM orders WHERE income > 1)"))
+    assert "Join(joinType=[LeftSemiJoin], on=[pId = pId]" in semi
+    anti = explain(plan(tmp_path, "SELECT order_id FROM orders o WHERE NOT EXISTS "
+                                  "(SELECT 1 FROM orders p WHERE p.pId = o.pId AND p.income > 9)"))
+    assert "Join(joinType=[LeftAntiJoin], on=[pId = pId]" in anti and "where=[income > 9]" in anti

@@ -99,6 +99,8 @@ def _join_key(join: Join, left: tuple[str, ...] | None, right: tuple[str, ...] |
     def unique_on_join_key(key, join_keys):
         return {k.lower() for k in key} <= {k.lower() for k in join_keys}
 
+    if join.filters_left:  # a left row or nothing: the left's key, in order if it holds the join key
+        return left if left is not None and (not in_order or contains(left, join.left_keys)) else None
     if left is None or right is None:
         return None
     if in_order and not (contains(left, join.left_keys) and contains(right, join.right_keys)):
