@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from jobs.changelog.schema import parse_schema
 from jobs.errors import SqlError
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, Join, LookupJoin, Node, Sink,
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, Join, LookupJoin, Node, SessionAggregate, Sink,
                              UnionAll, WindowAggregate)
 from jobs.plan.scope import AmbiguousColumn, Scope
 from jobs.plan.select import SelectBuilder
@@ -38,8 +38,8 @@ def build_plan(spec: QuerySpec, statement: exp.Expression) -> Sink:
 
 
 def _is_windowed(body: Node) -> bool:
-    return isinstance(body, WindowAggregate) or (
-        isinstance(body, Calc) and isinstance(body.input, WindowAggregate))
+    windows = (WindowAggregate, SessionAggregate)
+    return isinstance(body, windows) or (isinstance(body, Calc) and isinstance(body.input, windows))
 
 
 class _Relations:

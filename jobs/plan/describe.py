@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node,
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node, SessionAggregate,
                              StageInput, UnionAll, WindowAggregate, WindowAssign)
 from jobs.spec.intervals import describe
 
 
 def describe_node(node: Node) -> str:
     """One line per operator, Flink-style: its kind and its parameters in a fixed order."""
+    if isinstance(node, SessionAggregate):
+        select = ", ".join(["window.start AS __wstart", "window.end AS __wend"]
+                           + _aggregate_select(node, node.other_keys))
+        return (f"SessionWindowAggregate(groupBy=[{', '.join(node.other_keys)}], window=[{node.window.describe()}], "
+                f"emit=[{node.emit}], select=[{select}], state=[live rows per key; a change re-forms its key's "
+                f"sessions, late=[event time the watermark passed: left out, see late_events]])")
     if isinstance(node, WindowAggregate):
         select = ", ".join(["window.start AS __wstart", "window.end AS __wend"]
                            + _aggregate_select(node, node.other_keys))

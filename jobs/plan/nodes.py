@@ -128,23 +128,29 @@ class GroupAggregate(Unary, Node):
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """Spark's window(time_col, size[, slide]): tumbling when slide == size, hopping otherwise."""
+    """Spark's window(time_col, size[, slide]): tumbling when slide == size, hopping otherwise;
+    session_window(time_col, gap) with `session` (size and slide are the gap)."""
 
     time_col: str
     size: timedelta
     slide: timedelta
     size_sql: str
     slide_sql: str
+    session: bool = False
 
     @property
     def tumbling(self) -> bool:
-        return self.size == self.slide
+        return self.size == self.slide and not self.session
 
     def spark_sql(self) -> str:
+        if self.session:
+            return f"session_window({self.time_col}, '{self.size_sql}')"
         slide = "" if self.tumbling else f", '{self.slide_sql}'"
         return f"window({self.time_col}, '{self.size_sql}'{slide})"
 
     def describe(self) -> str:
+        if self.session:
+            return f"SESSION(time_col=[{self.time_col}], gap=[{describe(self.size)}])"
         if self.tumbling:
             return f"TUMBLE(time_col=[{self.time_col}], size=[{describe(self.size)}])"
         return (f"HOP(time_col=[{self.time_col}], size=[{describe(self.size)}], "
@@ -178,6 +184,32 @@ class WindowAggregate(GroupAggregate):
     @property
     def other_keys(self) -> tuple[str, ...]:
         return tuple(k for k in self.group_keys if k not in (WINDOW_START, WINDOW_END))
+
+
+@dataclass(frozen=True, eq=False)
+class SessionAggregate(Unary, Node):
+    """GROUP BY session_window(ts, gap), keys: per key, the live rows' event times split where two
+    follow each other by the gap or more; a session is [first, last + gap). A change re-forms the
+    sessions of its key, which grow, merge, shrink or split exactly as the batch result's (Flink's
+    streaming sessions only grow and merge). A change whose event time the watermark has passed
+    is late."""
+
+    input: Node
+    group_keys: tuple[str, ...]  # the keys beside the session
+    aggregates: tuple[AggCall, ...]
+    window: WindowSpec
+    watermark: timedelta
+    bounded: bool = True
+    emit: str = "final"
+    stateful: ClassVar[bool] = True
+
+    @property
+    def output_names(self):
+        return (WINDOW_START, WINDOW_END) + self.group_keys + tuple(a.name for a in self.aggregates)
+
+    @property
+    def other_keys(self) -> tuple[str, ...]:
+        return self.group_keys
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,8 +17,8 @@ from sqlglot import exp
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.changelog.kinds import ChangelogMode, RowKind
 from jobs.plan.annotations import Annotations
-from jobs.plan.nodes import (Calc, ChangelogSource, GroupAggregate, Node, Sink, StagedInput, StageInput,
-                             WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (Calc, ChangelogSource, GroupAggregate, Node, SessionAggregate, Sink, StagedInput,
+                             StageInput, WindowAggregate, WindowAssign)
 from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE
 from jobs.plan.passes.update_kinds import BEFORE_AND_AFTER
 from jobs.spec.model import QuerySpec
@@ -70,26 +70,25 @@ class Planned:
         return next((n for n in self.root.walk() if isinstance(n, GroupAggregate)), None)
 
     @property
-    def window(self) -> WindowAggregate | None:
-        node = self.aggregate
-        return node if isinstance(node, WindowAggregate) else None
+    def window(self) -> WindowAggregate | SessionAggregate | None:
+        return next((n for n in self.root.walk() if isinstance(n, (WindowAggregate, SessionAggregate))), None)
 
     @property
     def window_assign(self) -> WindowAssign | None:
         return next((n for n in self.root.walk() if isinstance(n, WindowAssign)), None)
 
-    def window_end_sql(self) -> str:
+    def window_end_sql(self) -> str | None:
         """A Spark SQL expression for each output row's window end, from the output columns
-        (window.end if selected, else window.start + size)."""
+        (window.end if selected, else window.start + size); None when the output cannot say."""
         projections = self._final_projections()
         for name, expr in projections:
             if isinstance(expr, exp.Column) and expr.name == WINDOW_END:
                 return f"`{name}`"
         for name, expr in projections:
-            if isinstance(expr, exp.Column) and expr.name == WINDOW_START:
+            if isinstance(expr, exp.Column) and expr.name == WINDOW_START and not self.window.window.session:
                 size = self.window.window.size // timedelta(microseconds=1)
                 return f"timestamp_micros(unix_micros(`{name}`) + {size})"
-        raise ValueError("the output has no window column")
+        return None  # a session's end is not its start plus a size: only session_window.end says it
 
     def window_column(self) -> tuple[str, str]:
         """(output column, 'window_start' | 'window_end'): the sink key column naming the window."""

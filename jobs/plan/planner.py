@@ -9,7 +9,7 @@ from __future__ import annotations
 from jobs.errors import SqlError
 from jobs.plan.annotations import Annotations
 from jobs.plan.builder import build_plan
-from jobs.plan.nodes import Sink, WindowAssign
+from jobs.plan.nodes import SessionAggregate, Sink, WindowAssign
 from jobs.plan.passes import PASSES
 from jobs.plan.plan import Plan, StagePlan
 from jobs.plan.sql import non_deterministic_calls, parse_select
@@ -42,6 +42,6 @@ def _annotate(spec: QuerySpec, root: Sink) -> Annotations:
 
 def _check_windows_single_stage(spec: QuerySpec, root: Sink) -> None:
     stateful = [n for n in root.walk() if n.stateful]
-    if any(isinstance(n, WindowAssign) for n in root.walk()) and len(stateful) > 1:
+    if any(isinstance(n, (WindowAssign, SessionAggregate)) for n in root.walk()) and len(stateful) > 1:
         raise SqlError("a windowed aggregate must read a source directly (not a join, a "
                        "deduplication or another aggregate)", where=str(spec.spec_path))

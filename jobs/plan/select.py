@@ -18,10 +18,10 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from jobs.errors import SqlError
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
-from jobs.plan.nodes import (AggCall, Calc, ChangelogSource, GroupAggregate,
-                             Node, WindowAggregate, WindowAssign, WindowSpec)
+from jobs.plan.nodes import (AggCall, Calc, ChangelogSource, GroupAggregate, Node, SessionAggregate,
+                             WindowAggregate, WindowAssign, WindowSpec)
 from jobs.plan.scope import AmbiguousColumn, Scope, ScopeColumn
-from jobs.plan.sql import WINDOW, where_in_spec
+from jobs.plan.sql import SESSION_WINDOW, WINDOW, where_in_spec
 from jobs.spec.intervals import parse_interval
 from jobs.spec.model import QuerySpec
 
@@ -30,7 +30,7 @@ AGGREGATES = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Min: "MIN"
 
 
 def _is_window_call(expr: exp.Expression) -> bool:
-    return isinstance(expr, exp.Anonymous) and str(expr.this).lower() == WINDOW
+    return isinstance(expr, exp.Anonymous) and str(expr.this).lower() in (WINDOW, SESSION_WINDOW)
 
 
 @dataclass
@@ -72,6 +72,10 @@ class SelectBuilder:
         agg_input = self.input if trivial_pre else Calc(self.input, tuple(pre.items()), condition)
         if window is None:
             aggregate = GroupAggregate(agg_input, key_names, tuple(calls.values()))
+        elif window.session:
+            source = self.spec.sources[self.input.table]
+            aggregate = SessionAggregate(agg_input, key_names, tuple(calls.values()), window, source.watermark_delay,
+                                         source.bounded, self.spec.sink.emit or "final")
         else:
             source = self.spec.sources[self.input.table]
             assigned = WindowAssign(agg_input, window, source.watermark_delay, source.bounded)
@@ -240,6 +244,11 @@ class SelectBuilder:
     def _window_spec(self, call: exp.Expression, pre: dict[str, exp.Expression]) -> WindowSpec:
         args = call.expressions
         where = where_in_spec(self.spec, call)
+        session = str(call.this).lower() == SESSION_WINDOW
+        if session and (len(args) != 2 or not isinstance(args[0], exp.Column)
+                        or not (isinstance(args[1], exp.Literal) and args[1].is_string)):
+            raise SqlError("session_window() takes a time column and a gap: session_window(ts, '5 minutes')",
+                           where=where)
         if not 2 <= len(args) <= 3 or not isinstance(args[0], exp.Column) or not all(
                 isinstance(a, exp.Literal) and a.is_string for a in args[1:]):
             raise SqlError("window() takes a time column and one or two interval strings: "
@@ -262,7 +271,7 @@ class SelectBuilder:
         if slide > size or size % slide:
             raise SqlError("window(): the slide must divide the size (hopping windows)", where=where)
         self._pre_column(pre, exp.column(column.name), "__t")
-        return WindowSpec(column.name, size, slide, size_sql, slide_sql)
+        return WindowSpec(column.name, size, slide, size_sql, slide_sql, session)
 
     # -- GROUP BY ------------------------------------------------------------------------------------
 

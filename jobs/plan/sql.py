@@ -33,6 +33,7 @@ UNSUPPORTED = {
 
 
 WINDOW = "__window"  # Spark's window(...) and window.start, renamed past sqlglot (see mask_window)
+SESSION_WINDOW = "__session_window"  # session_window(...); its .start and .end become __window's
 
 
 def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
@@ -54,25 +55,21 @@ def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
 
 
 def mask_window(spec: QuerySpec, sql: str) -> str:
-    """Rename Spark's `window(...)` and `window.start` / `window.end` to __window, outside quotes.
+    """Rename Spark's `window(...)` and `window.start` / `window.end` to __window, outside quotes
+    (and `session_window(...)` to __session_window, its fields to __window's).
 
     sqlglot reads WINDOW as the start of a named-window clause, so Spark's window function does
     not parse as written; renamed, it is an ordinary function call and column reference. Lines
     stay where they were, so errors still name the right line.
     """
-    out, i = [], 0
+    out = []
     for quoted, piece in _split_quoted(sql):
         if quoted:
             out.append(piece)
             continue
-        session = re.search(r"\bsession_window\s*\(", piece, re.IGNORECASE)
-        if session:
-            line = sql[:i + session.start()].count("\n") + 1
-            raise SqlError("session windows (session_window) are not supported: a session's bounds "
-                           "move as events arrive; use window(ts, size) or window(ts, size, slide)",
-                           where=_where(spec, line))
+        piece = re.sub(r"\bsession_window(\s*\()", SESSION_WINDOW + r"\1", piece, flags=re.IGNORECASE)
+        piece = re.sub(r"\bsession_window(\s*\.)", WINDOW + r"\1", piece, flags=re.IGNORECASE)
         out.append(re.sub(r"\bwindow(\s*[(.])", WINDOW + r"\1", piece, flags=re.IGNORECASE))
-        i += len(piece)
     return "".join(out)
 
 

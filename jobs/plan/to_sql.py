@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node, UnionAll,
+from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node, SessionAggregate,
+                             UnionAll,
                              WindowAggregate, WindowAssign)
 
 
@@ -20,7 +21,7 @@ def to_sql(node: Node) -> str:
         items = ", ".join(f"{e.sql('spark')} AS `{n}`" for n, e in node.projections)
         where = f" WHERE {node.condition.sql('spark')}" if node.condition is not None else ""
         return f"SELECT {items} FROM ({to_sql(node.input)}) AS t{where}"
-    if isinstance(node, (WindowAggregate, WindowAssign)):
+    if isinstance(node, (WindowAggregate, WindowAssign, SessionAggregate)):
         raise NotImplementedError("windows run as one stage over one source")
     if isinstance(node, GroupAggregate):
         calls = [f"{a.sql()} AS `{a.name}`" for a in node.aggregates]

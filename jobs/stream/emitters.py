@@ -29,6 +29,7 @@ from jobs.changelog.columns import COUNT, DELETE, OP, SEQ, SLOT, UPSERT, WEIGHT
 from jobs.plan import StagePlan
 from jobs.plan.nodes import Calc
 from jobs.stream.aggregate import AggregateState, finalize
+from jobs.stream.keyed import SessionOperator
 from jobs.runtime.layout import RunLayout
 from jobs.stream.calc import apply_calc, projections
 from jobs.stream.materializer import UpsertMaterializer
@@ -171,6 +172,37 @@ class KeyedEmitter:
         return self.rows.table(difference, batch.id)
 
 
+class SessionEmitter:
+    """Session windows: the sessions the operator re-formed, then the Calc above them, one row per
+    sink key (an addition over a retraction). With emit: final, FinalWindowEmitter wraps it."""
+
+    reads_twice = True  # the micro-batch feeds both the touched keys and the state log
+
+    def __init__(self, plan: StagePlan, operator, output: StructType):
+        self.plan, self.operator, self.output = plan, operator, output
+        above = plan.root.input
+        self.post: Calc | None = above if isinstance(above, Calc) else None
+
+    def changes(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch) -> pa.Table:
+        return self.changed_groups(spark, frame, batch).toArrow()
+
+    def after_sink_commit(self, batch: MicroBatch) -> None:
+        pass
+
+    def changed_groups(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
+                       hidden: tuple[str, ...] = ()) -> DataFrame:
+        """The changed sessions tagged upsert / delete (plus `hidden` operator columns)."""
+        rows = self.operator.changes(spark, frame, batch.id)
+        if self.post is not None:
+            rows = apply_calc(rows, self.post, [WEIGHT, *hidden])
+        key = [F.col(f"`{k}`") for k in self.plan.sink_key]
+        latest = Window.partitionBy(*key).orderBy(F.col(WEIGHT).desc())
+        last = rows.withColumn("__last", F.row_number().over(latest)).where("__last = 1")
+        op = F.when(F.col(WEIGHT) > 0, F.lit(UPSERT)).otherwise(F.lit(DELETE)).alias(OP)
+        columns = _typed([F.col(f"`{n}`") for n in self.plan.output_names], self.output)
+        return last.select(*columns, *[F.col(h) for h in hidden], op)
+
+
 def _typed(columns: list, output: StructType) -> list:
     """Cast to the batch result's types, so the sink's schema is exactly the query's."""
     return [col.cast(field.dataType).alias(field.name) for col, field in zip(columns, output.fields)]
@@ -178,6 +210,8 @@ def _typed(columns: list, output: StructType) -> list:
 
 def emitter_for(plan: StagePlan, state: AggregateState | None, multisets: ValueMultisets | None,
                 output: StructType, operator, layout: RunLayout) -> Emitter:
+    if isinstance(operator, SessionOperator):
+        return SessionEmitter(plan, operator, output)
     if operator is not None:
         return KeyedEmitter(plan, operator, output, layout)
     if state is not None:

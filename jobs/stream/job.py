@@ -15,6 +15,7 @@ from datetime import date
 from jobs.changelog.staging import StageResult
 from jobs.errors import RunStateError
 from jobs.plan import Plan
+from jobs.plan.nodes import SessionAggregate
 from jobs.point import ConsistencyPoint, latest_logical_date, write_point
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
@@ -96,7 +97,7 @@ def stream_until(plan: Plan, settings: Settings, layout: RunLayout, progress: Pr
 
 def _late_events(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> int:
     """Windowed queries: write the (row, window) pairs the stream left out as late."""
-    assign = plan.window_assign
+    assign = plan.window_assign or (plan.window if isinstance(plan.window, SessionAggregate) else None)
     if assign is None:
         return 0
     source = plan.sources[0]

@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from jobs.changelog.columns import COUNT, WEIGHT
-from jobs.plan.nodes import Deduplicate, Join
+from jobs.changelog.columns import COUNT, WEIGHT, WINDOW_END, WINDOW_START
+from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
 
 
@@ -201,3 +201,47 @@ def tag_side(frame: DataFrame, side: str, columns: tuple[str, ...], other: str, 
     empty = F.lit(None).cast(f"struct<{other_ddl}>").alias(other)
     parts = {side: mine, other: empty}
     return frame.select(F.lit(side).alias(SIDE), parts[LEFT], parts[RIGHT], F.col(WEIGHT))
+
+
+class SessionOperator:
+    """Session windows: each touched key's sessions from its live rows, before and after the
+    micro-batch, by Spark's own session_window, so sessions grow, merge, shrink and split as in
+    the batch result."""
+
+    def __init__(self, node: SessionAggregate, state_dir: Path, input_ddl: str):
+        self.node = node
+        self.columns = node.input.output_names
+        self.state = LiveState(state_dir / "input", input_ddl)
+
+    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
+        net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
+        history = self.state.changes_before(spark, batch_id)
+        if self.node.group_keys:
+            touched = net.select(*[F.col(f"`{k}`") for k in self.node.group_keys]).distinct()
+            before = live(history, self.columns, self.node.group_keys, touched)
+        else:  # one key: every session
+            before = _plus(history.limit(0), history, self.columns)
+        before, _ = self.state.local(spark, before)
+        after = _plus(before, net, self.columns)
+        self.state.record(net_rows, batch_id)
+        return difference(self._sessions(after), self._sessions(before), self.node.output_names)
+
+    def _sessions(self, rows: DataFrame) -> DataFrame:
+        node = self.node
+        window = F.session_window(F.col(f"`{node.window.time_col}`"), node.window.size_sql).alias("__session")
+        keys = [F.col(f"`{k}`") for k in node.group_keys]
+        grouped = expand(rows, self.columns).groupBy(window, *keys).agg(*[_aggregate(call) for call in node.aggregates])
+        return grouped.select(F.col("__session.start").alias(WINDOW_START), F.col("__session.end").alias(WINDOW_END),
+                              *keys, *[F.col(f"`{call.name}`") for call in node.aggregates])
+
+
+def _aggregate(call: AggCall) -> Column:
+    """One aggregate call as Spark computes it in batch."""
+    if call.arg is None:
+        return F.count(F.lit(1)).alias(call.name)
+    arg = F.col(f"`{call.arg}`")
+    if call.distinct:
+        function = {"COUNT": F.count_distinct, "SUM": F.sum_distinct}.get(call.func)
+        if function is not None:
+            return function(arg).alias(call.name)
+    return {"SUM": F.sum, "COUNT": F.count, "AVG": F.avg, "MIN": F.min, "MAX": F.max}[call.func](arg).alias(call.name)

@@ -17,17 +17,18 @@ from functools import reduce
 from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from jobs.changelog.columns import KIND, SEQ, WATERMARK, WEIGHT
 from jobs.lookup.from_spec import config_of
 from jobs.lookup.spark import enrich_stream
 from jobs.plan import StagePlan
 from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node,
-                             StageInput, UnionAll, WindowAggregate, WindowAssign)
+                             SessionAggregate, StageInput, UnionAll, WindowAggregate, WindowAssign)
 from jobs.runtime.layout import RunLayout
 from jobs.stream.aggregate import AggregateState, streaming_aggregate
 from jobs.stream.calc import apply_calc
-from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, tag_side
+from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, SessionOperator, tag_side
 from jobs.stream.source import changelog_stream, staged_input
 from jobs.stream.windows import stream_window_assign
 
@@ -36,7 +37,7 @@ from jobs.stream.windows import stream_window_assign
 class Streaming:
     frame: DataFrame  # what each micro-batch hands to foreachBatch
     state: AggregateState | None = None  # a group aggregate's (on Spark's state store)
-    operator: DedupOperator | JoinOperator | None = None  # recomputes touched keys per micro-batch
+    operator: DedupOperator | JoinOperator | SessionOperator | None = None  # recomputes touched keys per micro-batch
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,13 @@ def _deduplicate(node: Deduplicate, ctx: Context) -> Streaming:
     return Streaming(child.frame, operator=DedupOperator(node, ctx.layout.operator_state, ddl))
 
 
+def _session_aggregate(node: SessionAggregate, ctx: Context) -> Streaming:
+    child = streaming_frame(node.input, ctx)
+    ddl = _ddl(child.frame, node.input.output_names)
+    on_time = F.col(WATERMARK).isNull() | (F.col(f"`{node.window.time_col}`") > F.col(WATERMARK))
+    return Streaming(child.frame.where(on_time), operator=SessionOperator(node, ctx.layout.operator_state, ddl))
+
+
 def _join(node: Join, ctx: Context) -> Streaming:
     left = streaming_frame(node.left, ctx).frame
     right = streaming_frame(node.right, ctx).frame
@@ -123,5 +131,6 @@ RULES: dict[type[Node], Callable[..., Streaming]] = {
     GroupAggregate: _group_aggregate,
     WindowAggregate: _group_aggregate,
     Deduplicate: _deduplicate,
+    SessionAggregate: _session_aggregate,
     Join: _join,
 }

@@ -14,7 +14,7 @@ from jobs.changelog.feed import stage_change_feed
 from jobs.changelog.staging import raise_watermark_floor
 from jobs.errors import RunStateError
 from jobs.plan import Plan, StagePlan
-from jobs.plan.nodes import ChangelogSource, WindowAggregate
+from jobs.plan.nodes import ChangelogSource
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.spark_sql import result_on_empty_input
@@ -76,7 +76,7 @@ def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: Delta
     state = streaming.state
     multisets = ValueMultisets(layout.agg_values, state, sink.app_id) if state and state.has_slots else None
     emitter = emitter_for(stage, state, multisets, output, streaming.operator, layout)
-    if isinstance(stage.aggregate, WindowAggregate) and stage.aggregate.emit == "final":
+    if stage.window is not None and stage.window.emit == "final":
         emitter = FinalWindowEmitter(emitter, layout.pending, stage.sink_key, sink.app_id)
         emitter.create_pending(initial)
     return emitter

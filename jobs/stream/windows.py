@@ -12,6 +12,7 @@ window moves to the sink, as an insert, once the watermark after a micro-batch p
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,7 +26,7 @@ from jobs.changelog.kinds import SHORT_NAMES
 from jobs.changelog.columns import (DELETE, FILE, KIND, LINE, OP, SEQ, UPSERT, WATERMARK, WINDOW_END,
                                     WINDOW_START)
 from jobs.changelog.staging import StagedChangelog
-from jobs.plan.nodes import Calc, WindowAssign
+from jobs.plan.nodes import Calc, SessionAggregate, WindowAssign
 from jobs.stream.sink import DeltaUpsertSink
 
 
@@ -88,13 +89,22 @@ class FinalWindowEmitter:
         return table.filter(pc.fill_null(pc.less_equal(ends, watermark), False))
 
 
-def write_late_events(spark: SparkSession, node: WindowAssign, staged: StagedChangelog,
+def _late_session_changes(rows: DataFrame, node: SessionAggregate) -> DataFrame:
+    ts = F.col(f"`{node.window.time_col}`")
+    late = rows.where(F.col(WATERMARK).isNotNull() & (ts <= F.col(WATERMARK)))
+    gap = F.expr(f"INTERVAL {node.window.size // timedelta(microseconds=1)} MICROSECONDS")
+    return late.withColumn(WINDOW_START, ts).withColumn(WINDOW_END, ts + gap)
+
+
+def write_late_events(spark: SparkSession, node: WindowAssign | SessionAggregate, staged: StagedChangelog,
                       consumed: int, path: Path) -> int:
-    """The (row, window) pairs the stream left out as late, as a Delta table; returns the count."""
+    """The (row, window) pairs the stream left out as late, as a Delta table; returns the count.
+    A session has no window before it forms: a late change is listed with its own [ts, ts + gap)."""
     rows = consumed_changes(spark, staged, consumed)
     if isinstance(node.input, Calc) and node.input.condition is not None:
         rows = rows.where(F.expr(node.input.condition.sql("spark")))
-    late = assign_windows(rows, node.window.spark_sql()).where(~on_time())
+    late = _late_session_changes(rows, node) if isinstance(node, SessionAggregate) else \
+        assign_windows(rows, node.window.spark_sql()).where(~on_time())
     kinds = F.element_at(F.array(*[F.lit(k) for k in SHORT_NAMES]), F.col(KIND).cast("int") + 1)
     table = late.select(*[F.col(f"`{c}`") for c in staged.schema.names], kinds.alias("op"),
                         F.col(WINDOW_START).alias("window_start"), F.col(WINDOW_END).alias("window_end"),

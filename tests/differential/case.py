@@ -35,6 +35,19 @@ class Source:
     watermark_ms: int | None = None
     insert_only: bool = False  # a plain json source: every row an insert
 
+    def final_rows(self) -> list[list]:
+        """The rows the changelog leaves, as inserts, in event-time order (else changelog order)."""
+        live: list[list] = []
+        for kind, *values in self.rows:
+            if kind in ("+I", "+U"):
+                live.append(values)
+            else:
+                live.remove(values)
+        if self.event_time:
+            position = [c.name for c in self.columns].index(self.event_time)
+            live.sort(key=lambda values: values[position])
+        return [["+I", *values] for values in live]
+
     def schema_ddl(self) -> str:
         return ", ".join(f"{c.name} {c.spark_type}" for c in self.columns)
 
@@ -65,10 +78,12 @@ class Case:
         return cls(**{**data, "sources": sources})
 
     def for_flink(self) -> dict:
-        """What the Flink runner reads."""
+        """What the Flink runner reads. With reference "batch", each source is its final rows,
+        inserted in event-time order: Flink then computes what a batch query over them would."""
         return {"flink_sql": self.flink_sql,
                 "sources": {s.name: {"columns": [asdict(c) for c in s.columns], "primary_key": s.primary_key,
-                                     "rows": s.rows, "event_time": s.event_time,
+                                     "rows": s.rows if self.reference == "flink" else s.final_rows(),
+                                     "event_time": s.event_time,
                                      "watermark_ms": s.watermark_ms} for s in self.sources}}
 
     def write(self, path: Path) -> Path:

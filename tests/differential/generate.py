@@ -134,6 +134,27 @@ def window(rng: random.Random, name: str) -> Case:
     return _case(rng, name, query_class, spark_sql, [timed_source(rng)], flink_sql, sink)
 
 
+def session_window(rng: random.Random, name: str) -> Case:
+    """Session windows, compared with Flink's sessions over the final rows (reference "batch"):
+    Flink's streaming sessions never split when a bridging event is deleted (README, Semantics)."""
+    gap = rng.choice([2, 5])
+    by_group = rng.random() < 0.6
+    bounds = rng.choice([["s", "e"], ["s"], ["e"]])
+    aggregates = rng.sample([("COUNT(*)", "n"), ("SUM(x)", "sx"), ("MAX(x)", "mx")], rng.randint(1, 2))
+    spark_bounds = {"s": "session_window.start AS s", "e": "session_window.end AS e"}
+    flink_bounds = {"s": "window_start AS s", "e": "window_end AS e"}
+    rest = (["g"] if by_group else []) + [f"{a} AS {alias}" for a, alias in aggregates]
+    spark_sql = (f"SELECT {', '.join([spark_bounds[b] for b in bounds] + rest)} FROM t "
+                 f"GROUP BY session_window(ts, '{gap} seconds')" + (", g" if by_group else ""))
+    partition = " PARTITION BY g" if by_group else ""
+    flink_sql = (f"SELECT {', '.join([flink_bounds[b] for b in bounds] + rest)} FROM TABLE(SESSION(TABLE t{partition}, "
+                 f"DESCRIPTOR(ts), INTERVAL '{gap}' SECOND)) GROUP BY window_start, window_end" + (", g" if by_group else ""))
+    emit = rng.choice(["final", "early"])
+    case = _case(rng, name, f"session_window_{emit}", spark_sql, [timed_source(rng)], flink_sql, {"emit": emit})
+    case.reference = "batch"
+    return case
+
+
 # -- deduplication and Top-N ----------------------------------------------------------------------
 
 SEQUENCED_COLUMNS = [Column("id", "BIGINT"), Column("g", "STRING"), Column("seq", "BIGINT"), Column("x", "BIGINT")]
@@ -242,6 +263,7 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "computed_sink_key": computed_sink_key,
     "projection": projection,
     "window": window,
+    "session_window": session_window,
     "deduplicate": deduplicate,
     "deduplicate_then_aggregate": deduplicate_then_aggregate,
     "top_n": top_n,

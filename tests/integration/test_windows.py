@@ -9,6 +9,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -209,3 +210,51 @@ def test_a_window_named_by_its_end_only_passes_with_early_results(spark, tmp_pat
     report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
     assert report["verdict"] == "pass", report["samples"]
     assert {e["name"] for e in report["expectations"]} >= {"expect_no_empty_group_in_sink"}
+
+
+SESSIONS = """
+name: sessions
+sql: |
+  SELECT session_window.start AS s, session_window.end AS e, pId, COUNT(*) AS n, SUM(income) AS total
+  FROM orders GROUP BY session_window(row_time, '5 minutes'), pId
+sources:
+  orders:
+    path: orders
+    format: changelog-json
+    schema: "order_id BIGINT, pId BIGINT, income BIGINT, row_time TIMESTAMP"
+    primary_key: [order_id]
+    event_time: row_time
+    watermark: "30 minutes"
+sink:
+  emit: {emit}
+stream:
+  rows_per_batch: 1
+"""
+
+
+def _bridge(tmp_path):
+    """Three events of product 1, the middle one bridging the others into one session, then the
+    bridge is deleted: the session splits in two, as the batch result has it."""
+    def event(order_id, minute, op):
+        return {"order_id": order_id, "pId": 1, "income": order_id, "row_time": f"2026-11-21 09:{minute:02d}:00",
+                "op": op}
+    write_changelog(tmp_path / "orders", "001.json", [
+        event(1, 0, "+I"), event(2, 4, "+I"), event(3, 8, "+I"), event(2, 4, "-D")])
+
+
+@pytest.mark.parametrize("emit", ["early", "final"])
+def test_a_session_splits_when_the_event_that_bridged_it_is_deleted(spark, tmp_path, emit):
+    _bridge(tmp_path)
+    spec = write_spec(tmp_path, SESSIONS.format(emit=emit))
+    result = run_both(spec, tmp_path / "runs")
+    sessions = [(r["s"].minute, r["e"].minute, r["n"], r["total"]) for r in result.stream]
+    assert sessions == [(r["s"].minute, r["e"].minute, r["n"], r["total"]) for r in result.batch]
+    assert sessions == [(0, 5, 1, 1), (8, 13, 1, 3)]
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
+    assert report["verdict"] == "pass", report["samples"]
+    steps = [(kind, s.minute, e.minute) for _, kind, s, e in feed_steps(result.feed, ["s", "e"])]
+    if emit == "final":  # each session written once, when the end of the input closed it
+        assert steps == [("+I", 0, 5), ("+I", 8, 13)]
+    else:  # [0, 5) grows to [0, 9), to [0, 13), and shrinks back when [8, 13) splits off
+        assert steps == [("+I", 0, 5), ("-U", 0, 5), ("+U", 0, 9), ("-U", 0, 9), ("+U", 0, 13),
+                         ("-U", 0, 13), ("+U", 0, 5), ("+I", 8, 13)]

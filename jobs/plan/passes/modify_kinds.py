@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from jobs.plan.annotations import Annotations, frozen
-from jobs.plan.nodes import (Calc, Deduplicate, GroupAggregate, Join, LookupJoin, Node, Sink, StagedInput,
-                             UnionAll, WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (Calc, Deduplicate, GroupAggregate, Join, LookupJoin, Node, SessionAggregate, Sink,
+                             StagedInput, UnionAll, WindowAggregate, WindowAssign)
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
 
@@ -38,8 +38,10 @@ def _kinds(node: Node, kinds: dict) -> set[str]:
     if isinstance(node, StagedInput):
         return {INSERT} if node.insert_only else {INSERT, UPDATE, DELETE}
     child = set().union(*(kinds[c] for c in node.inputs))
-    if isinstance(node, WindowAggregate) and node.emit == "final":
+    if isinstance(node, (WindowAggregate, SessionAggregate)) and node.emit == "final":
         return {INSERT}
+    if isinstance(node, SessionAggregate):  # a session's start moves: deleted under one key, inserted under another
+        return {INSERT, UPDATE, DELETE}
     if isinstance(node, GroupAggregate):
         if node.is_global:
             return {INSERT, UPDATE}

@@ -27,8 +27,8 @@ from sqlglot import exp
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.plan.annotations import Annotations, frozen
 from jobs.plan.nodes import (Calc, Deduplicate,
-                             GroupAggregate, Join, LookupJoin, Node, Sink, StagedInput, UnionAll,
-                             WindowAggregate, WindowAssign)
+                             GroupAggregate, Join, LookupJoin, Node, SessionAggregate, Sink, StagedInput,
+                             UnionAll, WindowAggregate, WindowAssign)
 
 
 def run(root: Node, notes: Annotations) -> Annotations:
@@ -43,7 +43,7 @@ def run(root: Node, notes: Annotations) -> Annotations:
 def _key(node: Node, keys: dict, in_order: bool) -> tuple[str, ...] | None:
     if isinstance(node, StagedInput):
         return node.primary_key or None
-    if isinstance(node, WindowAggregate):
+    if isinstance(node, (WindowAggregate, SessionAggregate)):  # two sessions of a key never overlap
         return (WINDOW_START,) + node.other_keys
     if isinstance(node, GroupAggregate):
         return node.group_keys
