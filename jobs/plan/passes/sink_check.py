@@ -19,7 +19,7 @@ from dataclasses import replace
 from jobs.errors import SqlError
 from jobs.plan.annotations import Annotations
 from jobs.plan.describe import describe_node
-from jobs.plan.nodes import GroupAggregate, Node, Sink
+from jobs.plan.nodes import GroupAggregate, Node, SessionAggregate, Sink
 from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE
 
 
@@ -43,13 +43,13 @@ def _default_mode(root: Sink, notes: Annotations) -> str:
     keyed = root.primary_key is not None or notes.unique_keys[root.input] is not None
     # An aggregate's rows are its groups: without the group keys in the output there is nothing
     # a copy count could mean, so such a query keeps asking for a key (see _upsert_sink_key).
-    return "upsert" if keyed or isinstance(_last_stateful(root.input), GroupAggregate) else "retract"
+    return "upsert" if keyed or isinstance(_last_stateful(root.input), (GroupAggregate, SessionAggregate)) else "retract"
 
 
 def _check_retract(root: Sink) -> None:
     """An aggregate's rows are identified by its group keys: a multiset of them is not what the
     query means, and the stream writes each group's latest row, not its copies."""
-    if isinstance(_last_stateful(root.input), GroupAggregate):
+    if isinstance(_last_stateful(root.input), (GroupAggregate, SessionAggregate)):
         raise SqlError("sink.changelog_mode: retract is not supported for a query that ends in an "
                        "aggregate (its rows are keyed by the group keys: use upsert)")
 
