@@ -24,11 +24,20 @@ def read_snapshot(spark: SparkSession, path: Path, version: int | None = None) -
 
 
 def read_change_feed(path: Path, starting_version: int = 0) -> pa.Table:
-    """The table's change data feed, with plain Arrow types (delta-rs returns string_view and
+    """The table's change data feed from `starting_version` on (no rows when the table has no
+    such version yet: nothing new), with plain Arrow types (delta-rs returns string_view and
     uint64 columns, which Spark and pandas do not all take)."""
-    table = pa.table(DeltaTable(str(path)).load_cdf(starting_version=starting_version).read_all())
-    fields = [pa.field(f.name, _plain(f.type)) for f in table.schema]
-    return table.cast(pa.schema(fields))
+    table = DeltaTable(str(path))
+    if starting_version > table.version():
+        return _feed_schema(table).empty_table()
+    feed = pa.table(table.load_cdf(starting_version=starting_version).read_all())
+    return feed.cast(pa.schema([pa.field(f.name, _plain(f.type)) for f in feed.schema]))
+
+
+def _feed_schema(table: DeltaTable) -> pa.Schema:
+    columns = [pa.field(f.name, _plain(f.type)) for f in pa.schema(table.schema().to_arrow())]
+    return pa.schema(columns + [pa.field(CHANGE_TYPE, pa.string()), pa.field(COMMIT_VERSION, pa.int64()),
+                                pa.field("_commit_timestamp", pa.timestamp("ms"))])
 
 
 def _plain(dtype: pa.DataType) -> pa.DataType:

@@ -1,12 +1,14 @@
 """Multi-stage plans: a crash in the middle of a chain changes nothing on restart, a second run
 continues every stage where it stopped, and the check names the first stage that diverges."""
 
+import shutil
 from collections import Counter
 
 from deltalake import DeltaTable
 
 from expectations.check import run_check
 from jobs.batch.job import run_batch
+from jobs.pipeline import Pipeline
 from jobs.plan import plan_query
 from jobs.runtime.delta import read_change_feed
 from jobs.runtime.layout import RunLayout
@@ -14,7 +16,7 @@ from jobs.spec import load_spec
 from jobs.spec.model import Settings
 from jobs.stream.handler import FAULT_AFTER_COMMIT
 from jobs.stream.job import run_stream
-from tests.conftest import change, orders_spec, write_changelog
+from tests.conftest import ROOT, change, orders_spec, write_changelog
 from tests.integration.conftest import run_both, table_rows
 from tests.integration.test_cli import lockstep
 
@@ -95,3 +97,16 @@ def test_a_stage_that_emits_nothing_is_an_empty_changelog_for_the_next(spark, tm
     write_changelog(tmp_path / "orders", "002.json", EVENTS[:9])
     second = run_both(spec, tmp_path / "runs")
     assert second.stream == second.batch == run_both(spec, tmp_path / "fresh").stream != []
+
+
+def test_a_multi_stage_query_runs_again_with_nothing_new_as_a_no_op_that_still_checks(spark, tmp_path):
+    # The second run found no new version in the first stage's table: it must not read the
+    # change feed from a version that does not exist yet.
+    shutil.copytree(ROOT / "conf" / "queries" / "data" / "shipments", tmp_path / "data" / "shipments")
+    shutil.copy(ROOT / "conf" / "queries" / "seed_000_dedup.yaml", tmp_path / "q.yaml")
+    pipeline = Pipeline.open(tmp_path / "q.yaml", runs_dir=tmp_path / "runs")
+    first = pipeline.run()
+    again = pipeline.run()
+    assert first.verdict == again.verdict == "pass"
+    assert again.micro_batches == first.micro_batches  # no micro-batch ran the second time
+    assert (again.stream_rows, again.changelog) == (first.stream_rows, first.changelog)
