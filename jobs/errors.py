@@ -37,6 +37,10 @@ class RunStateError(LockstepError):
     """The run folder is missing a step's output or was written by a different query."""
 
 
+class RunLocked(RunStateError):
+    """Another process is writing the run folder (named by its pid, host and start time)."""
+
+
 class LookupFailed(LockstepError):
     """A lookup join's dimension service did not answer a key, retries included (named by the
     lookup, the URL and the key), and the lookup's on_error is fail."""

@@ -28,6 +28,7 @@ from jobs.plan import Plan, plan_query
 from jobs.point import batch_is_at, read_point
 from jobs.rebuild import rebuild
 from jobs.runtime.layout import RunLayout
+from jobs.runtime.lock import RunLock, run_lock
 from jobs.runtime.progress import Progress
 from jobs.spec import load_settings, load_spec
 from jobs.spec.model import Settings
@@ -55,32 +56,40 @@ class Pipeline:
         layout = RunLayout.for_query(Path(runs_dir or settings.runs_dir), plan.spec.name)
         return cls(plan, settings, layout, progress or Progress(quiet=True))
 
+    @property
+    def lock(self) -> RunLock:
+        """Held by every step: one writer per run folder."""
+        return run_lock(self.layout.root)
+
     def stream(self, logical_date: date | None = None) -> StreamResult | None:
         """Stream everything new, or, for a logical date, up to it; None when the stream is
         already past that date (the date is then re-checked at its recorded point)."""
-        if logical_date is None:
-            return run_stream(self.plan, self.settings, self.layout, self.progress)
-        return stream_until(self.plan, self.settings, self.layout, self.progress, logical_date)
+        with self.lock:
+            if logical_date is None:
+                return run_stream(self.plan, self.settings, self.layout, self.progress)
+            return stream_until(self.plan, self.settings, self.layout, self.progress, logical_date)
 
     def batch(self, logical_date: date | None = None) -> BatchResult:
-        return run_batch(self.plan, self.settings, self.layout, self.progress, logical_date)
+        with self.lock:
+            return run_batch(self.plan, self.settings, self.layout, self.progress, logical_date)
 
     def check(self, logical_date: date | None = None) -> Report:
         """Check the latest consistency point, or a logical date's. The batch result is
         recomputed first when another date's batch step has overwritten it since."""
-        with self._errors_reported(logical_date):
+        with self.lock, self._errors_reported(logical_date):
             return self._check(logical_date)
 
     def run(self, logical_date: date | None = None) -> Report:
         """Stream, batch and check in one process (one SparkSession)."""
-        with self._errors_reported(logical_date):
+        with self.lock, self._errors_reported(logical_date):
             self.stream(logical_date)
             self.batch(logical_date)
             return self._check(logical_date)
 
     def rebuild(self, until: date | None = None) -> list[Report]:
         """Replay every partition (up to `until`) into a fresh run folder, checking each date."""
-        return rebuild(self.plan, self.layout, self.progress, self.run, until)
+        with self.lock:
+            return rebuild(self.plan, self.layout, self.progress, self.run, until)
 
     def _check(self, logical_date: date | None) -> Report:
         if not self.layout.batch.exists():

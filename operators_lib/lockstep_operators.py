@@ -2,7 +2,8 @@
 LockstepReportOperator.
 
 Each returns a small summary (pushed to XCom). An invalid spec, SQL or input fails the task
-without retries (retrying cannot fix it); a check whose verdict is "fail" fails the task with the
+without retries (retrying cannot fix it); a run folder another process is writing fails it with
+the holder named, and the task's retries may find it free; a check whose verdict is "fail" fails the task with the
 report's path in the message. A run with a logical date works on that date: the stream reads the
 partitions up to it, batch and check use its consistency point (a past date is re-checked by time
 travel). Every step is a call on jobs.pipeline.Pipeline, as the command line's.
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 
 class LockstepOperator(BaseOperator):
@@ -27,12 +28,14 @@ class LockstepOperator(BaseOperator):
         self.spec_path, self.runs_dir, self.settings_path = spec_path, runs_dir, settings_path
 
     def execute(self, context) -> dict:
-        from jobs.errors import LockstepError
+        from jobs.errors import LockstepError, RunLocked
 
         logical = context.get("logical_date")
         self.rebuild = bool((context.get("params") or {}).get("rebuild"))
         try:
             return self.run_step(self._pipeline(), logical.date() if logical else None)
+        except RunLocked as exc:  # another writer holds the run folder: a retry may find it free
+            raise AirflowException(f"lockstep: {exc}") from None
         except LockstepError as exc:
             raise AirflowFailException(f"lockstep: {exc}") from None
 
