@@ -13,6 +13,7 @@ per bad line, and the values that do parse are exactly what the fast path would 
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
@@ -42,15 +43,27 @@ class ParsedFile:
 
     rows: pa.Table
     bad: tuple[BadRow, ...]
+    absent: int = 0  # rows accepted although a (nullable) field was missing: counted, not silent
+
+
+# A row may be this long; Arrow's reader gets blocks that hold the longest line whole.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+SHOWN_CHARS = 80  # how much of a value or line a message quotes
 
 
 def parse_file(path: Path, fmt: str, schema: SourceSchema) -> ParsedFile:
-    lines = _non_blank_lines(path.read_bytes())
+    lines, undecodable = _utf8_lines(path.read_bytes())
     reader = _FORMATS[fmt](schema)
     tables, bad = _parse_bisect(lines, reader)
     rows = pa.concat_tables(tables) if tables else reader.empty()
     rows, bad_kinds = reader.to_changes(rows)
-    return ParsedFile(rows, _with_raw_text(bad + bad_kinds, lines))
+    rows, missing, absent = reader.check_absent(rows, dict(lines))
+    return ParsedFile(rows, _with_raw_text(undecodable + bad + bad_kinds + missing, lines), absent)
+
+
+def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
+    """A value or line as a message quotes it: its first characters, and how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _with_raw_text(bad: list[BadRow], lines: list[tuple[int, bytes]]) -> tuple[BadRow, ...]:
@@ -61,15 +74,33 @@ def _with_raw_text(bad: list[BadRow], lines: list[tuple[int, bytes]]) -> tuple[B
                  for b in sorted(bad, key=lambda b: b.line))
 
 
-def _non_blank_lines(data: bytes) -> list[tuple[int, bytes]]:
-    return [(number, text) for number, text in enumerate(data.split(b"\n"), start=1) if text.strip()]
+def _utf8_lines(data: bytes) -> tuple[list[tuple[int, bytes]], list[BadRow]]:
+    """The non-blank lines, and a bad row for each that is not UTF-8 (Arrow would take its bytes
+    into a string column unchecked, and fail later)."""
+    lines = [(number, text) for number, text in enumerate(data.split(b"\n"), start=1) if text.strip()]
+    try:
+        data.decode("utf-8")
+        return lines, []
+    except UnicodeDecodeError:
+        pass
+    good, bad = [], []
+    for number, text in lines:
+        try:
+            text.decode("utf-8")
+            good.append((number, text))
+        except UnicodeDecodeError as exc:
+            raw = text.decode("utf-8", errors="replace")
+            bad.append(BadRow(number, f"not valid UTF-8 (byte 0x{text[exc.start]:02x} at column {exc.start + 1})", raw))
+    return good, bad
 
 
 def _parse_bisect(lines: list[tuple[int, bytes]], reader: _Reader) -> tuple[list[pa.Table], list[BadRow]]:
     if not lines:
         return [], []
     try:
-        table = reader.read(b"\n".join(text for _, text in lines))
+        table = reader.read(b"\n".join(text for _, text in lines), max(len(text) for _, text in lines))
+        if table.num_rows != len(lines):
+            raise pa.ArrowInvalid("more than one JSON value on one line")
     except pa.ArrowInvalid as exc:
         if len(lines) == 1:
             number, text = lines[0]
@@ -96,9 +127,38 @@ class _Reader:
     def to_changes(self, table: pa.Table) -> tuple[pa.Table, list[BadRow]]:
         raise NotImplementedError
 
-    def read(self, data: bytes) -> pa.Table:
-        options = pj.ParseOptions(explicit_schema=self.json_schema, unexpected_field_behavior="ignore")
-        return pj.read_json(io.BytesIO(data), parse_options=options)
+    unknown_fields = "error"  # a misspelt field is a bad row, never a silent NULL
+
+    def read(self, data: bytes, longest_line: int) -> pa.Table:
+        if longest_line > MAX_LINE_BYTES:
+            raise pa.ArrowInvalid(f"a line of {longest_line:,} bytes is longer than the "
+                                  f"{MAX_LINE_BYTES // 2**20} MiB a row may have")
+        options = pj.ParseOptions(explicit_schema=self.json_schema, unexpected_field_behavior=self.unknown_fields)
+        block = pj.ReadOptions(block_size=max(1 << 20, 2 * longest_line + 2))
+        return pj.read_json(io.BytesIO(data), read_options=block, parse_options=options)
+
+    def check_absent(self, rows: pa.Table, text: dict[int, bytes]) -> tuple[pa.Table, list[BadRow], int]:
+        """Rows whose JSON leaves a column out: a bad row when the column is NOT NULL, else
+        counted. Only rows with a NULL can lack a field, so only those are read again."""
+        nulls = [pc.is_null(rows.column(c.name)) for c in self.schema.columns]
+        if not nulls or rows.num_rows == 0:
+            return rows, [], 0
+        suspects = rows.filter(functools.reduce(pc.or_, nulls)).column(LINE).to_pylist()
+        bad, absent = [], 0
+        for line in dict.fromkeys(suspects):
+            missing = [c for c in self.schema.columns if c.name not in self.fields_of(text[line])]
+            required = [c.name for c in missing if not c.nullable]
+            if required:
+                bad.append(BadRow(line, f"missing field {required[0]!r} (the column is NOT NULL)", ""))
+            elif missing:
+                absent += 1
+        if bad:
+            keep = pc.invert(pc.is_in(rows.column(LINE), value_set=pa.array([b.line for b in bad], pa.int32())))
+            rows = rows.filter(keep)
+        return rows, bad, absent
+
+    def fields_of(self, line: bytes) -> set[str]:
+        return set(json.loads(line))
 
     def empty(self) -> pa.Table:
         return self.json_schema.empty_table().append_column(LINE, pa.array([], pa.int32()))
@@ -113,11 +173,19 @@ class _Reader:
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
+            if exc.msg == "Extra data":
+                return f"more than one JSON value on one line (the second starts at column {exc.colno})"
             return f"malformed JSON: {exc.msg} at column {exc.colno}"
+        except RecursionError:
+            return "JSON nested too deep"
         if not isinstance(value, dict):
             return f"expected a JSON object, got {type(value).__name__}"
+        unknown = [k for k in value if k not in self.json_schema.names] if self.unknown_fields == "error" else []
+        if unknown:
+            return (f"unknown field {shorten(unknown[0], 40)!r} (the fields are: "
+                    f"{', '.join(self.json_schema.names)})")
         types = {c.name: c.spark_type for c in self.schema.columns}
-        return _first_bad_field(value, self.json_schema, types) or _clean(arrow_message)
+        return _first_bad_field(value, self.json_schema, types) or shorten(_clean(arrow_message), 200)
 
 
 class _ChangelogJson(_Reader):
@@ -143,7 +211,15 @@ class _PlainJson(_Reader):
 
 
 class _DebeziumJson(_Reader):
-    """c/r: +I(after); u: -U(before), +U(after); d: -D(before)."""
+    """c/r: +I(after); u: -U(before), +U(after); d: -D(before). Fields beside before, after and
+    op (source, ts_ms) are Debezium's own and ignored."""
+
+    unknown_fields = "ignore"
+
+    def fields_of(self, line: bytes) -> set[str]:
+        value = json.loads(line)
+        images = [value.get(side) for side in ("before", "after") if isinstance(value.get(side), dict)]
+        return set.intersection(*[set(image) for image in images]) if images else set()
 
     def _json_schema(self) -> pa.Schema:
         image = pa.struct(list(self.schema.arrow()))
@@ -220,7 +296,7 @@ def _first_bad_field(value: dict, schema: pa.Schema, types: dict[str, str],
             pj.read_json(io.BytesIO(json.dumps({field.name: item}).encode()), parse_options=options)
         except pa.ArrowInvalid:
             wanted = types.get(field.name, str(field.type))
-            return f"column '{prefix}{field.name}': value {json.dumps(item)} does not fit {wanted}"
+            return f"column '{prefix}{field.name}': value {shorten(json.dumps(item))} does not fit {wanted}"
     return None
 
 

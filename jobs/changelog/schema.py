@@ -37,6 +37,7 @@ class Column:
     name: str
     spark_type: str
     arrow_type: pa.DataType
+    nullable: bool = True  # NOT NULL in the DDL: a row without a value for it is a bad row
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ def parse_schema(ddl: str, *, where: str) -> SourceSchema:
         create = sqlglot.parse_one(f"CREATE TABLE t ({ddl})", read="spark")
     except sqlglot.errors.ParseError as exc:
         raise SpecError(f"schema does not parse as Spark DDL: {_first_error(exc)}", where=where) from None
+    except RecursionError:
+        raise SpecError("schema is nested too deep", where=where) from None
     defs = [d for d in create.this.expressions if isinstance(d, exp.ColumnDef)]
     if not defs:
         raise SpecError("schema declares no columns", where=where)
@@ -96,11 +99,18 @@ def parse_schema(ddl: str, *, where: str) -> SourceSchema:
 
 
 def _column(definition: exp.ColumnDef, where: str) -> Column:
+    column = _typed_column(definition, where)
+    not_null = any(isinstance(c.args.get("kind"), exp.NotNullColumnConstraint)
+                   for c in definition.args.get("constraints") or [])
+    return Column(column.name, column.spark_type, column.arrow_type, nullable=not not_null)
+
+
+def _typed_column(definition: exp.ColumnDef, where: str) -> Column:
     name, dtype = definition.name, definition.args.get("kind")
     if dtype is None:
         raise SpecError(f"column {name!r} has no type", where=where)
     if dtype.this == _T.DECIMAL:
-        precision, scale = _decimal_args(dtype)
+        precision, scale = _decimal_args(dtype, where)
         return Column(name, f"DECIMAL({precision},{scale})", pa.decimal128(precision, scale))
     if dtype.this not in _SIMPLE:
         raise SpecError(f"column {name!r}: type {dtype.sql('spark')} is not supported in a "
@@ -109,7 +119,10 @@ def _column(definition: exp.ColumnDef, where: str) -> Column:
     return Column(name, spark_type, arrow_type)
 
 
-def _decimal_args(dtype: exp.DataType) -> tuple[int, int]:
+def _decimal_args(dtype: exp.DataType, where: str) -> tuple[int, int]:
+    if not all(p.name.isdigit() for p in dtype.expressions):
+        raise SpecError(f"{dtype.sql('spark')}: DECIMAL takes whole numbers, DECIMAL(precision, scale)",
+                        where=where)
     params = [int(p.name) for p in dtype.expressions]
     precision = params[0] if params else 10
     scale = params[1] if len(params) > 1 else 0

@@ -65,6 +65,7 @@ class StageResult:
     total_rows: int = 0
     quarantined: list[Quarantined] = field(default_factory=list)
     anomalies: list[Quarantined] = field(default_factory=list)  # kept by `on_bad_rows: keep`
+    absent_fields: int = 0  # rows staged with a nullable field missing from their JSON (as NULL)
 
 
 class StagedChangelog:
@@ -96,6 +97,11 @@ class StagedChangelog:
     @property
     def event_time(self) -> str | None:
         return self.manifest.get("event_time")
+
+    @property
+    def absent_fields(self) -> int:
+        """Rows staged with a nullable field their JSON left out (as NULL)."""
+        return self.manifest.get("absent_fields", 0)
 
     @property
     def watermark_floor(self) -> int | None:
@@ -149,17 +155,20 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
     files = _list_files(spec.path, name)
     _check_consumed_unchanged(manifest, files, spec.path)
     consumed = {f["name"] for f in manifest["files"]}
+    new = [p for p in files if _relative(p, spec.path) not in consumed]
     if spec.partitioned_by:
         files = partitions.up_to(files, spec.path, until)
         partitions.check_in_order([p for p in files if _relative(p, spec.path) not in consumed],
                                   sorted(consumed), spec.path)
+    else:
+        _check_appended_in_order(new, consumed, spec.path)
     live = LiveRows(schema, spec.primary_key)
     if manifest["live_state"]:
         live.load(directory / manifest["live_state"])
     result = StageResult(source=name, total_rows=manifest["rows"])
     tables, file_entries = [], []
     for path in (p for p in files if _relative(p, spec.path) not in consumed):
-        rows, bad, kept = _validated_rows(path, spec, schema, live)
+        rows, bad, kept, absent = _validated_rows(path, spec, schema, live)
         if bad and spec.on_bad_rows == "fail":
             first = bad[0]
             raise InputError(first.reason, where=place(_display(path), first.line))
@@ -176,6 +185,7 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
         result.new_files.append(rel)
         result.new_rows += rows.num_rows
         result.total_rows += rows.num_rows
+        result.absent_fields += absent
 
     def commit() -> None:
         if file_entries:
@@ -186,28 +196,29 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
 
 
 def _validated_rows(path: Path, spec: SourceSpec, schema: SourceSchema, live: LiveRows
-                    ) -> tuple[pa.Table, list[BadRow], list[BadRow]]:
-    """(rows to stage, bad rows set aside, rows kept although they break the changelog protocol)."""
+                    ) -> tuple[pa.Table, list[BadRow], list[BadRow], int]:
+    """(rows to stage, bad rows set aside, rows kept although they break the changelog protocol,
+    rows with a nullable field absent)."""
     parsed = parse_file(path, spec.format, schema)
     bad = list(parsed.bad)
     if bad and spec.on_bad_rows == "fail":
-        return parsed.rows, bad, []
+        return parsed.rows, bad, [], parsed.absent
     rows = parsed.rows
     if spec.event_time is not None:
         rows, no_time = _without_event_time(rows, spec.event_time)
         bad += no_time
         if no_time and spec.on_bad_rows == "fail":
-            return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), []
+            return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), [], parsed.absent
     keep = spec.on_bad_rows == "keep"
     invalid = live.check(rows, keep=keep)
     if not invalid:
-        return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), []
+        return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), [], parsed.absent
     lines = rows.column(LINE).to_pylist()
     protocol = [BadRow(lines[i], reason, "") for i, reason in invalid]
     if keep:
-        return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), _fill_raw(protocol, path)
+        return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), _fill_raw(protocol, path), parsed.absent
     wanted = pc.invert(pc.is_in(pa.array(range(rows.num_rows)), value_set=pa.array([i for i, _ in invalid])))
-    return rows.filter(wanted), _fill_raw(sorted(bad + protocol, key=lambda b: b.line), path), []
+    return rows.filter(wanted), _fill_raw(sorted(bad + protocol, key=lambda b: b.line), path), [], parsed.absent
 
 
 def _without_event_time(rows: pa.Table, column: str) -> tuple[pa.Table, list[BadRow]]:
@@ -246,7 +257,8 @@ def _write_generation(directory: Path, manifest: dict, rows: pa.Table, file_entr
         manifest["max_event_time"] = segments[-1]["max_event_time"]
     manifest.update(generation=generation, rows=result.total_rows, live_state=live_file,
                     files=manifest["files"] + file_entries, segments=manifest["segments"] + segments,
-                    quarantined=manifest["quarantined"] + len(result.quarantined))
+                    quarantined=manifest["quarantined"] + len(result.quarantined),
+                    absent_fields=manifest.get("absent_fields", 0) + result.absent_fields)
     _write_json_atomically(directory / "manifest.json", manifest)
     if previous_live and previous_live != live_file:
         (directory / previous_live).unlink(missing_ok=True)
@@ -362,6 +374,19 @@ def _check_consumed_unchanged(manifest: dict, files: list[Path], folder: Path) -
         if stat.st_size != entry["size"] or stat.st_mtime_ns != entry["mtime_ns"]:
             raise InputError("file changed after an earlier run consumed it; changelog files are "
                              "append-only (add a new file instead)", where=str(path))
+
+
+def _check_appended_in_order(new: list[Path], consumed: set[str], folder: Path) -> None:
+    """A source's changelog is its files in name order: a new file must sort after every file an
+    earlier run consumed, or it would be read out of order (and a rebuild would read it elsewhere)."""
+    if not consumed:
+        return
+    last = max(consumed)
+    for path in new:
+        if _relative(path, folder) < last:
+            raise InputError(f"new file sorts before {last}, which an earlier run already consumed: files are "
+                             f"read in name order, so it would come out of order; give it a name that sorts "
+                             f"after, or `lockstep rebuild` to replay the folder in order", where=str(path))
 
 
 def _relative(path: Path, folder: Path) -> str:

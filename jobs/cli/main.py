@@ -1,7 +1,8 @@
 """`lockstep`: run a query as a stream and as a batch job, and check that they agree.
 
 Exit codes: 0 the check passed, 1 stream and batch disagree (or a retraction rule broke),
-2 invalid spec, SQL or input (one line on stderr naming the file, line or construct).
+2 invalid spec, SQL or input (one line on stderr naming the file, line or construct), or any other
+failure before a verdict.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from jobs.errors import LockstepError
+from jobs.errors import LockstepError, one_line
 
 EXIT_PASS, EXIT_FAIL, EXIT_INVALID = 0, 1, 2
 
@@ -32,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lockstep: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a failure before a verdict is never exit 1 ("they disagree")
+        if args.debug:
+            traceback.print_exc()
+        print(f"lockstep: error: {one_line(exc)} (an internal error; --debug shows where)", file=sys.stderr)
+        return EXIT_INVALID
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="lockstep", description=__doc__.split("\n\n")[0],
-        epilog="Exit codes: 0 pass, 1 stream and batch disagree, 2 invalid spec, SQL or input.")
+        epilog="Exit codes: 0 pass, 1 stream and batch disagree, 2 invalid spec, SQL or input, or a failure "
+               "before a verdict.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, handler, help_text, with_spec in commands.COMMANDS:
         command = sub.add_parser(name, help=help_text, description=help_text)

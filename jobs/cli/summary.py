@@ -43,6 +43,8 @@ def _stage_lines(report: Report) -> list[str]:
 
 def _input_lines(report: Report, layout: RunLayout) -> list[str]:
     lines = []
+    if report.rows_with_absent_fields:
+        lines.append(f"  input rows with a field left out (read as NULL): {report.rows_with_absent_fields:,}")
     if report.quarantined_rows:
         lines.append(f"  quarantined input rows: {report.quarantined_rows:,} (see {layout.quarantine})")
     for name, figures in (report.lookups or {}).items():

@@ -18,6 +18,13 @@ from jobs.spec.model import QuerySpec
 
 
 def plan_query(spec: QuerySpec) -> Plan:
+    try:
+        return _plan(spec)
+    except RecursionError:
+        raise SqlError("the query is nested too deep to plan", where=str(spec.spec_path)) from None
+
+
+def _plan(spec: QuerySpec) -> Plan:
     select = parse_select(spec)
     root = build_plan(spec, select)
     notes = _annotate(spec, root)

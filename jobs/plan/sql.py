@@ -36,6 +36,11 @@ WINDOW = "__window"  # Spark's window(...) and window.start, renamed past sqlglo
 SESSION_WINDOW = "__session_window"  # session_window(...); its .start and .end become __window's
 
 
+# Planning walks and copies expression trees: a query past this many nodes is refused rather than
+# planned for minutes (a spec is planned when Airflow parses the DAG files). About 2,500 terms.
+MAX_SQL_NODES = 5_000
+
+
 def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
     text = mask_window(spec, spec.sql)
     try:
@@ -44,9 +49,15 @@ def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
         info = (exc.errors or [{}])[0]
         raise SqlError(f"SQL does not parse: {info.get('description', exc)}",
                        where=_where(spec, info.get("line"))) from None
+    except RecursionError:
+        raise SqlError("the SQL is nested too deep to parse", where=_where(spec, 1)) from None
     if len(statements) != 1:
         raise SqlError(f"expected one SELECT statement, found {len(statements)}", where=_where(spec, 1))
     statement = statements[0]
+    size = sum(1 for _ in statement.walk())
+    if size > MAX_SQL_NODES:
+        raise SqlError(f"the query has {size:,} expression nodes; lockstep plans queries of up to "
+                       f"{MAX_SQL_NODES:,}", where=_where(spec, 1))
     if not isinstance(statement, (exp.Select, exp.Union)):
         raise SqlError(f"unsupported statement: {_describe(statement)} (lockstep runs one SELECT)",
                        where=_where(spec, line_of(statement)))

@@ -39,19 +39,32 @@ def load_settings(path: str | Path | None = None) -> Settings:
 def _read_yaml(path: Path) -> tuple[dict[str, Any], yaml.Node | None]:
     if not path.is_file():
         raise SpecError("file not found", where=str(path))
-    text = path.read_text(encoding="utf-8")
+    text = _utf8_text(path)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         raise SpecError(f"invalid YAML: {exc.problem}", where=place(path, line)) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"invalid YAML: {exc}", where=str(path)) from None
+    except RecursionError:
+        raise SpecError("the YAML is nested too deep", where=str(path)) from None
     if not isinstance(data, dict):
         raise SpecError("expected a mapping of keys at the top level", where=str(path))
     for forbidden in ("spec_path", "sql_line", "settings_path"):
         if forbidden in data:
             raise SpecError(f"unknown key '{forbidden}'", where=place(path, _line_of(root, (forbidden,))))
     return data, root
+
+
+def _utf8_text(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise SpecError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", where=place(path, line)) from None
 
 
 def _validate(model: type[BaseModel], data: dict[str, Any], root: yaml.Node | None, path: Path):

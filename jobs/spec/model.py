@@ -141,13 +141,14 @@ class QuerySpec(Strict):
     def partitioned(self) -> bool:
         return any(s.partitioned_by for s in self.sources.values())
 
-    @field_validator("sources")
+    @field_validator("sources", "lookups")
     @classmethod
-    def _source_names_are_identifiers(cls, sources: dict[str, SourceSpec]) -> dict[str, SourceSpec]:
-        for name in sources:
+    def _names_are_identifiers(cls, tables: dict) -> dict:
+        """Source and lookup names are SQL table names and folder names: identifiers only."""
+        for name in tables:
             if not name.isidentifier():
-                raise ValueError(f"source name {name!r} is not a SQL identifier")
-        return sources
+                raise ValueError(f"name {name!r} is not a SQL identifier")
+        return tables
 
 
 class SparkSettings(Strict):

@@ -29,6 +29,8 @@ def stage_sources(plan: Plan, layout: RunLayout, progress: Progress,
         note = f", {len(staged.quarantined)} quarantined" if staged.quarantined else ""
         if staged.anomalies:
             note += f", {len(staged.anomalies)} kept although they break the changelog protocol"
+        if staged.absent_fields:
+            note += f", {staged.absent_fields} with a field left out (read as NULL)"
         progress.say(f"source {staged.source}: {len(staged.new_files)} new file(s), "
                      f"{staged.new_rows:,} new rows{note}, {staged.total_rows:,} in all")
     return [staged for staged, _ in pending]

@@ -93,3 +93,50 @@ def test_timestamps_and_decimals_parse_from_json_strings(tmp_path):
 def test_bad_schemas_are_spec_errors(ddl, message):
     with pytest.raises(SpecError, match=message):
         parse_schema(ddl, where="q.yaml: sources.orders.schema")
+
+
+def _bad(parsed):
+    return [(b.line, b.reason) for b in parsed.bad]
+
+
+def test_a_line_that_is_not_utf8_is_a_bad_row_and_the_others_still_load(tmp_path):
+    path = tmp_path / "f.json"
+    path.write_bytes(b'{"order_id": 1, "pId": 1, "income": 5, "op": "+I"}\n'
+                     b'{"order_id": 2, "pId": 1, "income": 5, "op": "+I", "x": "\xff"}\n')
+    parsed = parse_file(path, "changelog-json", SCHEMA)
+    assert _bad(parsed) == [(2, "not valid UTF-8 (byte 0xff at column 58)")]
+    assert parsed.rows.column("order_id").to_pylist() == [1]
+
+
+def test_two_json_values_on_one_line_are_a_bad_row_not_a_crash(tmp_path):
+    path = write(tmp_path, ['{"order_id": 1, "pId": 1, "income": 5, "op": "+I"}{"order_id": 2, "pId": 1, "income": 5, "op": "+I"}',
+                            {"order_id": 3, "pId": 1, "income": 5, "op": "+I"}])
+    parsed = parse_file(path, "changelog-json", SCHEMA)
+    assert _bad(parsed) == [(1, "more than one JSON value on one line (the second starts at column 51)")]
+    assert kinds_and_lines(parsed) == [(0, 2)]
+
+
+def test_a_misspelt_field_is_a_bad_row_never_a_silent_null(tmp_path):
+    parsed = parse_file(write(tmp_path, [{"order_id": 1, "pId": 1, "Income": 5, "op": "+I"}]), "changelog-json", SCHEMA)
+    assert _bad(parsed) == [(1, "unknown field 'Income' (the fields are: order_id, pId, income, op)")]
+
+
+def test_a_missing_field_is_null_and_counted_unless_the_column_is_not_null(tmp_path):
+    lines = [{"order_id": 1, "pId": 1, "op": "+I"}, {"order_id": 2, "pId": 1, "income": None, "op": "+I"}]
+    parsed = parse_file(write(tmp_path, lines), "changelog-json", SCHEMA)
+    assert parsed.bad == () and parsed.absent == 1  # an explicit null is not an absent field
+    strict = parse_schema("order_id BIGINT, pId BIGINT, income BIGINT NOT NULL", where="test")
+    parsed = parse_file(write(tmp_path, lines), "changelog-json", strict)
+    assert _bad(parsed) == [(1, "missing field 'income' (the column is NOT NULL)")]
+    assert parsed.rows.column("order_id").to_pylist() == [2]
+
+
+def test_a_long_value_loads_and_a_message_quotes_only_its_start(tmp_path):
+    schema = parse_schema("order_id BIGINT, note STRING, n BIGINT", where="test")
+    big = "x" * 3_000_000
+    path = write(tmp_path, [{"order_id": 1, "note": "a", "op": "+I"}, {"order_id": 2, "note": big, "op": "+I"},
+                            {"order_id": 3, "note": "b", "n": big, "op": "+I"}])
+    parsed = parse_file(path, "changelog-json", schema)
+    assert parsed.rows.column("order_id").to_pylist() == [1, 2] and len(parsed.rows.column("note")[1].as_py()) == 3_000_000
+    (line, reason), = _bad(parsed)
+    assert line == 3 and "does not fit BIGINT" in reason and len(reason) < 200 and "3,000,002 characters" in reason

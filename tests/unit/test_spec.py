@@ -38,6 +38,9 @@ def test_a_valid_spec_resolves_paths_against_its_own_folder_and_knows_where_its_
      r"q.yaml:2: schedule: 'daily' is neither a preset \(@once"),
     (("    primary_key: [order_id]", "    primary_key: [order_id]\n    partitioned_by: hour"),
      r"q.yaml:11: sources.orders.partitioned_by: must be one of 'date' \(got 'hour'\)"),
+    (("    primary_key: [order_id]", "    primary_key: [order_id]\nlookups:\n  ../etc:\n    kind: http\n"
+      "    url: http://127.0.0.1/{k}\n    key: [k]\n    output: \"v STRING\""),
+     r"q.yaml:11: lookups: name '../etc' is not a SQL identifier"),
 ])
 def test_spec_errors_name_the_file_the_line_and_the_key(tmp_path, change, message):
     path = write_spec(tmp_path, VALID.replace(*change), name="q.yaml")

@@ -170,3 +170,15 @@ def test_a_file_outside_the_partitions_or_behind_them_is_refused_with_its_path(t
     with pytest.raises(InputError, match="date=YYYY-MM-DD folders") as info:
         _stage_until(tmp_path, spec, date(2026, 11, 21))
     assert info.value.where == str(stray)
+
+
+def test_a_new_file_that_sorts_before_a_consumed_one_is_refused_with_its_name(tmp_path):
+    spec = source(tmp_path)
+    write_changelog(tmp_path / "orders", "002.json", [change("+I", 2, 1, 5)])
+    stage(tmp_path, spec)
+    write_changelog(tmp_path / "orders", "001.json", [change("+I", 1, 1, 5)])
+    with pytest.raises(InputError, match="001.json: new file sorts before 002.json, which an earlier run"):
+        stage(tmp_path, spec)
+    write_changelog(tmp_path / "orders", "003.json", [change("+I", 3, 1, 5)])
+    (tmp_path / "orders" / "001.json").unlink()
+    assert stage(tmp_path, spec).new_files == ["003.json"]  # the rule: after every consumed file

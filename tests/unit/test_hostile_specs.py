@@ -1,0 +1,45 @@
+"""Hostile specs: every one is exit 2 with one line naming the file (and line), in well under a
+second or two; none is a traceback, and none is exit 1 ("stream and batch disagree")."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from jobs.cli.main import main
+
+GOOD = """name: q
+sql: SELECT pId, SUM(income) AS total FROM orders GROUP BY pId
+sources:
+  orders:
+    path: orders
+    format: changelog-json
+    schema: "order_id BIGINT, pId BIGINT, income BIGINT"
+    primary_key: [order_id]
+"""
+
+
+def _spec(tmp_path, text: str | bytes):
+    path = tmp_path / "q.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    (tmp_path / "orders").mkdir(exist_ok=True)
+    return path
+
+
+@pytest.mark.parametrize("text, message", [
+    (GOOD.replace("description", "x").encode().replace(b"SELECT pId", b"SELECT \xff pId"), re.escape("q.yaml:2: not UTF-8 text (byte 0xff)")),
+    ("name: q\nsql: " + "[" * 5000 + "]" * 5000 + "\n", "q.yaml: the YAML is nested too deep"),
+    (GOOD.replace("SUM(income)", "SUM(" + "(" * 3000 + "income" + ")" * 3000 + ")"), "nested too deep|expression nodes"),
+    (GOOD.replace("SUM(income)", "SUM(" + " + ".join(["income"] * 20000) + ")"), "the query has 60,0\\d\\d expression nodes"),
+    (GOOD.replace("income BIGINT", "income DECIMAL(x,2)"), "DECIMAL takes whole numbers"),
+    (GOOD.replace("primary_key: [order_id]", "primary_key: [order_id]\n    on_bad_rows: sometimes"), "q.yaml:9: sources.orders.on_bad_rows"),
+])
+def test_a_hostile_spec_is_one_line_and_exit_2_quickly(tmp_path, capsys, text, message):
+    started = time.monotonic()
+    code = main(["explain", str(_spec(tmp_path, text))])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "Traceback" not in err
+    assert re.search(message, err), err
+    assert time.monotonic() - started < 10
