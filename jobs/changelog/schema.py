@@ -129,9 +129,25 @@ def _decimal_args(dtype: exp.DataType, where: str) -> tuple[int, int]:
     return precision, scale
 
 
+def unsafe_name_problem(name: str) -> str | None:
+    """Why a column name cannot be used, if it cannot: names reach HTML pages (the report, the
+    Great Expectations Data Docs, which do not escape them), so markup characters are refused."""
+    bad = sorted({c for c in name if c in UNSAFE_NAME_CHARACTERS or ord(c) < 32})
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        return f"column name {name[:40]!r} contains {shown}: names may not hold markup or control characters"
+    return None
+
+
+UNSAFE_NAME_CHARACTERS = frozenset("<>&\"'`")
+
+
 def _check_names(columns: tuple[Column, ...], where: str) -> None:
     seen: set[str] = set()
     for col in columns:
+        problem = unsafe_name_problem(col.name)
+        if problem:
+            raise SpecError(problem, where=where)
         if col.name.startswith(RESERVED_PREFIX):
             raise SpecError(f"column {col.name!r}: names starting with '__' are reserved", where=where)
         if col.name.lower() in seen:

@@ -6,6 +6,7 @@ own annotations. What comes out is immutable.
 
 from __future__ import annotations
 
+from jobs.changelog.schema import unsafe_name_problem
 from jobs.errors import SqlError
 from jobs.plan.annotations import Annotations
 from jobs.plan.builder import build_plan
@@ -27,6 +28,7 @@ def plan_query(spec: QuerySpec) -> Plan:
 def _plan(spec: QuerySpec) -> Plan:
     select = parse_select(spec)
     root = build_plan(spec, select)
+    _check_output_names(spec, root)
     notes = _annotate(spec, root)
     _check_windows_single_stage(spec, root)
     stages = tuple(StagePlan(spec, cut.number, cut.root, _annotate(spec, cut.root),
@@ -45,6 +47,14 @@ def _annotate(spec: QuerySpec, root: Sink) -> Annotations:
                 raise
             raise SqlError(exc.message, where=str(spec.spec_path)) from None
     return notes
+
+
+def _check_output_names(spec: QuerySpec, root: Sink) -> None:
+    """The query's columns become the sink's, shown on HTML pages: no markup in their names."""
+    for name in root.output_names:
+        problem = unsafe_name_problem(name)
+        if problem:
+            raise SqlError(problem, where=str(spec.spec_path))
 
 
 def _check_windows_single_stage(spec: QuerySpec, root: Sink) -> None:

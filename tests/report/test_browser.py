@@ -80,3 +80,41 @@ def test_the_index_links_to_the_reports(browser, published):
     assert browser.find_element(By.ID, "verdict").text == "PASS"
     browser.find_element(By.ID, "index-link").click()
     assert browser.current_url.endswith("/index.html")
+
+
+HOSTILE = "<img src=x onerror=alert(1)><script>alert(2)</script>"
+
+
+@pytest.fixture(scope="module")
+def data_docs(spark, tmp_path_factory) -> Path:
+    """A real check whose data holds markup, failing so that its rows reach the results."""
+    from deltalake import DeltaTable
+
+    from jobs.pipeline import Pipeline
+    from tests.conftest import write_changelog, write_spec
+
+    folder = tmp_path_factory.mktemp("docs")
+    write_changelog(folder / "orders", "001.json", [{"order_id": 1, "pId": 1, "note": HOSTILE, "op": "+I"}])
+    spec = write_spec(folder, """
+        name: q
+        sql: SELECT pId, MAX(note) AS note FROM orders GROUP BY pId
+        sources:
+          orders: {path: orders, format: changelog-json, schema: "order_id BIGINT, pId BIGINT, note STRING",
+                   primary_key: [order_id]}
+        """)
+    pipeline = Pipeline.open(spec, runs_dir=folder / "runs")
+    pipeline.stream()
+    pipeline.batch()
+    DeltaTable(str(pipeline.layout.batch)).update(updates={"note": f"'{HOSTILE}x'"})
+    assert pipeline.check().verdict == "fail"
+    return pipeline.layout.gx / "uncommitted" / "data_docs" / "local_site"
+
+
+def test_markup_in_the_data_runs_no_script_in_the_data_docs(browser, data_docs):
+    browser.set_page_load_timeout(30)
+    pages = [data_docs / "index.html"] + sorted(data_docs.glob("validations/**/*.html"))
+    assert len(pages) > 3
+    for page in pages:
+        browser.get(page.as_uri())
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert

@@ -43,3 +43,13 @@ def test_a_hostile_spec_is_one_line_and_exit_2_quickly(tmp_path, capsys, text, m
     assert code == 2 and "\n" not in err and "Traceback" not in err
     assert re.search(message, err), err
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("text, message", [
+    (GOOD.replace("income BIGINT", "`<img src=x onerror=alert(1)>` BIGINT").replace("SUM(income)", "COUNT(*)"),
+     "column name '<img src=x onerror=alert\\(1\\)>' contains '<', '>': names may not hold markup"),
+    (GOOD.replace("AS total", "AS `<b>total</b>`"), "column name '<b>total</b>' contains"),
+])
+def test_a_column_name_with_markup_never_reaches_a_page(tmp_path, capsys, text, message):
+    assert main(["explain", str(_spec(tmp_path, text))]) == 2
+    assert re.search(message, capsys.readouterr().err)
