@@ -6,8 +6,10 @@ stream, batch and check steps, and the tests share one across the whole run.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -22,6 +24,7 @@ def spark_session(settings: SparkSettings | None = None):
     if _session is not None:
         return _session
     settings = settings or SparkSettings()
+    _jvm_dies_with_this_process()
     # Python workers (the changelog source's readers) must run this interpreter, with lockstep
     # importable, not whatever `python3` is on the PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -44,6 +47,34 @@ def spark_session(settings: SparkSettings | None = None):
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown chatter outlives stderr
     _session.sparkContext.setLogLevel("ERROR")
     return _session
+
+
+def _jvm_dies_with_this_process() -> None:
+    """Start Spark's JVM with a parent-death signal: when this process is killed (kill -9 leaves
+    no time to stop Spark) the kernel kills the JVM too, instead of leaving it running. The
+    signal follows the thread that started the JVM, so the session is started from the thread
+    that runs the step (every entry point does)."""
+    import pyspark.java_gateway as gateway
+
+    if getattr(gateway.Popen, "lockstep_pdeathsig", False) or not sys.platform.startswith("linux"):
+        return
+    original = gateway.Popen
+
+    def popen(command, **kwargs):
+        inner = kwargs.get("preexec_fn")
+
+        def preexec():
+            if inner is not None:
+                inner()
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+        return original(command, **{**kwargs, "preexec_fn": preexec})
+
+    popen.lockstep_pdeathsig = True
+    gateway.Popen = popen
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def stop_session() -> None:
