@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast differential bench airflow lock clean
+.PHONY: setup demo test test-fast differential chaos bench airflow lock clean
 
 # make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
 N ?= 300
@@ -22,6 +22,12 @@ test-fast: setup
 
 differential: setup
 	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED)
+
+# make chaos KILLS=10: the kill -9 test with more kills (make test runs 2), and the fuzzer.
+KILLS ?= 10
+
+chaos: setup
+	CHAOS_KILLS=$(KILLS) $(BIN)/python -m pytest -q tests/chaos
 
 bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_stream

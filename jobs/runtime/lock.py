@@ -71,10 +71,17 @@ class RunLock:
 
 
 def _holder(path: Path) -> str:
-    try:
-        info = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
-        info = {}
+    """Who holds the lock, as its file says; a holder that has just taken it may not have written
+    it yet, so an empty file is read again for a moment."""
+    info: dict = {}
+    for _ in range(20):
+        try:
+            info = json.loads(path.read_text() or "{}")
+        except (OSError, ValueError):
+            info = {}
+        if info:
+            break
+        time.sleep(0.05)
     if not info:
         return "another process"
     return f"pid {info.get('pid')} on {info.get('host')} since {info.get('started')} ({info.get('command')})"

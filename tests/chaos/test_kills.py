@@ -1,0 +1,98 @@
+"""kill -9 at random moments: a multi-stage stream of 20 micro-batches is killed again and again
+and restarted with the same command; when it has finished, every table (the sink, the
+intermediate stage, their change feeds) is what an uninterrupted run left. And two writers started
+together: one runs, the other is refused at once.
+
+CHAOS_KILLS (default 2) sets how many kills a run takes; `make chaos` runs more.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from tests.conftest import ROOT, write_changelog, write_spec
+
+KILLS = int(os.environ.get("CHAOS_KILLS", "2"))
+SPEC = """
+name: q
+sql: |
+  SELECT company, COUNT(DISTINCT order_id) AS orders FROM (
+    SELECT order_id, company FROM (
+      SELECT order_id, company, ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY seq DESC) AS rn FROM shipments
+    ) WHERE rn = 1
+  ) GROUP BY company
+sources:
+  shipments:
+    path: shipments
+    format: json
+    schema: "order_id BIGINT, company STRING, seq BIGINT"
+stream:
+  rows_per_batch: 2
+"""
+
+
+def _spec(folder: Path) -> Path:
+    rng = random.Random(7)
+    rows = [{"order_id": rng.randint(1, 12), "company": rng.choice("abc"), "seq": seq} for seq in range(40)]
+    write_changelog(folder / "shipments", "001.json", rows)  # 40 rows: 20 micro-batches
+    return write_spec(folder, SPEC)
+
+
+def _stream(spec: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "jobs.cli.main", "stream", str(spec), "--out", str(out), "--quiet"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _tables(out: Path) -> dict:
+    """Each table's rows and its change feed, as multisets (a MERGE writes a commit's rows in no
+    fixed order)."""
+    found = {}
+    for table in ("q/stream", "q/stages/stage1_dedup/stream"):
+        delta = DeltaTable(str(out / table))
+        rows = Counter(tuple(sorted(r.items())) for r in delta.to_pyarrow_table().to_pylist())
+        feed = Counter((r["_change_type"], r["_commit_version"], *sorted((k, v) for k, v in r.items()
+                                                                          if not k.startswith("_")))
+                       for r in pa.table(delta.load_cdf(starting_version=0).read_all()).to_pylist())
+        found[table] = (rows, feed)
+    return found
+
+
+def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path):
+    spec = _spec(tmp_path)
+    clean = _stream(spec, tmp_path / "clean")
+    assert clean.wait(600) == 0, clean.stderr.read()
+    rng = random.Random(int(os.environ.get("CHAOS_SEED", "11")))
+    kills = 0
+    while kills < KILLS:
+        process = _stream(spec, tmp_path / "killed")
+        time.sleep(rng.uniform(8, 30))  # the JVM starts in about 10 s; then a micro-batch a second or so
+        if process.poll() is not None:
+            break  # it finished before this kill: the rest of the run is the restart check
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        kills += 1
+    finish = _stream(spec, tmp_path / "killed")
+    assert finish.wait(600) == 0, finish.stderr.read()
+    assert kills >= 1
+    assert _tables(tmp_path / "killed") == _tables(tmp_path / "clean")
+
+
+def test_two_writers_started_together_one_runs_and_one_is_refused(tmp_path):
+    spec = _spec(tmp_path)
+    first, second = _stream(spec, tmp_path / "runs"), _stream(spec, tmp_path / "runs")
+    codes = sorted([first.wait(600), second.wait(600)])
+    refused = next(p for p in (first, second) if p.returncode == 2)
+    assert codes == [0, 2] and "the run folder is in use by pid" in refused.stderr.read()
+    clean = _stream(spec, tmp_path / "clean")
+    assert clean.wait(600) == 0
+    assert _tables(tmp_path / "runs") == _tables(tmp_path / "clean")
