@@ -67,6 +67,7 @@ class Report:
     consistency_point: dict
     quarantined_rows: int
     source_anomalies: int
+    rows_with_absent_fields: int  # staged with a nullable field left out of their JSON (as NULL)
     micro_batches: list[dict]
     sink: dict
     data_docs: str
@@ -100,7 +101,8 @@ class Report:
             "expectations": [e.to_json() for e in self.expectations],
             "samples": {e.name: list(e.sample) for e in self.expectations if not e.success and e.sample},
             "consistency_point": self.consistency_point, "quarantined_rows": self.quarantined_rows,
-            "source_anomalies": self.source_anomalies, "micro_batches": self.micro_batches,
+            "source_anomalies": self.source_anomalies,
+            "rows_with_absent_fields": self.rows_with_absent_fields, "micro_batches": self.micro_batches,
             "sink": self.sink, "data_docs": self.data_docs, "plan": self.plan, "checked_at": self.checked_at,
             "skipped_expectations": list(self.skipped_expectations),
         }

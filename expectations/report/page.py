@@ -140,7 +140,9 @@ def _run_figures(report: dict) -> dict:
     point = report.get("consistency_point") or {}
     sink = report.get("sink") or {}
     sources = [{"source": name, **figures} for name, figures in (point.get("sources") or {}).items()]
-    figures = [("sink version", point.get("sink_version")), ("quarantined rows", report.get("quarantined_rows"))]
+    figures = [("sink version", point.get("sink_version")), ("quarantined rows", report.get("quarantined_rows")),
+               ("source anomalies", report.get("source_anomalies")),
+               ("rows with a field left out (NULL)", report.get("rows_with_absent_fields"))]
     return {"figures": [(label, figure(value)) for label, value in figures if value is not None],
             "sources": rows_table(sources),
             "sink": [(label, cell(sink[field])) for field, label in

@@ -71,3 +71,14 @@ def test_explain_and_help_work_without_spark(tmp_path):
     assert "GroupAggregate(groupBy=[pId]" in explained.stdout and "changelogMode=[I,UA,D]" in explained.stdout
     for command in ("run", "stream", "batch", "check", "explain", "demo", "generate"):
         assert lockstep(command, "--help", cwd=tmp_path).returncode == 0
+
+
+def test_a_nullable_field_left_out_reads_as_null_and_is_counted_in_the_report(tmp_path):
+    write_changelog(tmp_path / "orders", "001.json", GOOD)
+    (tmp_path / "orders" / "002.json").write_text('{"order_id": 3, "pId": 1, "op": "+I"}\n')
+    spec = orders_spec(tmp_path, "SELECT pId, COUNT(income) AS priced, COUNT(*) AS n FROM orders GROUP BY pId")
+    result = lockstep("run", spec, "--out", tmp_path / "runs", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "with a field left out (read as NULL): 1" in result.stdout
+    report = json.loads((tmp_path / "runs" / "q" / "report.json").read_text())
+    assert report["rows_with_absent_fields"] == 1
