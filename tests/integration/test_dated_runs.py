@@ -49,7 +49,8 @@ def test_a_rebuild_replays_every_date_into_a_fresh_sink_and_then_drops_the_old(s
         ("2026-11-19", "pass"), ("2026-11-20", "pass"), ("2026-11-21", "pass")]
     assert "top" in DeltaTable(str(layout.stream)).schema().to_arrow().names
     assert sorted(p.name for p in (layout.root / "history").iterdir()) == ["2026-11-19", "2026-11-20", "2026-11-21"]
-    assert sorted(p.name for p in layout.root.parent.iterdir()) == ["daily_orders", "index.html"]  # old one gone
+    # The old run folder is gone; the run folder's lock file stays beside the new one.
+    assert sorted(p.name for p in layout.root.parent.iterdir()) == [".daily_orders.lock", "daily_orders", "index.html"]
 
 
 def test_a_failing_rebuild_puts_the_old_run_folder_back(spark, tmp_path):
