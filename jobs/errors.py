@@ -41,6 +41,11 @@ class RunLocked(RunStateError):
     """Another process is writing the run folder (named by its pid, host and start time)."""
 
 
+class SetupError(LockstepError):
+    """A part lockstep needs is missing or does not match (Delta's Spark connector jars):
+    `make setup` installs it."""
+
+
 class LookupFailed(LockstepError):
     """A lookup join's dimension service did not answer a key, retries included (named by the
     lookup, the URL and the key), and the lookup's on_error is fail."""

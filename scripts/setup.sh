@@ -60,5 +60,9 @@ install_venv() {
 }
 
 install_venv .venv pyproject.toml constraints.txt -- -c constraints.txt -e '.[dev]'
+# Delta's Spark connector: the io.delta jars of the delta-spark release pip installed, built for
+# this pyspark's Spark and Scala, fetched once with Maven into .venv/jars (next to the package they
+# must match). Spark gets them through spark.jars; nothing is resolved when Spark starts.
+scripts/delta-jars.sh .venv
 # The Flink oracle lives apart: PyFlink pins older pandas, pyarrow and numpy than lockstep's.
 install_venv .venv-flink constraints-flink.txt -- -c constraints-flink.txt apache-flink==2.3.0

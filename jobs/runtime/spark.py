@@ -13,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
+from jobs.runtime.delta_connector import connector_conf, connector_jars
 from jobs.spec.model import SparkSettings
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -41,12 +42,25 @@ def spark_session(settings: SparkSettings | None = None):
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.driver.extraJavaOptions", java_opts))
-    for key, value in settings.extra.items():
+    connector = connector_conf(connector_jars(), partitions=settings.shuffle_partitions)
+    for key, value in {**connector, **_cluster_conf(settings), **settings.extra}.items():
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown chatter outlives stderr
     _session.sparkContext.setLogLevel("ERROR")
     return _session
+
+
+def _cluster_conf(settings: SparkSettings) -> dict[str, str]:
+    """On a cluster the executors run Python too (the changelog readers, pandas functions): this
+    interpreter's path (PYSPARK_PYTHON, above) with lockstep importable. That holds when the
+    workers see this machine's paths, as on one host or with the venv installed alike on every
+    worker."""
+    if settings.master.startswith("local"):
+        return {}
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return {"spark.executorEnv.PYTHONPATH": path, "spark.executor.memory": settings.executor_memory}
 
 
 def _jvm_dies_with_this_process() -> None:
