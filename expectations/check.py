@@ -17,11 +17,9 @@ later judges the same consistency point. The data each suite validates:
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import dataclass
 from datetime import date
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -50,7 +48,7 @@ from jobs.lookup.spark import lookup_figures
 from jobs.plan import Plan, StagePlan
 from jobs.plan.explain import explain
 from jobs.point import ConsistencyPoint, read_point
-from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, read_snapshot
+from jobs.runtime.delta import CHANGE_TYPE, change_feed_frame, read_change_feed, read_snapshot
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.runtime.spark import spark_session
@@ -85,9 +83,9 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
     past = point.sink_version != read_point(layout).sink_version
     spark = spark_session(settings.spark)
     sides = _sides(spark, plan, layout, point, settings)
-    feed = _change_feed(layout, point)
+    feed = _change_feed(spark, plan, layout, point)
     data = {"stream_result": sides.stream, "batch_result": sides.batch,
-            "change_feed": _ordered_feed(spark, feed, sides.cols, layout).cache()}
+            "change_feed": _ordered_feed(spark, feed, sides.cols).cache()}
     specs = [unity_suite(sides.cols, sides.batch.columns), batch_result_suite(sides.cols),
              retraction_suite(sides.cols, final_windows=sides.windows.final_windows() if sides.windows else None)]
     if sides.windows is not None:
@@ -96,7 +94,7 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
     counts = {"stream_rows": sides.stream.count(), "batch_rows": sides.batch.count()}
     outcomes = _validate_all(layout, specs, data, counts, settings.check.sample_rows)
     # A past date's stage tables as they were then; the current point's as they are.
-    stages = compare_stages(spark, plan, layout, point.stage_versions if past else None)
+    stages = compare_stages(spark, plan, layout, point.stage_versions if past else None, _through_spark(plan))
     evidence = Evidence(spark, plan, layout, point, sides.cols, sides.windows, stages, materializer)
     report = Report(
         query=plan.spec.name, description=plan.spec.description,
@@ -126,8 +124,9 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
 def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint,
            settings: Settings) -> Sides:
     # Each expectation is a query or two over these: cached once, scanned from memory after.
-    sink = read_snapshot(spark, layout.stream, point.sink_version).cache()
-    batch = read_snapshot(spark, layout.batch)
+    through_spark = _through_spark(plan)
+    sink = read_snapshot(spark, layout.stream, point.sink_version, through_spark=through_spark).cache()
+    batch = read_snapshot(spark, layout.batch, through_spark=through_spark)
     if plan.write_mode == "retract":
         batch = _as_multiset(batch)
     batch = batch.cache()
@@ -170,19 +169,26 @@ def _validate_all(layout: RunLayout, specs: list[SuiteSpec], data: dict, counts:
     return outcomes
 
 
-def _change_feed(layout: RunLayout, point: ConsistencyPoint) -> pa.Table:
-    feed = read_change_feed(layout.stream)
-    return feed.filter(feed.column(COMMIT_VERSION).to_numpy() <= point.sink_version)
-
-
-def _ordered_feed(spark: SparkSession, feed: pa.Table, cols: Columns, layout: RunLayout) -> DataFrame:
-    """The change feed (up to the consistency point) with each key's previous and next change.
-
-    Handed to Spark as a Parquet file: createDataFrame from Arrow is far slower at this size."""
+def _change_feed(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> DataFrame:
+    """The sink's change feed up to the consistency point: read by Delta's Spark connector when
+    delta-spark writes the sink; else by delta-rs, handed to Spark as a Parquet file
+    (createDataFrame from Arrow is far slower at this size)."""
+    if _through_spark(plan):
+        return change_feed_frame(spark, layout.stream, 0, point.sink_version)
+    feed = read_change_feed(layout.stream, 0, point.sink_version)
     path = layout.state / "check" / "change_feed.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(feed, path)
-    spark.read.parquet(str(path)).createOrReplaceTempView(FEED_VIEW)
+    return spark.read.parquet(str(path))
+
+
+def _through_spark(plan: Plan) -> bool:
+    return plan.spec.sink.writer == "delta-spark"
+
+
+def _ordered_feed(spark: SparkSession, feed: DataFrame, cols: Columns) -> DataFrame:
+    """The change feed with each key's previous and next change."""
+    feed.createOrReplaceTempView(FEED_VIEW)
     return spark.sql(ordered_feed(cols, FEED_VIEW))
 
 
@@ -213,8 +219,8 @@ def _difference_counts(outcomes: list[ExpectationOutcome]) -> dict[str, int]:
             for field, rule in DIFFERENCES.items()}
 
 
-def _changelog(feed: pa.Table) -> dict[str, int]:
-    changes = Counter(feed.column(CHANGE_TYPE).to_pylist())
+def _changelog(feed: DataFrame) -> dict[str, int]:
+    changes = {row[0]: row[1] for row in feed.groupBy(CHANGE_TYPE).count().collect()}
     return {kind.short: changes.get(name, 0) for name, kind in CDF_CHANGE_TYPES.items()}
 
 

@@ -30,7 +30,7 @@ from jobs.rebuild import rebuild
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.lock import RunLock, run_lock
 from jobs.runtime.progress import Progress
-from jobs.spec import load_settings, load_spec
+from jobs.spec import load_settings, load_spec, with_master, with_writer
 from jobs.spec.model import Settings
 from jobs.stream.job import StreamResult, run_stream, stream_until
 
@@ -44,11 +44,13 @@ class Pipeline:
 
     @classmethod
     def open(cls, spec_path: str | Path, *, settings_path: str | Path | None = None,
-             runs_dir: str | Path | None = None, progress: Progress | None = None) -> Pipeline:
+             runs_dir: str | Path | None = None, progress: Progress | None = None,
+             writer: str | None = None, master: str | None = None) -> Pipeline:
         """Load and plan the spec; its run folder is <runs_dir>/<query name> (runs_dir: the
-        settings' when not given)."""
-        settings = load_settings(settings_path)
-        return cls.of(plan_query(load_spec(spec_path)), settings, runs_dir, progress)
+        settings' when not given). writer and master override the spec's sink writer and the
+        settings' Spark master."""
+        settings = with_master(load_settings(settings_path), master)
+        return cls.of(plan_query(with_writer(load_spec(spec_path), writer)), settings, runs_dir, progress)
 
     @classmethod
     def of(cls, plan: Plan, settings: Settings, runs_dir: str | Path | None = None,

@@ -121,8 +121,19 @@ def batch_is_at(layout: RunLayout, point: ConsistencyPoint) -> bool:
     # The newest commit a batch step wrote: later commits by hand (an edit, a test's tampering)
     # change the rows, not the point they were computed at.
     history = DeltaTable(str(layout.batch)).history()
-    written = next((c[FINGERPRINT_KEY] for c in history if FINGERPRINT_KEY in c), None)
+    written = next((found for found in map(_fingerprint_in, history) if found is not None), None)
     return written == point.fingerprint()
+
+
+def _fingerprint_in(commit: dict) -> str | None:
+    """The fingerprint a batch step left in a commit: a key of its own (delta-rs) or inside the
+    commit's userMetadata (Delta's Spark connector)."""
+    if FINGERPRINT_KEY in commit:
+        return commit[FINGERPRINT_KEY]
+    try:
+        return json.loads(commit.get("userMetadata") or "{}").get(FINGERPRINT_KEY)
+    except (ValueError, AttributeError):
+        return None
 
 
 def _write_json(path: Path, data: dict) -> None:

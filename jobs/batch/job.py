@@ -7,17 +7,21 @@ image of every live key, for a keyless one every live copy.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import date
 
 from deltalake import write_deltalake
+from pyspark.sql import DataFrame
 from deltalake.transaction import CommitProperties
 
+from jobs.changelog.delta_source import consumed_version, table_as_of
 from jobs.changelog.frames import source_snapshot
 from jobs.lookup.tables import lookup_tables
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan import Plan
+from jobs.runtime.delta_connector import require_connector
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.runtime.spark import spark_session
@@ -41,26 +45,58 @@ def run_batch(plan: Plan, settings: Settings, layout: RunLayout,
     point = read_point(layout, logical_date)
     spark = spark_session(settings.spark)
     consumed = {name: position.rows for name, position in point.sources.items()}
-    snapshots = {s.table: source_snapshot(spark, StagedChangelog(layout.staged(s.table)),
-                                          consumed.get(s.table, 0)) for s in plan.sources}
+    snapshots = {s.table: _source_table(spark, plan, s.table, layout, consumed.get(s.table, 0), progress)
+                 for s in plan.sources}
     lookups = lookup_tables(spark, plan, snapshots)  # the services, asked now
     for name, table in lookups.items():  # kept for the check: did the stream get other answers?
         table.write.mode("overwrite").parquet(str(layout.lookup_answers(name, "batch")))
     snapshots.update(lookups)
-    result = run_sql(spark, plan, snapshots).toArrow()
     metadata = {FINGERPRINT_KEY: point.fingerprint()}
-    _write(layout.batch, result, metadata)
+    write = _write_through_spark if plan.spec.sink.writer == "delta-spark" else _write_from_driver
+    rows = write(run_sql(spark, plan, snapshots), layout.batch, metadata)
     for stage in plan.intermediate_stages:
         # Each intermediate stage's batch equivalent, for the check to find the first stage
         # where stream and batch part (the stage SQL reads the same source views).
-        _write(layout.for_stage(stage.name).batch, run_sql(spark, stage, snapshots).toArrow(), metadata)
+        write(run_sql(spark, stage, snapshots), layout.for_stage(stage.name).batch, metadata)
     seconds = time.monotonic() - started
     input_rows = sum(consumed.values())
-    progress.say(f"batch {plan.spec.name}: {result.num_rows:,} result rows from {input_rows:,} "
+    progress.say(f"batch {plan.spec.name}: {rows:,} result rows from {input_rows:,} "
                  f"changelog rows in {seconds:.1f} s")
-    return BatchResult(result.num_rows, input_rows, seconds)
+    return BatchResult(rows, input_rows, seconds)
 
 
-def _write(path, table, metadata: dict) -> None:
+def _source_table(spark, plan: Plan, name: str, layout: RunLayout, consumed: int, progress: Progress):
+    """A source as of what the stream consumed: a Delta table by time travel to the version the
+    stream had reached (independent of the staged changelog); a folder source, and a Delta
+    source whose rows were set aside or consumed to the middle of a version, from the staged
+    changelog."""
+    staged = StagedChangelog(layout.staged(name))
+    spec = plan.spec.sources[name]
+    if spec.format == "delta":
+        version = consumed_version(staged.manifest, consumed)
+        if version is not None and not staged.manifest["quarantined"]:
+            return table_as_of(spark, spec, staged.schema, version)
+        progress.say(f"source {name}: read from the staged changelog, not by time travel "
+                     f"({'rows were set aside' if staged.manifest['quarantined'] else 'the stream stopped inside a version'})")
+    return source_snapshot(spark, staged, consumed)
+
+
+def _write_from_driver(result: DataFrame, path, metadata: dict) -> int:
+    """delta-rs: the result collected as Arrow and written by the driver."""
+    table = result.toArrow()
     write_deltalake(str(path), table, mode="overwrite", schema_mode="overwrite",
                     commit_properties=CommitProperties(custom_metadata=metadata))
+    return table.num_rows
+
+
+def _write_through_spark(result: DataFrame, path, metadata: dict) -> int:
+    """Delta's Spark connector: the result written by the executors (the fingerprint rides in
+    the commit's userMetadata)."""
+    require_connector(result.sparkSession, "the delta-spark writer")
+    result = result.persist()
+    try:
+        (result.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+         .option("userMetadata", json.dumps(metadata)).save(str(path)))
+        return result.count()
+    finally:
+        result.unpersist()

@@ -21,28 +21,45 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 
 from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
-from jobs.changelog.kinds import RowKind
+from jobs.changelog.feed_spark import SparkFeedStager, stage_versions
+from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
 from jobs.changelog.schema import SourceSchema, schema_of_arrow
 from jobs.changelog.staging import SEGMENT_EPOCH, SEGMENTS
-from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed
+from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, table_version
 
-KINDS = {"insert": RowKind.INSERT, "update_preimage": RowKind.UPDATE_BEFORE,
-         "update_postimage": RowKind.UPDATE_AFTER, "delete": RowKind.DELETE}
+KINDS = CDF_CHANGE_TYPES
 
 
 def stage_change_feed(table: Path, directory: Path, name: str, columns: tuple[str, ...],
-                      key: tuple[str, ...]) -> int:
+                      key: tuple[str, ...], spark: SparkSession | None = None) -> int:
     """Stage the versions committed since the last call; return the number of new rows. The
     columns are typed as the table holds them (the earlier stage wrote it with its batch SQL's
-    types).
+    types). With `spark` (the delta-spark writer) the feed is read and staged by Spark's
+    executors (feed_spark.py); without, by delta-rs on the driver.
 
     The manifest is written even when there is nothing new: an earlier stage that has emitted
     nothing yet (a join without matches) is an empty changelog, not a missing one."""
     (directory / SEGMENTS).mkdir(parents=True, exist_ok=True)
     schema = schema_of_arrow(pa.schema(DeltaTable(str(table)).schema().to_arrow()), columns)
     manifest = _read(directory) or _new_manifest(name, schema, key)
+    last_version = table_version(table)
+    if manifest["next_version"] > last_version:
+        new_rows = 0  # nothing committed since (Delta refuses a feed range that ends before it starts)
+    elif spark is not None:
+        stager = SparkFeedStager(directory, manifest, schema, key, _write_manifest)
+        stage_versions(spark, table, stager)
+        new_rows = stager.new_rows
+    else:
+        new_rows = _stage_on_driver(table, directory, manifest, schema, key)
+    _write_manifest(directory, manifest)
+    return new_rows
+
+
+def _stage_on_driver(table: Path, directory: Path, manifest: dict, schema: SourceSchema,
+                     key: tuple[str, ...]) -> int:
     feed = read_change_feed(table, starting_version=manifest["next_version"])
     new_rows = 0
     for version in sorted(set(feed.column(COMMIT_VERSION).to_pylist())):
@@ -51,7 +68,6 @@ def stage_change_feed(table: Path, directory: Path, name: str, columns: tuple[st
             _write_segment(directory, manifest, rows, version)
             new_rows += rows.num_rows
         manifest["next_version"] = version + 1
-    _write_manifest(directory, manifest)
     return new_rows
 
 

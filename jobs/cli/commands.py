@@ -6,8 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from typing import get_args
+
 from jobs.cli import summary
+from jobs.spec.model import SinkSpec
 from jobs.runtime.progress import Progress
+
+WRITERS = get_args(SinkSpec.model_fields["writer"].annotation)
 
 
 def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
@@ -20,6 +25,15 @@ def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
         command.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
         command.add_argument("--to", type=Path, default=Path("conf/queries/data/generated/large_orders"),
                              help="folder to write (default: conf/queries/data/generated/large_orders)")
+    if name in ("run", "stream", "batch", "rebuild", "demo"):
+        command.add_argument("--writer", choices=WRITERS, default=None,
+                             help="who writes the Delta tables: delta-rs from the driver, or delta-spark "
+                                  "(Delta's Spark connector) from the executors (default: the spec's "
+                                  "sink.writer, else delta-rs)")
+    if name in ("run", "stream", "batch", "check", "rebuild", "demo"):
+        command.add_argument("--master", default=None, metavar="URL",
+                             help="Spark master, e.g. spark://host:7077 for a standalone cluster "
+                                  "(default: spark.master from the settings, local[2])")
     if name in ("run", "stream", "batch", "check", "rebuild"):
         command.add_argument("--date", type=_logical_date, default=None, metavar="YYYY-MM-DD",
                              help="logical date of a scheduled run: stream the partitions up to it "
@@ -43,7 +57,8 @@ def _pipeline(args):
     from jobs.pipeline import Pipeline
 
     return Pipeline.open(args.spec, settings_path=args.settings, runs_dir=getattr(args, "out", None),
-                         progress=Progress(quiet=args.quiet))
+                         progress=Progress(quiet=args.quiet), writer=getattr(args, "writer", None),
+                         master=args.master)
 
 
 def cmd_explain(args) -> int:

@@ -18,7 +18,7 @@ from jobs.errors import RunStateError, SpecError, one_line
 from jobs.pipeline import Pipeline
 from jobs.plan import plan_query
 from jobs.runtime.progress import Progress, counts
-from jobs.spec import load_settings, load_spec
+from jobs.spec import load_settings, load_spec, with_master, with_writer
 
 GENERATED = "generated"
 DIMENSIONS = Path("data") / "dimensions"  # <table>.json files the demo's lookup joins ask for
@@ -42,7 +42,7 @@ def _dimension_service(folder: Path, progress: Progress):
 
 
 def run_demo(args) -> int:
-    settings = load_settings(args.settings)
+    settings = with_master(load_settings(args.settings), args.master)
     out = args.out or settings.runs_dir
     progress = Progress(quiet=args.quiet)
     specs = sorted(args.queries.glob("*.yaml"))
@@ -51,7 +51,7 @@ def run_demo(args) -> int:
     rows = []
     with _dimension_service(args.queries / DIMENSIONS, progress):
         for path in specs:
-            rows.append(_run_one(path, settings, out, progress))
+            rows.append(_run_one(path, settings, out, progress, args.writer))
     print(_table(rows))
     print(f"\nreports: {out}/index.html (one page per query: {out}/<query>/report.html, figures in "
           f"report.json); Data Docs: {out}/<query>/gx/uncommitted/data_docs/local_site/index.html")
@@ -59,12 +59,12 @@ def run_demo(args) -> int:
     return 2 if "error" in verdicts else (1 if "fail" in verdicts else 0)
 
 
-def _run_one(path: Path, settings, out: Path, progress: Progress) -> dict:
+def _run_one(path: Path, settings, out: Path, progress: Progress, writer: str | None) -> dict:
     """One query's row of the table. A query that cannot even be planned gets an error report of
     its own; one that fails later got it from the pipeline. Either way the others go on."""
     started = time.monotonic()
     try:
-        spec = load_spec(path)
+        spec = with_writer(load_spec(path), writer)
         _generate_missing(spec, progress)
         pipeline = Pipeline.of(plan_query(spec), settings, out, progress)
     except Exception as exc:

@@ -1,7 +1,12 @@
-"""Reading Delta tables written by delta-rs into Spark and Arrow.
+"""Reading Delta tables: snapshots and change data feeds, into Spark or Arrow.
 
-Spark here has no Delta connector (it is a JVM jar from Maven, which these machines cannot
-reach): a snapshot is read by handing its Parquet file list to spark.read.parquet.
+Two readers, following the writer of the run (`sink.writer`):
+- delta-rs (the default): the log is read on the driver; a snapshot is its Parquet file list
+  handed to spark.read.parquet, a change feed comes back as Arrow.
+- Delta's Spark connector (with the delta-spark writer): spark.read.format("delta") with time
+  travel and readChangeFeed, planned and read on the executors.
+The log-only questions (the latest version, a writer's last transaction) are answered by delta-rs
+for both: they read no data.
 """
 
 from __future__ import annotations
@@ -12,10 +17,33 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
-CHANGE_TYPE, COMMIT_VERSION = "_change_type", "_commit_version"
+CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = "_change_type", "_commit_version", "_commit_timestamp"
+CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
 
-def read_snapshot(spark: SparkSession, path: Path, version: int | None = None) -> DataFrame:
+def is_delta_table(path: Path | str) -> bool:
+    return DeltaTable.is_deltatable(str(path))
+
+
+def table_version(path: Path | str) -> int:
+    return DeltaTable(str(path)).version()
+
+
+def committed_transaction(path: Path | str, app_id: str) -> int | None:
+    """The last micro-batch id committed under `app_id` (Delta's txn action), None if none."""
+    return DeltaTable(str(path)).transaction_version(app_id)
+
+
+def change_data_feed_on(path: Path | str) -> bool:
+    configuration = DeltaTable(str(path)).metadata().configuration
+    return str(configuration.get(CHANGE_DATA_FEED, "false")).lower() == "true"
+
+
+def read_snapshot(spark: SparkSession, path: Path, version: int | None = None, *,
+                  through_spark: bool = False) -> DataFrame:
+    if through_spark:
+        reader = spark.read.format("delta")
+        return (reader.option("versionAsOf", version) if version is not None else reader).load(str(path))
     table = DeltaTable(str(path), version=version)
     files = table.file_uris()
     if files:
@@ -23,21 +51,32 @@ def read_snapshot(spark: SparkSession, path: Path, version: int | None = None) -
     return spark.createDataFrame(table.to_pyarrow_table())
 
 
-def read_change_feed(path: Path, starting_version: int = 0) -> pa.Table:
+def read_change_feed(path: Path, starting_version: int = 0, ending_version: int | None = None) -> pa.Table:
     """The table's change data feed from `starting_version` on (no rows when the table has no
     such version yet: nothing new), with plain Arrow types (delta-rs returns string_view and
     uint64 columns, which Spark and pandas do not all take)."""
     table = DeltaTable(str(path))
-    if starting_version > table.version():
+    last = table.version() if ending_version is None else min(ending_version, table.version())
+    if starting_version > last:
         return _feed_schema(table).empty_table()
-    feed = pa.table(table.load_cdf(starting_version=starting_version).read_all())
+    feed = pa.table(table.load_cdf(starting_version=starting_version, ending_version=last).read_all())
     return feed.cast(pa.schema([pa.field(f.name, _plain(f.type)) for f in feed.schema]))
+
+
+def change_feed_frame(spark: SparkSession, path: Path, starting_version: int = 0,
+                      ending_version: int | None = None) -> DataFrame:
+    """The change data feed through Delta's Spark connector, read on the executors."""
+    reader = (spark.read.format("delta").option("readChangeFeed", "true")
+              .option("startingVersion", starting_version))
+    if ending_version is not None:
+        reader = reader.option("endingVersion", ending_version)
+    return reader.load(str(path))
 
 
 def _feed_schema(table: DeltaTable) -> pa.Schema:
     columns = [pa.field(f.name, _plain(f.type)) for f in pa.schema(table.schema().to_arrow())]
     return pa.schema(columns + [pa.field(CHANGE_TYPE, pa.string()), pa.field(COMMIT_VERSION, pa.int64()),
-                                pa.field("_commit_timestamp", pa.timestamp("ms"))])
+                                pa.field(COMMIT_TIMESTAMP, pa.timestamp("ms"))])
 
 
 def _plain(dtype: pa.DataType) -> pa.DataType:

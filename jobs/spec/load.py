@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from jobs.errors import SpecError, place
-from jobs.spec.model import QuerySpec, Settings
+from jobs.spec.model import QuerySpec, Settings, SinkSpec
 
 DEFAULT_SETTINGS = Path("conf/settings.yaml")
 
@@ -119,3 +119,20 @@ def _sql_start_line(root: yaml.Node | None) -> int:
             block = getattr(value, "style", None) in ("|", ">")
             return value.start_mark.line + (2 if block else 1)
     return 1
+
+
+def with_writer(spec: QuerySpec, writer: str | None) -> QuerySpec:
+    """The spec with its sink writer overridden (`--writer`); unchanged for None."""
+    if writer is None:
+        return spec
+    writers = get_args(SinkSpec.model_fields["writer"].annotation)
+    if writer not in writers:
+        raise SpecError(f"writer {writer!r} is not one of {', '.join(writers)}", where=str(spec.spec_path))
+    return spec.model_copy(update={"sink": spec.sink.model_copy(update={"writer": writer})})
+
+
+def with_master(settings: Settings, master: str | None) -> Settings:
+    """The settings with Spark's master overridden (`--master`); unchanged for None."""
+    if master is None:
+        return settings
+    return settings.model_copy(update={"spark": settings.spark.model_copy(update={"master": master})})

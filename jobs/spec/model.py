@@ -6,7 +6,7 @@ Paths in a spec are relative to the spec file; `load_spec` resolves them.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -24,10 +24,11 @@ class Strict(BaseModel):
 
 
 class SourceSpec(Strict):
-    """One changelog source: a folder of files read in name order, rows in file order."""
+    """One changelog source: a folder of files read in name order, rows in file order; or, with
+    format delta, an existing Delta table's change data feed, read version by version."""
 
     path: Path
-    format: Literal["changelog-json", "debezium-json", "json"]
+    format: Literal["changelog-json", "debezium-json", "json", "delta"]
     schema_ddl: str = Field(alias="schema")
     primary_key: tuple[str, ...] = ()
     # fail: exit 2 at the first bad row. quarantine: set bad rows aside, counted in the report.
@@ -47,6 +48,11 @@ class SourceSpec(Strict):
     # date: the changelog arrives in daily folders, path/date=YYYY-MM-DD/*; a scheduled run for
     # logical date D reads the folders up to D.
     partitioned_by: Literal["date"] | None = None
+    # format delta only: the version (or the commit time: the latest version committed at or
+    # before it) whose snapshot starts the changelog, as inserts; the versions after it follow as
+    # their change data feed. Neither: version 0.
+    starting_version: int | None = Field(default=None, ge=0)
+    starting_timestamp: datetime | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -61,6 +67,17 @@ class SourceSpec(Strict):
     def _event_time_and_watermark_together(self) -> SourceSpec:
         if (self.event_time is None) != (self.watermark is None):
             raise ValueError("event_time and watermark go together: give both or neither")
+        return self
+
+    @model_validator(mode="after")
+    def _starting_point_of_a_delta_table(self) -> SourceSpec:
+        starts = self.starting_version is not None or self.starting_timestamp is not None
+        if starts and self.format != "delta":
+            raise ValueError("starting_version and starting_timestamp are for format: delta")
+        if self.starting_version is not None and self.starting_timestamp is not None:
+            raise ValueError("give starting_version or starting_timestamp, not both")
+        if self.format == "delta" and self.partitioned_by is not None:
+            raise ValueError("a delta source is read by version, not by date partition")
         return self
 
     @property
@@ -80,6 +97,11 @@ class SinkSpec(Strict):
     # Windowed queries only. final: a window's row is written once, when the watermark passes
     # its end (an append query). early: written and updated as changes arrive. None: final.
     emit: Literal["final", "early"] | None = None
+    # Who writes the Delta tables (the sink, stage tables, the batch result) and reads their change
+    # feeds: delta-rs, embedded in the driver, or delta-spark, Delta's Spark connector on the
+    # executors (the cluster path). `--writer` overrides it. The default is the faster one on
+    # one machine (README: Sink writers).
+    writer: Literal["delta-rs", "delta-spark"] = "delta-rs"
 
 
 class CacheSpec(Strict):
@@ -155,6 +177,7 @@ class SparkSettings(Strict):
     master: str = "local[2]"
     shuffle_partitions: int = Field(default=2, ge=1)
     driver_memory: str = "4g"
+    executor_memory: str = "1g"  # per executor, on a cluster (--master spark://...)
     # Timestamps without a zone are read and shown in this zone, so a run gives the same
     # result on any machine.
     session_time_zone: str = "UTC"

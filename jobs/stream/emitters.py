@@ -34,6 +34,7 @@ from jobs.runtime.layout import RunLayout
 from jobs.stream.calc import apply_calc, projections
 from jobs.stream.materializer import UpsertMaterializer
 from jobs.stream.multiset import ValueMultisets
+from jobs.stream.writers import Changes
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Emitter(Protocol):
 
     reads_twice: bool  # whether changes() reads the frame twice (the handler caches it then)
 
-    def changes(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch) -> pa.Table:
+    def changes(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch) -> Changes:
         """Rows tagged upsert / delete (an upsert table), or rows with their copy change (retract)."""
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
@@ -71,8 +72,8 @@ class AggregateEmitter:
     def reads_twice(self) -> bool:
         return self.multisets is not None
 
-    def changes(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch) -> pa.Table:
-        return self.changed_groups(spark, updated, batch).toArrow()
+    def changes(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch) -> Changes:
+        return Changes(frame=self.changed_groups(spark, updated, batch))
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass
@@ -107,16 +108,16 @@ class ChangeRows:
         self.materializer = (UpsertMaterializer(plan.sink_key, names, layout.materializer)
                              if plan.materialize and plan.write_mode == "upsert" else None)
 
-    def table(self, rows: DataFrame, batch_id: int) -> pa.Table:
+    def table(self, rows: DataFrame, batch_id: int) -> Changes:
         columns = _typed([F.col(f"`{n}`") for n in self.plan.output_names], self.output)
         typed = rows.select(*columns, F.col(WEIGHT), *([F.col(self.ordered_by)] if self.ordered_by else []))
         names = [F.col(f"`{f.name}`") for f in self.output.fields if f.name != COUNT]
         if self.plan.write_mode == "retract":
-            return (typed.groupBy(*names).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
-                    .where(F.col(COUNT) != 0).toArrow())
-        if self.materializer is not None:
-            return self.materializer.apply(self._in_order(typed), batch_id)
-        return self._net_per_key(typed, names).toArrow()
+            return Changes(frame=typed.groupBy(*names).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
+                           .where(F.col(COUNT) != 0))
+        if self.materializer is not None:  # ordered, stateful, on the driver (materializer.py)
+            return Changes(rows=self.materializer.apply(self._in_order(typed), batch_id))
+        return Changes(frame=self._net_per_key(typed, names))
 
     def _in_order(self, typed: DataFrame) -> pa.Table:
         """Arrival order where the rows have one; else retractions before additions (a
@@ -147,7 +148,7 @@ class ProjectionEmitter:
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass
 
-    def changes(self, spark: SparkSession, rows: DataFrame, batch: MicroBatch) -> pa.Table:
+    def changes(self, spark: SparkSession, rows: DataFrame, batch: MicroBatch) -> Changes:
         return self.rows.table(rows, batch.id)
 
 
@@ -165,7 +166,7 @@ class KeyedEmitter:
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass
 
-    def changes(self, spark: SparkSession, delta: DataFrame, batch: MicroBatch) -> pa.Table:
+    def changes(self, spark: SparkSession, delta: DataFrame, batch: MicroBatch) -> Changes:
         difference = self.operator.changes(spark, delta, batch.id)
         if self.post is not None:
             difference = apply_calc(difference, self.post, [WEIGHT])
@@ -183,8 +184,8 @@ class SessionEmitter:
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
 
-    def changes(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch) -> pa.Table:
-        return self.changed_groups(spark, frame, batch).toArrow()
+    def changes(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch) -> Changes:
+        return Changes(frame=self.changed_groups(spark, frame, batch))
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass

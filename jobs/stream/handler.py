@@ -17,7 +17,7 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.stream.emitters import Emitter, MicroBatch
 from jobs.stream.offsets import batch_segments, consumed_rows, logged_files
-from jobs.stream.sink import DeltaUpsertSink
+from jobs.stream.writers import TableWriter
 from jobs.stream.source import staged_input
 
 # Fault injection for the exactly-once tests: exit the process right after the sink commit of
@@ -37,7 +37,7 @@ class StreamCounts:
 class MicroBatchHandler:
     """The foreachBatch function of one stage's streaming query."""
 
-    def __init__(self, stage: StagePlan, sink: DeltaUpsertSink, emitter: Emitter, layout: RunLayout,
+    def __init__(self, stage: StagePlan, sink: TableWriter, emitter: Emitter, layout: RunLayout,
                  progress: Progress, spark: SparkSession, totals: StreamCounts):
         self.stage, self.sink, self.emitter, self.layout = stage, sink, emitter, layout
         self.progress, self.spark, self.totals = progress, spark, totals
@@ -77,6 +77,7 @@ class MicroBatchHandler:
         self.totals.changelog.update(merged.changelog())
         entry = {"batch": batch.id, "start_seq": batch.start, "end_seq": batch.end, "rows": batch.rows,
                  "changelog": merged.changelog(), "seconds": round(seconds, 3),
+                 "merge_seconds": round(merged.seconds, 3),
                  "replayed": merged.skipped_replay}
         with open(self.layout.batches_log, "a") as out:
             out.write(json.dumps(entry) + "\n")

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from datetime import date
 
-from deltalake import DeltaTable
-
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan import Plan
 from jobs.plan.nodes import ChangelogSource
 from jobs.point import ConsistencyPoint, SourcePosition
+from jobs.runtime.delta import is_delta_table, table_version
 from jobs.runtime.layout import RunLayout
 from jobs.stream.offsets import committed_batches, consumed_rows, logged_files
-from jobs.stream.sink import DeltaUpsertSink
 from jobs.stream.source import staged_input
 from jobs.stream.stage import stage_layout
 
@@ -34,14 +32,10 @@ def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) 
             previous = sources.get(node.table)
             rows = rows if previous is None else min(rows, previous.rows)  # a source read twice (self-join)
             sources[node.table] = SourcePosition(rows, _watermark_at(staged, rows), bool(staged.event_time))
-    versions = {s.name: _version(layout.stage_table(s.name)) for s in plan.intermediate_stages}
-    open_windows = _version(layout.pending) if DeltaTable.is_deltatable(str(layout.pending)) else None
-    return ConsistencyPoint(plan.spec.name, _version(layout.stream), last_batch, sources, versions, logical_date,
-                            open_windows_version=open_windows)
-
-
-def _version(table) -> int:
-    return DeltaUpsertSink(table, (), "").version()
+    versions = {s.name: table_version(layout.stage_table(s.name)) for s in plan.intermediate_stages}
+    open_windows = table_version(layout.pending) if is_delta_table(layout.pending) else None
+    return ConsistencyPoint(plan.spec.name, table_version(layout.stream), last_batch, sources, versions,
+                            logical_date, open_windows_version=open_windows)
 
 
 def _watermark_at(staged: StagedChangelog, rows: int) -> int | None:

@@ -23,7 +23,7 @@ from jobs.stream.handler import MicroBatchHandler, StreamCounts
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.offsets import committed_batches
 from jobs.stream.rules import Context, streaming_frame
-from jobs.stream.sink import DeltaUpsertSink
+from jobs.stream.writers import TableWriter, open_writer
 from jobs.stream.windows import FinalWindowEmitter
 
 
@@ -36,10 +36,10 @@ def stage_layout(layout: RunLayout, stage: StagePlan) -> RunLayout:
 def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayout, progress: Progress,
               totals: StreamCounts) -> None:
     """Stream the stage's new input (its sources' segments, or an earlier stage's new versions)."""
-    _stage_feeds(stage, layout)
+    _stage_feeds(spark, stage, layout)
     own = stage_layout(layout, stage)
     initial = with_sink_columns(result_on_empty_input(spark, plan, stage).toArrow(), stage)
-    sink = DeltaUpsertSink(own.stream, write_key(stage, initial), own.app_id(stage.name))
+    sink = open_writer(stage.spec.sink.writer, spark, own.stream, write_key(stage, initial), own.app_id(stage.name))
     _ensure_sink(sink, initial, stage, own)
     streaming = streaming_frame(stage.root.input, Context(spark, stage, own))
     output = spark.createDataFrame(initial.slice(0, 0)).schema
@@ -47,7 +47,7 @@ def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayo
     handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals)
     _run_query(streaming.frame, stage, own, handler)
     if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
-        _close_at_end_of_input(emitter, stage, own, progress, totals)
+        _close_at_end_of_input(spark, emitter, stage, own, progress, totals)
 
 
 def _bounded(stage: StagePlan) -> bool:
@@ -55,8 +55,8 @@ def _bounded(stage: StagePlan) -> bool:
     return all(stage.spec.sources[node.table].bounded for node in stage.inputs if isinstance(node, ChangelogSource))
 
 
-def _close_at_end_of_input(emitter: FinalWindowEmitter, stage: StagePlan, layout: RunLayout,
-                           progress: Progress, totals: StreamCounts) -> None:
+def _close_at_end_of_input(spark: SparkSession, emitter: FinalWindowEmitter, stage: StagePlan,
+                           layout: RunLayout, progress: Progress, totals: StreamCounts) -> None:
     """Every open window closes: the watermark floor is raised first (a crash after it leaves the
     windows to close on the next run), then the windows are written, each once."""
     end = emitter.latest_open_end()
@@ -65,13 +65,14 @@ def _close_at_end_of_input(emitter: FinalWindowEmitter, stage: StagePlan, layout
         return
     for node in stage.inputs:
         raise_watermark_floor(layout.staged(node.table), end)
-    sink = DeltaUpsertSink(layout.stream, stage.sink_key, f"{layout.app_id(stage.name)}-end")
+    sink = open_writer(stage.spec.sink.writer, spark, layout.stream, stage.sink_key,
+                       f"{layout.app_id(stage.name)}-end")
     merged = emitter.close_all(sink, done[-1])
     totals.changelog.update(merged.changelog())
     progress.say(f"  end of input (bounded source): {merged.inserted:,} open window(s) closed")
 
 
-def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: DeltaUpsertSink,
+def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: TableWriter,
              initial: pa.Table) -> Emitter:
     state = streaming.state
     multisets = ValueMultisets(layout.agg_values, state, sink.app_id) if state and state.has_slots else None
@@ -82,11 +83,13 @@ def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: Delta
     return emitter
 
 
-def _stage_feeds(stage: StagePlan, layout: RunLayout) -> None:
-    """Stage the change data feed of every earlier stage this one reads (`layout`: the query's)."""
+def _stage_feeds(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> None:
+    """Stage the change data feed of every earlier stage this one reads (`layout`: the query's),
+    through Spark when the stage tables are written by delta-spark."""
+    through = spark if stage.spec.sink.writer == "delta-spark" else None
     for node in stage.stage_inputs:
         stage_change_feed(layout.stage_table(node.table), layout.staged(node.table), node.table,
-                          node.columns, node.primary_key)
+                          node.columns, node.primary_key, spark=through)
 
 
 def with_sink_columns(rows: pa.Table, stage: StagePlan) -> pa.Table:
@@ -104,7 +107,7 @@ def write_key(stage: StagePlan, initial: pa.Table) -> tuple[str, ...]:
     return stage.sink_key
 
 
-def _ensure_sink(sink: DeltaUpsertSink, rows: pa.Table, stage: StagePlan, layout: RunLayout) -> None:
+def _ensure_sink(sink: TableWriter, rows: pa.Table, stage: StagePlan, layout: RunLayout) -> None:
     if not sink.exists():
         what = "intermediate stage table" if stage.is_intermediate else "stream sink"
         sink.create(rows, description=f"lockstep {what} of {stage.spec.name}: {stage.name}")

@@ -27,7 +27,8 @@ from jobs.changelog.columns import (DELETE, FILE, KIND, LINE, OP, SEQ, UPSERT, W
                                     WINDOW_START)
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan.nodes import Calc, SessionAggregate, WindowAssign
-from jobs.stream.sink import DeltaUpsertSink
+from jobs.stream.writers import Changes, MergeCounts, TableWriter
+from jobs.stream.writers.delta_rs import DeltaRsWriter
 
 
 def stream_window_assign(df: DataFrame, node: WindowAssign) -> DataFrame:
@@ -36,13 +37,14 @@ def stream_window_assign(df: DataFrame, node: WindowAssign) -> DataFrame:
 
 class FinalWindowEmitter:
     """Wraps the aggregate's emitter: changes go to the pending table, closed windows
-    go to the sink (once), then leave the pending table."""
+    go to the sink (once), then leave the pending table. The pending table is the stream's state,
+    kept by delta-rs on the driver whichever writer writes the sink."""
 
     def __init__(self, inner, pending_path: Path, key: tuple[str, ...], app_id: str):
         self.inner = inner
-        self.pending = DeltaUpsertSink(pending_path, key, f"{app_id}-pending")
-        self.closer = DeltaUpsertSink(pending_path, key, f"{app_id}-pending-closed")
-        self.end_closer = DeltaUpsertSink(pending_path, key, f"{app_id}-pending-end")
+        self.pending = DeltaRsWriter(pending_path, key, f"{app_id}-pending")
+        self.closer = DeltaRsWriter(pending_path, key, f"{app_id}-pending-closed")
+        self.end_closer = DeltaRsWriter(pending_path, key, f"{app_id}-pending-end")
         self._closing: pa.Table | None = None
 
     @property
@@ -54,12 +56,12 @@ class FinalWindowEmitter:
             marks = pa.array([None] * initial.num_rows, pa.timestamp("us", tz="UTC"))
             self.pending.create(initial.append_column(WINDOW_END, marks), "lockstep open windows")
 
-    def changes(self, spark: SparkSession, updated: DataFrame, batch) -> pa.Table:
+    def changes(self, spark: SparkSession, updated: DataFrame, batch) -> Changes:
         touched = self.inner.changed_groups(spark, updated, batch, hidden=(WINDOW_END,)).toArrow()
         self.pending.apply(touched, batch.id)
         self._closing = self._closed(batch.watermark_after)
         rows = self._closing.drop_columns([WINDOW_END])
-        return rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string()))
+        return Changes(rows=rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string())))
 
     def after_sink_commit(self, batch) -> None:
         closed = self._closing.drop_columns([WINDOW_END])
@@ -71,13 +73,14 @@ class FinalWindowEmitter:
         table = self.pending.snapshot()
         return pc.max(table.column(WINDOW_END).cast(pa.int64())).as_py() if table.num_rows else None
 
-    def close_all(self, sink: DeltaUpsertSink, version: int):
+    def close_all(self, sink: TableWriter, version: int) -> MergeCounts:
         """The end of a bounded input: every open window goes to the sink, as Flink's largest
         watermark at the end of a bounded source fires every window. `sink` commits under its own
         application id; `version` (the last micro-batch's id) makes a replay a no-op."""
         closing = self.pending.snapshot()
         rows = closing.drop_columns([WINDOW_END])
-        merged = sink.apply(rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string())), version)
+        upserts = rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string()))
+        merged = sink.write(Changes(rows=upserts), version, "upsert")
         self.end_closer.apply(rows.append_column(OP, pa.array([DELETE] * rows.num_rows, pa.string())), version)
         return merged
 

@@ -1,0 +1,87 @@
+"""The delta-rs writer: each micro-batch's changes come to the driver as Arrow and are merged
+there by delta-rs (Rust, embedded). No JVM connector; the table is a standard Delta table that
+delta-spark reads and continues.
+
+The same class keeps the stream's driver-side state tables (the pending windows of `emit: final`),
+which are small and read back whole after each micro-batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.transaction import CommitProperties, Transaction
+
+from jobs.stream.writers import Changes, MergeCounts
+from jobs.stream.writers.merge import (COPIES, GAINS_COPIES, IS_DELETE, IS_UPSERT, from_source, key_matches,
+                                       value_changes, values_of, written_columns)
+from jobs.changelog.columns import COUNT
+
+TABLE_PROPERTIES = {"delta.enableChangeDataFeed": "true"}
+
+
+class DeltaRsWriter:
+    def __init__(self, path: Path, key: tuple[str, ...], app_id: str):
+        self.path, self.key, self.app_id = str(path), key, app_id
+
+    def exists(self) -> bool:
+        return DeltaTable.is_deltatable(self.path)
+
+    def create(self, initial: pa.Table, description: str) -> None:
+        write_deltalake(self.path, initial, mode="error", description=description, configuration=TABLE_PROPERTIES)
+
+    def committed(self, batch_id: int) -> bool:
+        done = DeltaTable(self.path).transaction_version(self.app_id)
+        return done is not None and done >= batch_id
+
+    def write(self, changes: Changes, batch_id: int, mode: str) -> MergeCounts:
+        rows = changes.arrow()  # computes the micro-batch's changes
+        started = time.monotonic()
+        merged = self.apply_counts(rows, batch_id) if mode == "retract" else self.apply(rows, batch_id)
+        return dataclasses.replace(merged, seconds=time.monotonic() - started)
+
+    def apply(self, changes: pa.Table, batch_id: int) -> MergeCounts:
+        """Rows tagged __op = upsert | delete, at most one per key."""
+        if self.committed(batch_id):
+            return MergeCounts(skipped_replay=True)
+        if changes.num_rows == 0:
+            return MergeCounts()
+        merge = self._merge(changes, batch_id).when_matched_delete(predicate=IS_DELETE)
+        values = values_of(changes.column_names, self.key)
+        if values:
+            merge = merge.when_matched_update(updates=from_source(values), predicate=value_changes(values))
+        columns = written_columns(changes.column_names)
+        merge = merge.when_not_matched_insert(updates=from_source(columns), predicate=IS_UPSERT)
+        return _counts(merge.execute())
+
+    def apply_counts(self, changes: pa.Table, batch_id: int) -> MergeCounts:
+        """A multiset table (key = every column): add `__count` to each row's copies; a row whose
+        copies reach 0 is deleted."""
+        if self.committed(batch_id):
+            return MergeCounts(skipped_replay=True)
+        if changes.num_rows == 0:
+            return MergeCounts()
+        merge = (self._merge(changes, batch_id).when_matched_delete(predicate=f"{COPIES} <= 0")
+                 .when_matched_update(updates={f"`{COUNT}`": COPIES})
+                 .when_not_matched_insert(updates=from_source(changes.column_names), predicate=GAINS_COPIES))
+        return _counts(merge.execute())
+
+    def _merge(self, changes: pa.Table, batch_id: int):
+        return DeltaTable(self.path).merge(
+            changes, predicate=key_matches(self.key), source_alias="s", target_alias="t",
+            commit_properties=CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)]))
+
+    def version(self) -> int:
+        return DeltaTable(self.path).version()
+
+    def snapshot(self) -> pa.Table:
+        return DeltaTable(self.path).to_pyarrow_table()
+
+
+def _counts(metrics: dict) -> MergeCounts:
+    return MergeCounts(metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"],
+                       metrics["num_target_rows_deleted"])
