@@ -20,20 +20,23 @@ A file already staged must not change: appending to a changelog means adding fil
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
 
 from jobs.changelog import partitions
 from jobs.changelog.columns import FILE, KIND, LINE, SEQ, WATERMARK
-from jobs.changelog.formats import BadRow, parse_file
+from jobs.changelog.delta_source import new_versions, row_text
+from jobs.changelog.formats import BadRow, ParsedFile, parse_file
 from jobs.changelog.kinds import RowKind
 from jobs.changelog.live import LiveRows
 from jobs.changelog.quarantine import append_quarantine
@@ -139,11 +142,24 @@ class StagedChangelog:
         return pa.schema(fields).empty_table()
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """What one run stages at a time: a new file of a folder source, or a new version of a Delta
+    table (delta_source.py)."""
+
+    name: str  # the file's path in the folder, or v<version>
+    where: str  # how a message names it
+    parsed: ParsedFile
+    entry: dict  # what the manifest keeps to recognise it: a file's size and mtime, a version
+    raw_text: Callable[[set[int]], dict[int, str]]  # the text of some of its rows, by line
+
+
 def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path, *,
-                 rows_per_batch: int, anomalies: Path | None = None, until: date | None = None
-                 ) -> tuple[StageResult, Callable[[], None]]:
+                 rows_per_batch: int, anomalies: Path | None = None, until: date | None = None,
+                 spark: SparkSession | None = None) -> tuple[StageResult, Callable[[], None]]:
     """Parse and validate the source's new files (of the partitions up to `until`, for a
-    partitioned source); return the result and a commit function.
+    partitioned source) or, for a Delta source, its new versions (read with `spark`); return the
+    result and a commit function.
 
     Nothing is written until the commit function is called, so a bad row in fail mode leaves the
     run folder exactly as it was.
@@ -152,73 +168,96 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
     directory.mkdir(parents=True, exist_ok=True)
     manifest = _read_manifest(directory) or _new_manifest(name, spec)
     _check_same_source(manifest, name, spec, directory)
-    files = _list_files(spec.path, name)
-    _check_consumed_unchanged(manifest, files, spec.path)
-    consumed = {f["name"] for f in manifest["files"]}
-    new = [p for p in files if _relative(p, spec.path) not in consumed]
-    if spec.partitioned_by:
-        files = partitions.up_to(files, spec.path, until)
-        partitions.check_in_order([p for p in files if _relative(p, spec.path) not in consumed],
-                                  sorted(consumed), spec.path)
+    if spec.format == "delta":
+        pieces = _version_pieces(spark, name, spec, schema, manifest)
     else:
-        _check_appended_in_order(new, consumed, spec.path)
+        pieces = _file_pieces(name, spec, schema, manifest, until)
     live = LiveRows(schema, spec.primary_key)
     if manifest["live_state"]:
         live.load(directory / manifest["live_state"])
     result = StageResult(source=name, total_rows=manifest["rows"])
-    tables, file_entries = [], []
-    for path in (p for p in files if _relative(p, spec.path) not in consumed):
-        rows, bad, kept, absent = _validated_rows(path, spec, schema, live)
+    tables, entries = [], []
+    for piece in pieces:
+        rows, bad, kept = _validated_rows(piece, spec, live)
         if bad and spec.on_bad_rows == "fail":
-            first = bad[0]
-            raise InputError(first.reason, where=place(_display(path), first.line))
-        rel = _relative(path, spec.path)
-        result.quarantined += [Quarantined(name, rel, b.line, b.reason, b.raw) for b in bad]
-        result.anomalies += [Quarantined(name, rel, b.line, b.reason, b.raw) for b in kept]
+            raise InputError(bad[0].reason, where=place(piece.where, bad[0].line))
+        result.quarantined += [Quarantined(name, piece.name, b.line, b.reason, b.raw) for b in bad]
+        result.anomalies += [Quarantined(name, piece.name, b.line, b.reason, b.raw) for b in kept]
         first_seq = result.total_rows
         rows = rows.append_column(SEQ, pa.array(range(first_seq, first_seq + rows.num_rows), pa.int64()))
-        rows = rows.append_column(FILE, pa.array([rel] * rows.num_rows, pa.string()))
+        rows = rows.append_column(FILE, pa.array([piece.name] * rows.num_rows, pa.string()))
         tables.append(rows)
-        stat = path.stat()
-        file_entries.append({"name": rel, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-                             "first_seq": first_seq, "rows": rows.num_rows, "bad_rows": len(bad)})
-        result.new_files.append(rel)
+        entries.append({"name": piece.name, **piece.entry, "first_seq": first_seq, "rows": rows.num_rows,
+                        "bad_rows": len(bad)})
+        result.new_files.append(piece.name)
         result.new_rows += rows.num_rows
         result.total_rows += rows.num_rows
-        result.absent_fields += absent
+        result.absent_fields += piece.parsed.absent
 
     def commit() -> None:
-        if file_entries:
-            _write_generation(directory, manifest, pa.concat_tables(tables), file_entries, live,
+        if entries:
+            _write_generation(directory, manifest, pa.concat_tables(tables), entries, live,
                               result, (quarantine, anomalies), rows_per_batch)
 
     return result, commit
 
 
-def _validated_rows(path: Path, spec: SourceSpec, schema: SourceSchema, live: LiveRows
-                    ) -> tuple[pa.Table, list[BadRow], list[BadRow], int]:
-    """(rows to stage, bad rows set aside, rows kept although they break the changelog protocol,
-    rows with a nullable field absent)."""
-    parsed = parse_file(path, spec.format, schema)
+def _file_pieces(name: str, spec: SourceSpec, schema: SourceSchema, manifest: dict,
+                 until: date | None) -> Iterator[_Piece]:
+    """The folder's new files, in name order, after checking that the consumed ones are as they
+    were and that no new one sorts before them. Parsed one at a time, as they are staged."""
+    files = _list_files(spec.path, name)
+    _check_consumed_unchanged(manifest, files, spec.path)
+    consumed = {f["name"] for f in manifest["files"]}
+    if spec.partitioned_by:
+        files = partitions.up_to(files, spec.path, until)
+        partitions.check_in_order([p for p in files if _relative(p, spec.path) not in consumed],
+                                  sorted(consumed), spec.path)
+    else:
+        _check_appended_in_order([p for p in files if _relative(p, spec.path) not in consumed], consumed,
+                                 spec.path)
+    for path in (p for p in files if _relative(p, spec.path) not in consumed):
+        stat = path.stat()
+        yield _Piece(_relative(path, spec.path), _display(path), parse_file(path, spec.format, schema),
+                     {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}, functools.partial(_lines_of, path))
+
+
+def _version_pieces(spark: SparkSession | None, name: str, spec: SourceSpec, schema: SourceSchema,
+                    manifest: dict) -> Iterator[_Piece]:
+    staged = [f["version"] for f in manifest["files"]]
+    for piece in new_versions(spark, name, spec, schema, staged):
+        yield _Piece(piece.name, f"{spec.path}@{piece.name}", piece.parsed, {"version": piece.version},
+                     functools.partial(row_text, piece.parsed))
+
+
+def _lines_of(path: Path, wanted: set[int]) -> dict[int, str]:
+    return {n: line for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"),
+                                              start=1) if n in wanted}
+
+
+def _validated_rows(piece: _Piece, spec: SourceSpec, live: LiveRows
+                    ) -> tuple[pa.Table, list[BadRow], list[BadRow]]:
+    """(rows to stage, bad rows set aside, rows kept although they break the changelog protocol)."""
+    parsed = piece.parsed
     bad = list(parsed.bad)
     if bad and spec.on_bad_rows == "fail":
-        return parsed.rows, bad, [], parsed.absent
+        return parsed.rows, bad, []
     rows = parsed.rows
     if spec.event_time is not None:
         rows, no_time = _without_event_time(rows, spec.event_time)
         bad += no_time
         if no_time and spec.on_bad_rows == "fail":
-            return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), [], parsed.absent
+            return rows, _fill_raw(sorted(bad, key=lambda b: b.line), piece), []
     keep = spec.on_bad_rows == "keep"
     invalid = live.check(rows, keep=keep)
     if not invalid:
-        return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), [], parsed.absent
+        return rows, _fill_raw(sorted(bad, key=lambda b: b.line), piece), []
     lines = rows.column(LINE).to_pylist()
     protocol = [BadRow(lines[i], reason, "") for i, reason in invalid]
     if keep:
-        return rows, _fill_raw(sorted(bad, key=lambda b: b.line), path), _fill_raw(protocol, path), parsed.absent
+        return rows, _fill_raw(sorted(bad, key=lambda b: b.line), piece), _fill_raw(protocol, piece)
     wanted = pc.invert(pc.is_in(pa.array(range(rows.num_rows)), value_set=pa.array([i for i, _ in invalid])))
-    return rows.filter(wanted), _fill_raw(sorted(bad + protocol, key=lambda b: b.line), path), [], parsed.absent
+    return rows.filter(wanted), _fill_raw(sorted(bad + protocol, key=lambda b: b.line), piece), []
 
 
 def _without_event_time(rows: pa.Table, column: str) -> tuple[pa.Table, list[BadRow]]:
@@ -229,12 +268,11 @@ def _without_event_time(rows: pa.Table, column: str) -> tuple[pa.Table, list[Bad
     return (rows.filter(pc.invert(missing)) if lines else rows), bad
 
 
-def _fill_raw(bad: list[BadRow], path: Path) -> list[BadRow]:
+def _fill_raw(bad: list[BadRow], piece: _Piece) -> list[BadRow]:
     wanted = {b.line for b in bad if not b.raw}
     if not wanted:
         return bad
-    text = {n: line for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace")
-                                              .split("\n"), start=1) if n in wanted}
+    text = piece.raw_text(wanted)
     return [b if b.raw else BadRow(b.line, b.reason, text.get(b.line, "")) for b in bad]
 
 
@@ -334,9 +372,13 @@ def _new_manifest(name: str, spec: SourceSpec) -> dict:
 
 def _identity(spec: SourceSpec) -> dict:
     """What a run folder's staged changelog was made with; changing any of it needs a new run."""
-    return {"format": spec.format, "schema": spec.schema_ddl, "primary_key": list(spec.primary_key),
-            "event_time": spec.event_time, "watermark": spec.watermark,
-            "partitioned_by": spec.partitioned_by}
+    identity = {"format": spec.format, "schema": spec.schema_ddl, "primary_key": list(spec.primary_key),
+                "event_time": spec.event_time, "watermark": spec.watermark,
+                "partitioned_by": spec.partitioned_by}
+    if spec.format == "delta":
+        start = spec.starting_timestamp.isoformat() if spec.starting_timestamp else spec.starting_version
+        identity["starting_point"] = start
+    return identity
 
 
 def _read_manifest(directory: Path) -> dict | None:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import date
 
+from jobs.changelog.delta_source import check_table
 from jobs.changelog.staging import StageResult
 from jobs.errors import RunStateError
 from jobs.plan import Plan
@@ -60,7 +61,13 @@ def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Prog
     progress = progress or Progress(quiet=True)
     for warning in plan.warnings:
         progress.say(f"warning: {warning}")
-    result = StreamResult(staged=stage_sources(plan, layout, progress, until=logical_date))
+    # Spark starts after the folder sources are validated (a bad row fails in a second), but
+    # before a Delta source, which is read through it.
+    delta_sources = {name: s for name, s in plan.spec.sources.items() if s.format == "delta"}
+    for name, source in delta_sources.items():
+        check_table(name, source)
+    early = spark_session(settings.spark) if delta_sources else None
+    result = StreamResult(staged=stage_sources(plan, layout, progress, until=logical_date, spark=early))
     spark = spark_session(settings.spark)
     started = time.monotonic()
     for stage in plan.stages:

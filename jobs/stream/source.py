@@ -16,13 +16,13 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 
 
-def stage_sources(plan: Plan, layout: RunLayout, progress: Progress,
-                  until: date | None = None) -> list[StageResult]:
-    """Validate every source's new files first, then commit them all: a bad row in one source
-    leaves the whole run folder untouched."""
+def stage_sources(plan: Plan, layout: RunLayout, progress: Progress, until: date | None = None,
+                  spark: SparkSession | None = None) -> list[StageResult]:
+    """Validate every source's new files (a Delta source's new versions, read with `spark`)
+    first, then commit them all: a bad row in one source leaves the whole run folder untouched."""
     pending = [stage_source(t, plan.spec.sources[t], layout.staged(t), layout.quarantine,
                             rows_per_batch=plan.spec.stream.rows_per_batch, anomalies=layout.anomalies,
-                            until=until)
+                            until=until, spark=spark)
                for t in plan.source_tables]
     for staged, commit in pending:
         commit()
@@ -31,7 +31,8 @@ def stage_sources(plan: Plan, layout: RunLayout, progress: Progress,
             note += f", {len(staged.anomalies)} kept although they break the changelog protocol"
         if staged.absent_fields:
             note += f", {staged.absent_fields} with a field left out (read as NULL)"
-        progress.say(f"source {staged.source}: {len(staged.new_files)} new file(s), "
+        pieces = "version(s)" if plan.spec.sources[staged.source].format == "delta" else "file(s)"
+        progress.say(f"source {staged.source}: {len(staged.new_files)} new {pieces}, "
                      f"{staged.new_rows:,} new rows{note}, {staged.total_rows:,} in all")
     return [staged for staged, _ in pending]
 
