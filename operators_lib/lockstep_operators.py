@@ -7,6 +7,10 @@ the holder named, and the task's retries may find it free; a check whose verdict
 report's path in the message. A run with a logical date works on that date: the stream reads the
 partitions up to it, batch and check use its consistency point (a past date is re-checked by time
 travel). Every step is a call on jobs.pipeline.Pipeline, as the command line's.
+
+Where Spark runs: the operator's `master`, else the Airflow Variable `lockstep_spark_master`,
+else the Airflow connection `lockstep_spark` (spark://host:port), else the settings file's
+spark.master. `writer` overrides the spec's sink writer the same way (`lockstep_sink_writer`).
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 
 class LockstepOperator(BaseOperator):
-    template_fields = ("spec_path", "runs_dir")
+    template_fields = ("spec_path", "runs_dir", "master", "writer")
     ui_color = "#e8f1fb"
 
     def __init__(self, *, spec_path: str, runs_dir: str, settings_path: str | None = None,
-                 **kwargs: Any) -> None:
+                 master: str | None = None, writer: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec_path, self.runs_dir, self.settings_path = spec_path, runs_dir, settings_path
+        self.master, self.writer = master, writer
 
     def execute(self, context) -> dict:
         from jobs.errors import LockstepError, RunLocked
@@ -47,7 +52,33 @@ class LockstepOperator(BaseOperator):
         from jobs.runtime.progress import Progress
 
         return Pipeline.open(self.spec_path, settings_path=self.settings_path, runs_dir=Path(self.runs_dir),
-                             progress=Progress(emit=self.log.info))
+                             progress=Progress(emit=self.log.info), master=self.master or spark_master_from_airflow(),
+                             writer=self.writer or _variable(WRITER_VARIABLE))
+
+
+MASTER_VARIABLE, MASTER_CONNECTION, WRITER_VARIABLE = "lockstep_spark_master", "lockstep_spark", "lockstep_sink_writer"
+
+
+def spark_master_from_airflow() -> str | None:
+    """The Spark master the Airflow deployment names (Variable, then connection); None: the
+    settings file's."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    master = _variable(MASTER_VARIABLE)
+    if master:
+        return master
+    try:
+        connection = BaseHook.get_connection(MASTER_CONNECTION)
+    except AirflowNotFoundException:
+        return None
+    return f"spark://{connection.host}:{connection.port or 7077}"
+
+
+def _variable(name: str) -> str | None:
+    from airflow.sdk import Variable
+
+    return Variable.get(name, default=None)
 
 
 class LockstepStreamOperator(LockstepOperator):

@@ -1,0 +1,62 @@
+"""The same jobs on a real Spark standalone cluster: a master and two workers on this machine,
+each its own JVM, with `--writer delta-spark` (the MERGEs and change feeds on the executors).
+A group aggregate, a join, a window query and a two-stage plan give the same verdicts and the
+same sink tables as local mode with the default writer.
+
+Slow (the cluster and two `lockstep demo` processes, about two minutes), and run by CI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.request
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.integration.conftest import table_rows
+from tests.integration.test_cli import lockstep
+from tests.support.standalone_cluster import StandaloneCluster
+
+# A group aggregate, a join, event-time windows, and deduplication then aggregation (two stages).
+QUERIES = ["income_per_product", "seed_003_join", "seed_004_windows", "seed_000_dedup"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2) as running:
+        yield running
+
+
+@pytest.fixture
+def queries(tmp_path):
+    folder = tmp_path / "queries"
+    shutil.copytree(ROOT / "conf" / "queries" / "data", folder / "data", ignore=shutil.ignore_patterns("generated"))
+    for name in QUERIES:
+        shutil.copy(ROOT / "conf" / "queries" / f"{name}.yaml", folder)
+    return folder
+
+
+def applications(cluster: StandaloneCluster) -> list[dict]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.ui_port}/json/", timeout=5) as page:
+        state = json.load(page)
+    return state.get("activeapps", []) + state.get("completedapps", [])
+
+
+def test_queries_on_a_standalone_cluster_with_delta_spark_match_local_mode(cluster, queries, tmp_path):
+    assert cluster.alive_workers() == 2
+    local = lockstep("demo", "--queries", queries, "--out", tmp_path / "local", "--quiet", cwd=tmp_path)
+    on_cluster = lockstep("demo", "--queries", queries, "--out", tmp_path / "cluster", "--quiet",
+                          "--master", cluster.url, "--writer", "delta-spark", cwd=tmp_path, timeout=1200)
+    assert local.returncode == 0, local.stdout + local.stderr
+    assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
+
+    assert [app["name"] for app in applications(cluster)] == ["lockstep"]  # it ran there, not locally
+    for name in QUERIES:
+        verdicts = [json.loads((tmp_path / run / name / "report.json").read_text())["verdict"]
+                    for run in ("local", "cluster")]
+        assert verdicts == ["pass", "pass"], name
+        assert table_rows(tmp_path / "cluster" / name / "stream") == table_rows(tmp_path / "local" / name / "stream")
+        assert table_rows(tmp_path / "cluster" / name / "batch") == table_rows(tmp_path / "local" / name / "batch")

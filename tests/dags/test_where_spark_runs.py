@@ -1,0 +1,49 @@
+"""Where the operators run Spark and who writes the tables: the operator's own arguments, else
+the Airflow Variables lockstep_spark_master / lockstep_sink_writer, else the connection
+lockstep_spark, else the settings file. Airflow reads these from AIRFLOW_VAR_* and AIRFLOW_CONN_*
+environment variables as from its database."""
+
+import pytest
+
+from operators_lib.lockstep_operators import LockstepStreamOperator
+from tests.conftest import ROOT
+
+SPEC = str(ROOT / "conf" / "queries" / "income_per_product.yaml")
+
+
+def pipeline_of(**arguments):
+    return LockstepStreamOperator(task_id="stream", spec_path=SPEC, runs_dir="runs", **arguments)._pipeline()
+
+
+@pytest.fixture(autouse=True)
+def no_airflow_settings(monkeypatch):
+    for name in ("AIRFLOW_VAR_LOCKSTEP_SPARK_MASTER", "AIRFLOW_VAR_LOCKSTEP_SINK_WRITER", "AIRFLOW_CONN_LOCKSTEP_SPARK"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_without_airflow_settings_the_settings_file_decides():
+    pipeline = pipeline_of()
+    assert pipeline.settings.spark.master == "local[2]" and pipeline.plan.spec.sink.writer == "delta-rs"
+
+
+def test_a_connection_names_the_cluster(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_LOCKSTEP_SPARK", "spark://10.1.2.3:7078")
+    assert pipeline_of().settings.spark.master == "spark://10.1.2.3:7078"
+
+
+def test_a_variable_wins_over_the_connection_and_the_operator_over_both(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_LOCKSTEP_SPARK", "spark://10.1.2.3:7078")
+    monkeypatch.setenv("AIRFLOW_VAR_LOCKSTEP_SPARK_MASTER", "spark://10.9.9.9:7077")
+    monkeypatch.setenv("AIRFLOW_VAR_LOCKSTEP_SINK_WRITER", "delta-spark")
+    assert pipeline_of().settings.spark.master == "spark://10.9.9.9:7077"
+    assert pipeline_of().plan.spec.sink.writer == "delta-spark"
+    chosen = pipeline_of(master="local[1]", writer="delta-rs")
+    assert chosen.settings.spark.master == "local[1]" and chosen.plan.spec.sink.writer == "delta-rs"
+
+
+def test_an_unknown_writer_is_a_spec_error_naming_the_choices(monkeypatch):
+    from jobs.errors import SpecError
+
+    monkeypatch.setenv("AIRFLOW_VAR_LOCKSTEP_SINK_WRITER", "delta-go")
+    with pytest.raises(SpecError, match="writer 'delta-go' is not one of delta-rs, delta-spark"):
+        pipeline_of()

@@ -1,0 +1,102 @@
+"""A Spark standalone cluster on this machine, started with pyspark's own launcher: a master and
+workers, each its own JVM (`bin/spark-class` running the Master and Worker classes, as
+sbin/start-master.sh would; the pip package has no sbin/), all on 127.0.0.1.
+
+Every JVM gets a parent-death signal, so a test process killed outright takes its cluster along;
+`stop()` ends them in the ordinary case, and the context manager calls it whatever happens.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pyspark
+
+SPARK_HOME = Path(pyspark.__file__).parent
+PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _dies_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class StandaloneCluster:
+    def __init__(self, workdir: Path, workers: int = 2, cores: int = 1, memory: str = "2g"):
+        self.workdir, self.workers, self.cores, self.memory = workdir, workers, cores, memory
+        self.port, self.ui_port = free_port(), free_port()
+        self.processes: list[subprocess.Popen] = []
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> StandaloneCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 120) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._launch("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                     "--port", str(self.port), "--webui-port", str(self.ui_port))
+        for n in range(self.workers):
+            self._launch(f"worker-{n}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                         "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(free_port()),
+                         "--work-dir", str(self.workdir / f"worker-{n}"), self.url)
+        self._wait_for_workers(timeout)
+
+    def _launch(self, name: str, main_class: str, *args: str) -> None:
+        env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOG_DIR": str(self.workdir),
+               "SPARK_WORKER_DIR": str(self.workdir)}
+        log = open(self.workdir / f"{name}.log", "wb")
+        self.processes.append(subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), main_class, *args],
+                                               stdout=log, stderr=subprocess.STDOUT, env=env,
+                                               preexec_fn=_dies_with_parent))
+
+    def alive_workers(self) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as page:
+                return int(json.load(page).get("aliveworkers", 0))
+        except (OSError, ValueError):
+            return 0
+
+    def _wait_for_workers(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.alive_workers() < self.workers:
+            dead = [p.args[1] for p in self.processes if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                logs = "; ".join(str(p) for p in sorted(self.workdir.glob("*.log")))
+                raise RuntimeError(f"the standalone cluster did not come up ({'exited: ' + ', '.join(dead) if dead else 'timed out'}); logs: {logs}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.processes.clear()
