@@ -19,8 +19,14 @@ each with its stream, batch and check steps and a row-for-row comparison of the 
   json source: two chained stages, the aggregate reading the dedup table's change feed. The
   micro-batch seconds of each stage are printed, to see which one the time goes to.
 
+Last, the sink writers side by side on the same two workloads (the group query, and dedup then
+aggregate, whose second stage reads the first's change feed): each writer's stream step, its
+throughput, and the share of the stream step spent in the writer once a micro-batch's changes were
+computed (its no-op filter and MERGE commit, `merge_seconds` in the batches log).
+
     python -m tests.benchmarks.bench_stream [--events 300000] [--rows-per-batch 50000]
         [--join-events 200000] [--join-keys 20000] [--dedup-events 200000] [--dedup-orders 50000]
+        [--writers delta-rs,delta-spark]
 """
 
 from __future__ import annotations
@@ -103,6 +109,9 @@ def main() -> None:
     joins = {label: _run(spec, settings, label, compare=True) | {"peak": memory.take()}
              for label, spec in _join_specs(args).items()}
     dedup = _run(_dedup_spec(args), settings, "dedup_agg", compare=True) | {"peak": memory.take()}
+    workloads = {"group": spec, "dedup_agg": _dedup_spec(args)}
+    writers = {(writer, label): _run(path, settings, f"{label}_{writer}", compare=True, writer=writer)
+               for writer in args.writers for label, path in workloads.items()}
     peak_all = max([peak, dedup["peak"], memory.stop()] + [r["peak"] for r in joins.values()])
     rows = cold["rows"]
     print()
@@ -124,7 +133,19 @@ def main() -> None:
     print(f"peak driver memory (python + JVM RSS) {peak / 2**20:,.0f} MiB")
     _print_joins(args, joins)
     _print_dedup(args, dedup)
+    _print_writers(writers)
     print(f"peak driver memory, all workloads {peak_all / 2**20:,.0f} MiB")
+
+
+def _print_writers(runs: dict) -> None:
+    print()
+    print("sink writers on the same workloads (warm session); MERGE = time in the writer after the "
+          "changes were computed")
+    print(f"{'writer':<12} {'workload':<10} {'stream s':>9} {'events/s':>10} {'MERGE s':>8} {'MERGE share':>11}  verdict")
+    for (writer, label), r in runs.items():
+        merge = sum(stage["merge_seconds"] for stage in r["stages"])
+        print(f"{writer:<12} {label:<10} {r['stream']:9.1f} {r['events'] / r['stream']:10,.0f} {merge:8.1f} "
+              f"{merge / r['stream']:11.0%}  {r['verdict']}, {'stream == batch' if r['same'] else 'stream != batch'}")
 
 
 def _print_joins(args, joins: dict) -> None:
@@ -164,16 +185,16 @@ def _print_steps(label: str, r: dict) -> None:
     print(f"[{label}] peak driver memory          {r['peak'] / 2**20:7,.0f} MiB")
 
 
-def _run(spec: Path, settings, label: str, compare: bool = False) -> dict:
+def _run(spec: Path, settings, label: str, compare: bool = False, writer: str | None = None) -> dict:
     from expectations.check import run_check
     from jobs.batch.job import run_batch
     from jobs.plan import plan_query
     from jobs.runtime.layout import RunLayout
     from jobs.runtime.progress import Progress
-    from jobs.spec import load_spec
+    from jobs.spec import load_spec, with_writer
     from jobs.stream.job import run_stream
 
-    plan = plan_query(load_spec(spec))
+    plan = plan_query(with_writer(load_spec(spec), writer))
     layout = RunLayout.for_query(WORK / f"runs-{label}", plan.spec.name)
     shutil.rmtree(layout.root, ignore_errors=True)
     progress = Progress()
@@ -207,7 +228,8 @@ def _stage_figures(layout, final: str) -> list[dict]:
     for name, log in logs + [(final, layout.batches_log)]:
         entries = [json.loads(line) for line in log.read_text().splitlines()]
         figures.append({"name": name, "batches": len(entries), "rows": sum(e["rows"] for e in entries),
-                        "seconds": sum(e["seconds"] for e in entries)})
+                        "seconds": sum(e["seconds"] for e in entries),
+                        "merge_seconds": sum(e.get("merge_seconds", 0.0) for e in entries)})
     return figures
 
 
@@ -271,6 +293,8 @@ def _arguments():
     parser.add_argument("--join-keys", type=int, default=20_000)
     parser.add_argument("--dedup-events", type=int, default=200_000)
     parser.add_argument("--dedup-orders", type=int, default=50_000, help="distinct order ids")
+    parser.add_argument("--writers", type=lambda text: text.split(","), default=["delta-rs", "delta-spark"],
+                        help="sink writers to compare, comma-separated")
     return parser.parse_args()
 
 
