@@ -94,7 +94,7 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
     counts = {"stream_rows": sides.stream.count(), "batch_rows": sides.batch.count()}
     outcomes = _validate_all(layout, specs, data, counts, settings.check.sample_rows)
     # A past date's stage tables as they were then; the current point's as they are.
-    stages = compare_stages(spark, plan, layout, point.stage_versions if past else None, _through_spark(plan))
+    stages = compare_stages(spark, plan, layout, point.stage_versions if past else None, plan.spec.sink.through_spark)
     evidence = Evidence(spark, plan, layout, point, sides.cols, sides.windows, stages, materializer)
     report = Report(
         query=plan.spec.name, description=plan.spec.description,
@@ -124,7 +124,7 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
 def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint,
            settings: Settings) -> Sides:
     # Each expectation is a query or two over these: cached once, scanned from memory after.
-    through_spark = _through_spark(plan)
+    through_spark = plan.spec.sink.through_spark
     sink = read_snapshot(spark, layout.stream, point.sink_version, through_spark=through_spark).cache()
     batch = read_snapshot(spark, layout.batch, through_spark=through_spark)
     if plan.write_mode == "retract":
@@ -173,17 +173,13 @@ def _change_feed(spark: SparkSession, plan: Plan, layout: RunLayout, point: Cons
     """The sink's change feed up to the consistency point: read by Delta's Spark connector when
     delta-spark writes the sink; else by delta-rs, handed to Spark as a Parquet file
     (createDataFrame from Arrow is far slower at this size)."""
-    if _through_spark(plan):
+    if plan.spec.sink.through_spark:
         return change_feed_frame(spark, layout.stream, 0, point.sink_version)
     feed = read_change_feed(layout.stream, 0, point.sink_version)
     path = layout.state / "check" / "change_feed.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(feed, path)
     return spark.read.parquet(str(path))
-
-
-def _through_spark(plan: Plan) -> bool:
-    return plan.spec.sink.writer == "delta-spark"
 
 
 def _ordered_feed(spark: SparkSession, feed: DataFrame, cols: Columns) -> DataFrame:

@@ -52,7 +52,7 @@ def run_batch(plan: Plan, settings: Settings, layout: RunLayout,
         table.write.mode("overwrite").parquet(str(layout.lookup_answers(name, "batch")))
     snapshots.update(lookups)
     metadata = {FINGERPRINT_KEY: point.fingerprint()}
-    write = _write_through_spark if plan.spec.sink.writer == "delta-spark" else _write_from_driver
+    write = _write_through_spark if plan.spec.sink.through_spark else _write_from_driver
     rows = write(run_sql(spark, plan, snapshots), layout.batch, metadata)
     for stage in plan.intermediate_stages:
         # Each intermediate stage's batch equivalent, for the check to find the first stage

@@ -30,9 +30,6 @@ from jobs.changelog.schema import SourceSchema, schema_of_arrow
 from jobs.changelog.staging import SEGMENT_EPOCH, SEGMENTS
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, table_version
 
-KINDS = CDF_CHANGE_TYPES
-
-
 def stage_change_feed(table: Path, directory: Path, name: str, columns: tuple[str, ...],
                       key: tuple[str, ...], spark: SparkSession | None = None) -> int:
     """Stage the versions committed since the last call; return the number of new rows. The
@@ -73,7 +70,7 @@ def _stage_on_driver(table: Path, directory: Path, manifest: dict, schema: Sourc
 
 def _rows_of(version: pa.Table, schema: SourceSchema, key: tuple[str, ...]) -> pa.Table:
     """One version's changes as row kinds, each update's -U right before its +U."""
-    kinds = pa.array([int(KINDS[t]) for t in version.column(CHANGE_TYPE).to_pylist()], pa.int8())
+    kinds = pa.array([int(CDF_CHANGE_TYPES[t]) for t in version.column(CHANGE_TYPE).to_pylist()], pa.int8())
     if not key:
         return _expanded(version, kinds, schema)
     order = np.lexsort([kinds.to_numpy(), *[_sort_key(version.column(k)) for k in reversed(key)]])

@@ -66,10 +66,7 @@ class SparkFeedStager:
         if not self.key:
             return _expanded(rows, self.schema)
         order = [F.col(f"`{k}`").asc_nulls_first() for k in self.key] + [F.col(KIND)]
-        return rows.select(*self._typed(), KIND).orderBy(*order)
-
-    def _typed(self) -> list:
-        return [F.col(f"`{c.name}`").cast(c.spark_type).alias(c.name) for c in self.schema.columns]
+        return rows.select(*_typed_columns(self.schema), KIND).orderBy(*order)
 
     def _write_segment(self, rows: DataFrame, version: int, first_seq: int) -> None:
         """One Parquet file written by one task (the rows keep their order and get consecutive
@@ -93,11 +90,15 @@ def _expanded(rows: DataFrame, schema: SourceSchema) -> DataFrame:
     (an update of a count is its pre- and post-image; their signed sum is the copies gained)."""
     retracts = F.col(KIND).isin(int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE))
     signed = F.when(retracts, -F.col(COUNT)).otherwise(F.col(COUNT))
-    columns = [F.col(f"`{c.name}`").cast(c.spark_type).alias(c.name) for c in schema.columns]
-    net = rows.groupBy(*columns).agg(F.sum(signed).alias("__net")).where("__net != 0")
+    net = rows.groupBy(*_typed_columns(schema)).agg(F.sum(signed).alias("__net")).where("__net != 0")
     kind = F.when(F.col("__net") > 0, F.lit(int(RowKind.INSERT))).otherwise(F.lit(int(RowKind.DELETE)))
     copies = F.explode(F.array_repeat(kind.cast("tinyint"), F.abs(F.col("__net")).cast("int")))
     return net.select(*[F.col(f"`{n}`") for n in schema.names], copies.alias(KIND)).orderBy(*schema.names)
+
+
+def _typed_columns(schema: SourceSchema) -> list:
+    """The feed's columns as the stage's schema types them."""
+    return [F.col(f"`{c.name}`").cast(c.spark_type).alias(c.name) for c in schema.columns]
 
 
 def _segment_name(first_seq: int) -> str:

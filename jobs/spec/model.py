@@ -103,6 +103,11 @@ class SinkSpec(Strict):
     # one machine (README: Sink writers).
     writer: Literal["delta-rs", "delta-spark"] = "delta-rs"
 
+    @property
+    def through_spark(self) -> bool:
+        """The tables are written, and their feeds read, by Delta's Spark connector."""
+        return self.writer == "delta-spark"
+
 
 class CacheSpec(Strict):
     max_rows: int = Field(default=0, ge=0)  # 0: no cache

@@ -86,7 +86,7 @@ def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: Table
 def _stage_feeds(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> None:
     """Stage the change data feed of every earlier stage this one reads (`layout`: the query's),
     through Spark when the stage tables are written by delta-spark."""
-    through = spark if stage.spec.sink.writer == "delta-spark" else None
+    through = spark if stage.spec.sink.through_spark else None
     for node in stage.stage_inputs:
         stage_change_feed(layout.stage_table(node.table), layout.staged(node.table), node.table,
                           node.columns, node.primary_key, spark=through)
