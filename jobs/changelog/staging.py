@@ -9,8 +9,8 @@ Layout under the run's state folder, per source:
     segments/seg-<first seq>.parquet  one micro-batch of rows each (see below)
     live-<generation>.parquet         the live rows after that run (see live.py)
 
-The staged rows are cut into segments of `rows_per_batch` rows, and each segment is one
-micro-batch: Spark's own Parquet stream source reads them one file per trigger. A segment never
+The staged rows are cut into segments (the spec's `stream.rows_per_batch` rows, or when that is
+unset about `stream.megabytes_per_batch` of rows), and each segment is one micro-batch: Spark's own Parquet stream source reads them one file per trigger. A segment never
 ends right after a -U, so an update's before- and after-image land in the same micro-batch. The
 file source takes files in modification-time order, so each segment's mtime is set to its
 ordinal: the order is the changelog's, whatever the clock did.
@@ -43,7 +43,7 @@ from jobs.changelog.quarantine import append_quarantine
 from jobs.changelog.schema import SourceSchema, parse_schema
 from jobs.errors import InputError, RunStateError, place
 from jobs.spec.intervals import parse_interval
-from jobs.spec.model import SourceSpec
+from jobs.spec.model import SourceSpec, StreamSpec
 
 HIDDEN_PREFIXES = (".", "_")
 SEGMENTS = "segments"
@@ -155,7 +155,7 @@ class _Piece:
 
 
 def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path, *,
-                 rows_per_batch: int, anomalies: Path | None = None, until: date | None = None,
+                 batch_size: StreamSpec, anomalies: Path | None = None, until: date | None = None,
                  spark: SparkSession | None = None) -> tuple[StageResult, Callable[[], None]]:
     """Parse and validate the source's new files (of the partitions up to `until`, for a
     partitioned source) or, for a Delta source, its new versions (read with `spark`); return the
@@ -197,7 +197,7 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
     def commit() -> None:
         if entries:
             _write_generation(directory, manifest, pa.concat_tables(tables), entries, live,
-                              result, (quarantine, anomalies), rows_per_batch)
+                              result, (quarantine, anomalies), batch_size)
 
     return result, commit
 
@@ -278,7 +278,7 @@ def _fill_raw(bad: list[BadRow], piece: _Piece) -> list[BadRow]:
 
 def _write_generation(directory: Path, manifest: dict, rows: pa.Table, file_entries: list[dict],
                       live: LiveRows, result: StageResult, tables: tuple[Path, Path | None],
-                      rows_per_batch: int) -> None:
+                      batch_size: StreamSpec) -> None:
     generation = manifest["generation"] + 1
     quarantine, anomalies = tables
     append_quarantine(quarantine, result.quarantined, app_id=f"lockstep-staging-{result.source}",
@@ -286,6 +286,7 @@ def _write_generation(directory: Path, manifest: dict, rows: pa.Table, file_entr
     if anomalies is not None:
         append_quarantine(anomalies, result.anomalies, app_id=f"lockstep-anomalies-{result.source}",
                           version=generation)
+    rows_per_batch = batch_size.rows_for(rows.num_rows, rows.nbytes)
     segments = _write_segments(directory / SEGMENTS, rows, len(manifest["segments"]), rows_per_batch,
                                _Watermark.of(manifest))
     live_file = f"live-{generation:06d}.parquet"

@@ -138,7 +138,17 @@ class LookupSpec(Strict):
 
 
 class StreamSpec(Strict):
-    rows_per_batch: int = Field(default=1000, ge=1)
+    # Unset: micro-batches are cut by size, about `megabytes_per_batch` of staged rows each, so a
+    # replay takes a few large micro-batches (each costs a fixed overhead, whatever its size). A
+    # number: exactly that many rows per micro-batch (tests set small ones to get many boundaries).
+    rows_per_batch: int | None = Field(default=None, ge=1)
+    megabytes_per_batch: int = Field(default=64, ge=1)
+
+    def rows_for(self, rows: int, nbytes: int) -> int:
+        """Rows per micro-batch for staged rows of this many rows and bytes."""
+        if self.rows_per_batch is not None:
+            return self.rows_per_batch
+        return max(1, self.megabytes_per_batch * 2**20 * rows // max(nbytes, 1))
 
 
 class QuerySpec(Strict):

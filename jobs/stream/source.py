@@ -21,7 +21,7 @@ def stage_sources(plan: Plan, layout: RunLayout, progress: Progress, until: date
     """Validate every source's new files (a Delta source's new versions, read with `spark`)
     first, then commit them all: a bad row in one source leaves the whole run folder untouched."""
     pending = [stage_source(t, plan.spec.sources[t], layout.staged(t), layout.quarantine,
-                            rows_per_batch=plan.spec.stream.rows_per_batch, anomalies=layout.anomalies,
+                            batch_size=plan.spec.stream, anomalies=layout.anomalies,
                             until=until, spark=spark)
                for t in plan.source_tables]
     for staged, commit in pending:

@@ -6,7 +6,7 @@ import pytest
 from jobs.changelog.quarantine import read_quarantine
 from jobs.changelog.staging import StagedChangelog, stage_source
 from jobs.errors import InputError
-from jobs.spec.model import SourceSpec
+from jobs.spec.model import SourceSpec, StreamSpec
 from tests.conftest import change, write_changelog
 
 
@@ -18,7 +18,7 @@ def source(tmp_path, on_bad_rows="fail", key=("order_id",)):
 
 def stage(tmp_path, spec, rows_per_batch=2):
     result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
-                                  rows_per_batch=rows_per_batch)
+                                  batch_size=StreamSpec(rows_per_batch=rows_per_batch))
     commit()
     return result
 
@@ -47,7 +47,8 @@ def test_a_bad_row_fails_the_whole_staging_and_writes_nothing(tmp_path):
     before = sorted(os.listdir(tmp_path / "staged"))
     write_changelog(tmp_path / "orders", "b.json", [change("+I", 2, 1, 5), change("-D", 9, 1, 5)])
     with pytest.raises(InputError, match=r"b.json:2: -D for key \(order_id=9\), which was never inserted"):
-        stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine", rows_per_batch=2)
+        stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
+                     batch_size=StreamSpec(rows_per_batch=2))
     assert sorted(os.listdir(tmp_path / "staged")) == before
     assert json.loads((tmp_path / "staged" / "manifest.json").read_text())["rows"] == 1
 
@@ -74,7 +75,7 @@ def test_keep_stages_protocol_breaking_rows_as_anomalies_and_quarantines_malform
     with open(folder / "a.json", "a") as f:
         f.write('{"order_id": 3, "op": "??"}\n')
     result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
-                                  rows_per_batch=2, anomalies=tmp_path / "anomalies")
+                                  batch_size=StreamSpec(rows_per_batch=2), anomalies=tmp_path / "anomalies")
     commit()
     # The ghost -D and the +U without its -U stay in the changelog; the last -D retracts the
     # row as a table would hold it after the +U (order 1 at income 7), so it is valid.
@@ -130,6 +131,19 @@ def test_segments_are_micro_batches_that_never_split_an_update_and_sort_by_mtime
     assert mtimes == sorted(mtimes) and len(set(mtimes)) == 3
 
 
+def test_without_a_row_count_segments_are_cut_by_size(tmp_path):
+    spec = source(tmp_path)
+    write_changelog(tmp_path / "orders", "a.json", [change("+I", n, n % 7, n) for n in range(40_000)])
+    result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
+                                  batch_size=StreamSpec(megabytes_per_batch=1))
+    commit()
+    sizes = [s["rows"] for s in StagedChangelog(tmp_path / "staged").segments()]
+    assert sum(sizes) == result.new_rows == 40_000
+    assert len(sizes) > 1 and len(set(sizes[:-1])) == 1 and sizes[-1] <= sizes[0]
+    assert StreamSpec().rows_for(rows=3000, nbytes=3000 * 100) == 64 * 2**20 // 100
+    assert StreamSpec(rows_per_batch=7).rows_for(rows=3000, nbytes=1) == 7
+
+
 def _partitioned(tmp_path):
     spec = SourceSpec(path=tmp_path / "orders", format="changelog-json", partitioned_by="date",
                       schema="order_id BIGINT, pId BIGINT, income BIGINT", primary_key=("order_id",))
@@ -141,7 +155,7 @@ def _partitioned(tmp_path):
 
 def _stage_until(tmp_path, spec, until):
     result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
-                                  rows_per_batch=2, until=until)
+                                  batch_size=StreamSpec(rows_per_batch=2), until=until)
     commit()
     return result
 
