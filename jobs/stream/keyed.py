@@ -13,56 +13,25 @@ does, and outer joins get their null-padded rows added and retracted for free (a
 in `before` and not in `after` when the first match arrives). Rows of untouched keys cannot
 change, so they are never read.
 
-State is the operator's input changelog, one Parquet file of net changes per micro-batch
-(`state/<side>/batch-<id>.parquet`). Micro-batch b reads only files of earlier batches, so a
-batch replayed after a crash computes the same output, and rewriting its own file is harmless.
-The price: a batch reads the whole history of its state (a compaction would bound it).
+State is each input's live rows (live_state.py): a compacted snapshot plus short logs of net
+changes, so a micro-batch reads the state, not the history, and a replayed one reads what it read
+the first time.
 """
 
 from __future__ import annotations
 
-import os
 from functools import reduce
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT, WEIGHT, WINDOW_END, WINDOW_START
 from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
+from jobs.stream.live_state import LiveState
 
-
-
-class LiveState:
-    """One input's live rows, as net weights per row, logged per micro-batch."""
-
-    def __init__(self, directory: Path, ddl: str):
-        self.directory, self.ddl = directory, ddl
-
-    def changes_before(self, spark: SparkSession, batch_id: int) -> DataFrame:
-        files = sorted(str(p) for p in self.directory.glob("batch-*.parquet")
-                       if int(p.stem.split("-")[1]) < batch_id) if self.directory.exists() else []
-        if not files:
-            return spark.createDataFrame([], f"{self.ddl}, `{COUNT}` BIGINT")
-        return spark.read.schema(f"{self.ddl}, `{COUNT}` BIGINT").parquet(*files)
-
-    def record(self, net: pa.Table, batch_id: int) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / f"batch-{batch_id:012d}.parquet"
-        tmp = path.with_suffix(".tmp")
-        pq.write_table(net, tmp)
-        os.replace(tmp, path)
-
-    def local(self, spark: SparkSession, rows: DataFrame) -> tuple[DataFrame, pa.Table]:
-        """Compute `rows` (live rows or net changes, small: touched keys only) once, and go on
-        from the result: Spark would otherwise recompute the whole lineage in every action."""
-        table = rows.toArrow()
-        if table.num_rows == 0:
-            return spark.createDataFrame([], f"{self.ddl}, `{COUNT}` BIGINT"), table
-        return spark.createDataFrame(table), table
 
 
 def net_changes(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
@@ -102,7 +71,7 @@ class DedupOperator:
     def __init__(self, node: Deduplicate, state_dir: Path, input_ddl: str):
         self.node = node
         self.columns = node.input.output_names
-        self.state = LiveState(state_dir / "input", input_ddl)
+        self.state = LiveState(state_dir / "input", input_ddl, node.keys)
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
@@ -110,7 +79,7 @@ class DedupOperator:
         before, _ = self.state.local(spark, live(self.state.changes_before(spark, batch_id), self.columns,
                                                  self.node.keys, touched))
         after = _plus(before, net, self.columns)
-        self.state.record(net_rows, batch_id)
+        self.state.record(spark, net_rows, batch_id)
         return difference(self._top(after), self._top(before), self.node.output_names)
 
     def _top(self, rows: DataFrame) -> DataFrame:
@@ -132,8 +101,8 @@ class JoinOperator:
     def __init__(self, node: Join, state_dir: Path, left_ddl: str, right_ddl: str):
         self.node = node
         self.left_cols, self.right_cols = node.left.output_names, node.right.output_names
-        self.left_state = LiveState(state_dir / "left", left_ddl)
-        self.right_state = LiveState(state_dir / "right", right_ddl)
+        self.left_state = LiveState(state_dir / "left", left_ddl, node.left_keys)
+        self.right_state = LiveState(state_dir / "right", right_ddl, node.right_keys)
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         node = self.node
@@ -153,8 +122,8 @@ class JoinOperator:
             _renamed(touched, keys, node.right_keys)))
         left_after = _plus(left_before, left_net, self.left_cols)
         right_after = _plus(right_before, right_net, self.right_cols)
-        self.left_state.record(left_rows, batch_id)
-        self.right_state.record(right_rows, batch_id)
+        self.left_state.record(spark, left_rows, batch_id)
+        self.right_state.record(spark, right_rows, batch_id)
         before = self._join(left_before, right_before)
         after = self._join(left_after, right_after)
         return difference(after, before, node.output)
@@ -211,7 +180,7 @@ class SessionOperator:
     def __init__(self, node: SessionAggregate, state_dir: Path, input_ddl: str):
         self.node = node
         self.columns = node.input.output_names
-        self.state = LiveState(state_dir / "input", input_ddl)
+        self.state = LiveState(state_dir / "input", input_ddl, node.group_keys)
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
@@ -223,7 +192,7 @@ class SessionOperator:
             before = _plus(history.limit(0), history, self.columns)
         before, _ = self.state.local(spark, before)
         after = _plus(before, net, self.columns)
-        self.state.record(net_rows, batch_id)
+        self.state.record(spark, net_rows, batch_id)
         return difference(self._sessions(after), self._sessions(before), self.node.output_names)
 
     def _sessions(self, rows: DataFrame) -> DataFrame:

@@ -1,0 +1,118 @@
+"""A keyed operator's input state: the live rows of one input, with their counts, on disk.
+
+Each micro-batch b logs its net changes as `batch-<b>.parquet`. Every `COMPACT_EVERY` logs, the
+micro-batch that wrote the last of them folds the newest snapshot and the logs since into
+`snapshot-<b + 1>/` (the live rows before micro-batch b + 1, zero counts gone, sorted by key), so
+that a micro-batch reads one snapshot and at most `COMPACT_EVERY` short logs: the work per batch
+no longer grows with the length of the history.
+
+Exactly-once: micro-batch b reads the newest snapshot numbered b or lower and the logs from there
+to b - 1; all of them were complete before b started, so a replay of b reads what b read the
+first time. A replayed b rewrites its log and snapshot with the same rows. Files older than the
+previous snapshot are deleted once a new snapshot is in place: only the last micro-batch can be
+replayed, and it needs at most the previous snapshot and the logs after it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.changelog.columns import COUNT
+
+# Logs folded into a snapshot: more logs make each micro-batch read more small files, fewer make
+# the snapshot be rewritten more often.
+COMPACT_EVERY = 8
+_LOG = re.compile(r"batch-(\d+)\.parquet")
+_SNAPSHOT = re.compile(r"snapshot-(\d+)")
+
+
+class LiveState:
+    """One input's live rows, as net counts per distinct row, keyed by `keys`."""
+
+    def __init__(self, directory: Path, ddl: str, keys: tuple[str, ...]):
+        self.directory, self.keys = directory, keys
+        self.ddl = f"{ddl}, `{COUNT}` BIGINT"
+
+    def changes_before(self, spark: SparkSession, batch_id: int) -> DataFrame:
+        """The live rows before `batch_id` as weighted rows: a snapshot plus the logs after it
+        (a row may appear more than once; its live count is the sum)."""
+        snapshot = self._snapshot_for(batch_id)
+        paths = [str(self._snapshot_path(snapshot))] if snapshot else []
+        paths += [str(self._log_path(b)) for b in self._logs() if (snapshot or 0) <= b < batch_id]
+        if not paths:
+            return spark.createDataFrame([], self.ddl)
+        return spark.read.schema(self.ddl).parquet(*paths)
+
+    def record(self, spark: SparkSession, net: pa.Table, batch_id: int) -> None:
+        """Log the micro-batch's net changes; compact when enough logs have gathered."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self._log_path(batch_id)
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(net, tmp)
+        os.replace(tmp, path)
+        since = self._snapshot_for(batch_id) or 0
+        if len([b for b in self._logs() if since <= b <= batch_id]) >= COMPACT_EVERY:
+            self._compact(spark, batch_id + 1)
+
+    def local(self, spark: SparkSession, rows: DataFrame) -> tuple[DataFrame, pa.Table]:
+        """Compute `rows` (live rows or net changes, small: touched keys only) once, and go on
+        from the result: Spark would otherwise recompute the whole lineage in every action."""
+        table = rows.toArrow()
+        if table.num_rows == 0:
+            return spark.createDataFrame([], self.ddl), table
+        return spark.createDataFrame(table), table
+
+    def _compact(self, spark: SparkSession, snapshot: int) -> None:
+        """Write snapshot-<snapshot>: every live row before that micro-batch, sorted by key so
+        that a reader filtering on keys skips most row groups."""
+        rows = self.changes_before(spark, snapshot)
+        columns = [F.col(f"`{c}`") for c in rows.columns if c != COUNT]
+        folded = rows.groupBy(*columns).agg(F.sum(COUNT).alias(COUNT)).where(F.col(COUNT) > 0).repartition(1)
+        if self.keys:
+            folded = folded.sortWithinPartitions(*[F.col(f"`{k}`") for k in self.keys])
+        target, tmp = self._snapshot_path(snapshot), self.directory / f".snapshot-{snapshot:012d}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        folded.write.parquet(str(tmp))
+        shutil.rmtree(target, ignore_errors=True)  # a replayed micro-batch's earlier attempt
+        os.replace(tmp, target)
+        self._forget_before(snapshot)
+
+    def _forget_before(self, snapshot: int) -> None:
+        """Delete what no micro-batch from `snapshot` on (nor a replay of the one before) reads."""
+        older = [s for s in self._snapshots() if s < snapshot]
+        keep_from = older[-1] if older else 0
+        for s in older[:-1]:
+            shutil.rmtree(self._snapshot_path(s), ignore_errors=True)
+        for b in self._logs():
+            if b < keep_from:
+                self._log_path(b).unlink(missing_ok=True)
+
+    def _snapshot_for(self, batch_id: int) -> int | None:
+        found = [s for s in self._snapshots() if s <= batch_id]
+        return found[-1] if found else None
+
+    def _snapshots(self) -> list[int]:
+        return self._numbered(_SNAPSHOT)
+
+    def _logs(self) -> list[int]:
+        return self._numbered(_LOG)
+
+    def _numbered(self, pattern: re.Pattern) -> list[int]:
+        if not self.directory.exists():
+            return []
+        names = (pattern.fullmatch(p.name) for p in self.directory.iterdir())
+        return sorted(int(m.group(1)) for m in names if m)
+
+    def _log_path(self, batch_id: int) -> Path:
+        return self.directory / f"batch-{batch_id:012d}.parquet"
+
+    def _snapshot_path(self, snapshot: int) -> Path:
+        return self.directory / f"snapshot-{snapshot:012d}"
