@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast differential chaos bench airflow lock clean
+.PHONY: setup demo test test-fast differential chaos bench race airflow lock clean
 
 # make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
 N ?= 300
@@ -31,6 +31,12 @@ chaos: setup
 
 bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_stream
+	$(BIN)/python -m tests.benchmarks.race $(RACE_ARGS)
+
+# make race RACE_ARGS="--sizes 100000,400000 --classes group_aggregate,inner_join": lockstep's
+# stream step and Flink SQL side by side on the same changelog files.
+race: setup
+	$(BIN)/python -m tests.benchmarks.race $(RACE_ARGS)
 
 airflow: setup
 	scripts/airflow.sh
