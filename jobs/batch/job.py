@@ -43,7 +43,7 @@ def run_batch(plan: Plan, settings: Settings, layout: RunLayout,
     progress = progress or Progress(quiet=True)
     started = time.monotonic()
     point = read_point(layout, logical_date)
-    spark = spark_session(settings.spark)
+    spark = spark_session(settings.spark, progress)
     consumed = {name: position.rows for name, position in point.sources.items()}
     snapshots = {s.table: _source_table(spark, plan, s.table, layout, consumed.get(s.table, 0), progress)
                  for s in plan.sources}

@@ -11,19 +11,33 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from jobs.runtime.delta_connector import connector_conf, connector_jars
+from jobs.runtime.progress import Progress
 from jobs.spec.model import SparkSettings
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _session = None
 
 
-def spark_session(settings: SparkSettings | None = None):
-    global _session
+def spark_session(settings: SparkSettings | None = None, progress: Progress | None = None):
+    """The process's one SparkSession, started on first use (with a line before and after: the
+    JVM takes seconds to start, and nothing else shows meanwhile)."""
     if _session is not None:
         return _session
+    if progress is not None:
+        progress.say(f"starting Spark ({(settings or SparkSettings()).master}) ...")
+    started = time.monotonic()
+    session = _start(settings)
+    if progress is not None:
+        progress.say(f"Spark started in {time.monotonic() - started:.1f} s")
+    return session
+
+
+def _start(settings: SparkSettings | None):
+    global _session
     settings = settings or SparkSettings()
     _jvm_dies_with_this_process()
     # Python workers (the changelog source's readers) must run this interpreter, with lockstep

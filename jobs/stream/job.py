@@ -66,9 +66,9 @@ def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Prog
     delta_sources = {name: s for name, s in plan.spec.sources.items() if s.format == "delta"}
     for name, source in delta_sources.items():
         check_table(name, source)
-    early = spark_session(settings.spark) if delta_sources else None
+    early = spark_session(settings.spark) if delta_sources else None  # quiet: an unreadable table is one line
     result = StreamResult(staged=stage_sources(plan, layout, progress, until=logical_date, spark=early))
-    spark = spark_session(settings.spark)
+    spark = spark_session(settings.spark, progress)
     started = time.monotonic()
     for stage in plan.stages:
         if len(plan.stages) > 1:
