@@ -11,6 +11,7 @@ tenth of its micro-batches (flat is the goal). Per class: the marginal rate of e
 extra rows of the larger size over the extra seconds, which is free of start-up.
 
     python -m tests.benchmarks.race [--sizes 100000,400000] [--classes group_aggregate,...]
+        [--rows-per-batch N]   (many micro-batches: to see whether their cost stays flat)
 """
 
 from __future__ import annotations
@@ -84,13 +85,13 @@ def main() -> None:
     results = []
     for name in args.classes:
         for size in args.sizes:
-            results.append(race_one(CLASSES[name], size))
+            results.append(race_one(CLASSES[name], size, rows_per_batch=args.rows_per_batch))
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "race.json").write_text(json.dumps(results, indent=1))
     print_table(results)
 
 
-def race_one(query: QueryClass, size: int, work: Path = WORK) -> dict:
+def race_one(query: QueryClass, size: int, work: Path = WORK, rows_per_batch: int | None = None) -> dict:
     """Both engines over the same files of one class and size."""
     folder = work / f"{query.name}-{size}"
     rows = sum(_source(folder, source, size, query.name) for source in query.sources)
@@ -101,8 +102,8 @@ def race_one(query: QueryClass, size: int, work: Path = WORK) -> dict:
     print(f"race: {query.name} {rows:,} rows: lockstep ...", flush=True)
     out = folder / "runs"
     subprocess.run(["rm", "-rf", str(out)], check=True)
-    row["lockstep"] = _measure([sys.executable, "-m", "jobs.cli.main", "stream", str(_spec(folder, query)),
-                                "--out", str(out), "--quiet"])
+    spec = _spec(folder, query, rows_per_batch)
+    row["lockstep"] = _measure([sys.executable, "-m", "jobs.cli.main", "stream", str(spec), "--out", str(out), "--quiet"])
     row["batches"] = _batch_seconds(out / f"race_{query.name}" / "_state" / "batches.jsonl")
     return row
 
@@ -163,7 +164,7 @@ def _flink_job(folder: Path, query: QueryClass) -> Path:
     return path
 
 
-def _spec(folder: Path, query: QueryClass) -> Path:
+def _spec(folder: Path, query: QueryClass, rows_per_batch: int | None) -> Path:
     sources = {"orders": {"format": "debezium-json", "schema": TIMED_SCHEMA,
                           "primary_key": ["order_id", "pId"] if "products" in query.sources else ["order_id"]},
                "products": {"format": "debezium-json", "schema": PRODUCTS_SCHEMA, "primary_key": ["pId"]},
@@ -173,6 +174,8 @@ def _spec(folder: Path, query: QueryClass) -> Path:
     if query.windowed:
         spec["sources"]["orders"].update(event_time="order_time", watermark="1 day")
         spec["sink"] = {"emit": "early"}
+    if rows_per_batch:  # unset: the spec's default, sized by memory
+        spec["stream"] = {"rows_per_batch": rows_per_batch}
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -283,6 +286,8 @@ def _arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=lambda t: [int(n) for n in t.split(",")], default=[100_000, 400_000],
                         help="logical events per source, comma-separated (default: 100000,400000)")
+    parser.add_argument("--rows-per-batch", type=int, default=None,
+                        help="lockstep micro-batch rows (default: the spec's default, sized by memory)")
     parser.add_argument("--classes", type=lambda t: t.split(","), default=list(CLASSES),
                         help=f"query classes, comma-separated (default: all: {', '.join(CLASSES)})")
     return parser.parse_args()
