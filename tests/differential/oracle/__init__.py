@@ -18,7 +18,10 @@ from tests.differential.case import Case
 ROOT = Path(__file__).resolve().parents[3]
 FLINK_PYTHON = ROOT / ".venv-flink" / "bin" / "python"
 RUNNER = Path(__file__).with_name("flink_runner.py")
-CASE_SECONDS = 180  # a case Flink has not answered by then is an oracle failure
+# A case Flink has not answered by then is an oracle failure. Three large cases missed 180 s in
+# a N=300 run that shared the two cores with other work; all three passed when run again alone
+# (a join-then-aggregate case of 1,700 rows: 174 s for both engines together).
+CASE_SECONDS = 600
 
 
 class OracleUnavailable(RuntimeError):
