@@ -1,13 +1,21 @@
-"""The Flink side of the race (tests/benchmarks/race.py): one query over changelog files, Flink
-SQL in streaming mode, parallelism 2, into a blackhole sink, until the bounded files are read.
+"""The Flink side of the race (tests/benchmarks/race.py): one query over changelog files with
+Flink SQL in streaming mode, into a blackhole sink, until the bounded files are read.
 
-This file runs in the Flink environment (.venv-flink), never in lockstep's; the race times this
-whole process from outside, start-up included.
+This file runs in the Flink environment (.venv-flink), never in lockstep's: nothing of lockstep
+is imported, and the race talks to it through the job file, the environment and stdout only. The
+race times this whole process from outside, JVM start-up included.
 
     flink_race.py JOB.json
 
-JOB.json: {"sql": ..., "tables": [{"name", "columns": [[name, flink type], ...], "primary_key":
-[...], "path", "format", "watermark": "<column> - INTERVAL ..." or null}]}
+JOB.json:
+    {"sql": "SELECT ...", "parallelism": 2,
+     "tables": [{"name": "orders", "path": "/abs/folder", "format": "debezium-json",
+                 "columns": [["order_id", "BIGINT"], ...], "primary_key": ["order_id"],
+                 "options": {"debezium-json.timestamp-format.standard": "SQL"},
+                 "event_time": "order_time", "watermark_delay": "INTERVAL '1' DAY"}]}
+
+Prints one JSON line: {"query_seconds": ...} (from submitting the INSERT to the job's end), or
+{"error": "<Java cause chain>"} and exits 1 when Flink rejects or fails the query.
 """
 
 from __future__ import annotations
@@ -18,37 +26,79 @@ import sys
 import time
 from pathlib import Path
 
+# Flink reads TIMESTAMP values through the JVM's and Python's local zone: make both UTC before the
+# gateway starts (as tests/differential/oracle/flink_runner.py does). The JVM's log goes at WARN
+# to FLINK_LOG_DIR (the race sets it), so the race's terminal stays readable.
 os.environ["TZ"] = "UTC"
 time.tzset()
 _LOG4J = Path(__file__).resolve().parents[1] / "differential" / "oracle" / "log4j-flink.properties"
 os.environ.setdefault("LOG4J_PROPERTIES", str(_LOG4J))
 
-from pyflink.table import EnvironmentSettings, TableDescriptor, TableEnvironment  # noqa: E402
+from pyflink.table import EnvironmentSettings, TableEnvironment  # noqa: E402
+
+SINK = "race_sink"
 
 
-def table_ddl(table: dict) -> str:
+def source_ddl(table: dict) -> str:
+    """CREATE TABLE for one filesystem source: columns, watermark, primary key, format options."""
     parts = [f"`{name}` {kind}" for name, kind in table["columns"]]
-    if table.get("watermark"):
-        column = table["watermark"].split()[0]
-        parts.append(f"WATERMARK FOR `{column}` AS {table['watermark']}")
+    if table.get("event_time"):
+        column = table["event_time"]
+        parts.append(f"WATERMARK FOR `{column}` AS `{column}` - {table['watermark_delay']}")
     if table.get("primary_key"):
-        parts.append(f"PRIMARY KEY ({', '.join(table['primary_key'])}) NOT ENFORCED")
-    return (f"CREATE TABLE `{table['name']}` ({', '.join(parts)}) WITH ('connector' = 'filesystem', "
-            f"'path' = '{table['path']}', 'format' = '{table['format']}')")
+        parts.append(f"PRIMARY KEY ({', '.join(f'`{c}`' for c in table['primary_key'])}) NOT ENFORCED")
+    options = {"connector": "filesystem", "path": table["path"], "format": table["format"],
+               **table.get("options", {})}
+    return f"CREATE TABLE `{table['name']}` ({', '.join(parts)}) WITH ({_with(options)})"
 
 
-def main(job_path: str) -> None:
-    job = json.loads(Path(job_path).read_text())
+def sink_ddl(t_env: TableEnvironment, sql: str) -> str:
+    """A blackhole table shaped like the query's result: it accepts inserts, updates and deletes."""
+    schema = t_env.sql_query(sql).get_schema()
+    columns = [f"`{name}` {kind}" for name, kind in zip(schema.get_field_names(), schema.get_field_data_types())]
+    return f"CREATE TABLE `{SINK}` ({', '.join(columns)}) WITH ({_with({'connector': 'blackhole'})})"
+
+
+def _with(options: dict) -> str:
+    return ", ".join(f"'{key}' = '{value}'" for key, value in options.items())
+
+
+def run(job: dict) -> float:
+    """Seconds from submitting INSERT INTO the sink to the end of the job."""
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     config = t_env.get_config()
-    config.set("parallelism.default", "2")
+    config.set("parallelism.default", str(job.get("parallelism", 2)))
     config.set("table.local-time-zone", "UTC")
     for table in job["tables"]:
-        t_env.execute_sql(table_ddl(table))
+        t_env.execute_sql(source_ddl(table))
+    t_env.execute_sql(sink_ddl(t_env, job["sql"]))
     started = time.monotonic()
-    t_env.sql_query(job["sql"]).execute_insert(TableDescriptor.for_connector("blackhole").build()).wait()
-    print(json.dumps({"query_seconds": round(time.monotonic() - started, 3)}), flush=True)
+    t_env.execute_sql(f"INSERT INTO `{SINK}` {job['sql']}").wait()
+    return time.monotonic() - started
+
+
+def describe(error: Exception) -> str:
+    """The Java cause chain of a Flink error, one 'Class: message' per cause, or the Python error."""
+    java = getattr(error, "java_exception", None)
+    if java is None:
+        return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+    causes = []
+    while java is not None and len(causes) < 10:
+        causes.append(f"{java.getClass().getName()}: {java.getMessage()}")
+        cause = java.getCause()
+        java = None if cause is None or cause.equals(java) else cause
+    return " <- ".join(causes)
+
+
+def main(job_path: str) -> int:
+    try:
+        seconds = run(json.loads(Path(job_path).read_text()))
+    except Exception as error:  # Flink rejecting the query is an outcome the race prints
+        print(json.dumps({"error": describe(error)}), flush=True)
+        return 1
+    print(json.dumps({"query_seconds": round(seconds, 3)}), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(main(sys.argv[1]))

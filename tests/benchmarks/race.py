@@ -1,27 +1,50 @@
-"""`make race`: lockstep's stream step and Flink SQL side by side, on the same changelog files.
+"""`make race`: lockstep's stream step and Flink SQL side by side, over the very same changelog files.
 
-Per query class and input size, both engines read the very same Debezium JSON files (an insert-only
-source: plain JSON lines): Flink SQL (PyFlink from .venv-flink, streaming mode, parallelism 2, a
-blackhole sink; tests/benchmarks/flink_race.py) and `lockstep stream` with the spec's defaults
-(its Delta sink). Each engine is one process, timed from outside, start-up included; its peak
-memory is the largest resident size of the process and its children (Python and JVM), sampled
-every 0.1 s. Printed per row: changelog rows, seconds and rows/s of each engine, the ratio, peak
-memory, and lockstep's micro-batch count with the mean micro-batch seconds of the first and last
-tenth of its micro-batches (flat is the goal). Per class: the marginal rate of each engine, the
-extra rows of the larger size over the extra seconds, which is free of start-up.
+For each query class and input size, both engines read the same files, generated once into
+state/race/<class>-<size>/: Debezium JSON lines ({"before", "after", "op": c/u/d}; an update is
+one "u" line) for the orders and products changelogs, plain JSON lines for the insert-only order
+events. Each engine runs as one process, timed from outside, start-up included:
 
-    python -m tests.benchmarks.race [--sizes 100000,400000] [--classes group_aggregate,...]
-        [--rows-per-batch N]   (many micro-batches: to see whether their cost stays flat)
+- Flink: tests/benchmarks/flink_race.py in .venv-flink: filesystem sources, INSERT INTO a
+  blackhole sink, streaming mode, parallelism 2, run until the bounded files are read. The
+  JVM gets the heap lockstep's Spark driver gets (spark.driver_memory, 4g by default).
+- lockstep: `lockstep stream <spec>`: staging, the Spark Structured Streaming micro-batches and
+  the Delta sink, with the spec's defaults (no stream.rows_per_batch unless --rows-per-batch).
+
+Measured per class and size: changelog rows (an update counts as two rows, -U and +U, as lockstep
+counts them), each engine's seconds and rows/s, the ratio lockstep / Flink, each engine's peak
+memory (the resident size of the whole process tree, Python and JVM, sampled every 0.1 s), and
+lockstep's micro-batches with the mean micro-batch seconds of the first and the last tenth of them
+(of the first and last micro-batch below ten), per stage for multi-stage queries: a flat time per
+micro-batch means the state does not slow the stream down as it grows. Per class, from the two
+sizes: each engine's marginal rate, the extra rows over the extra seconds, free of start-up.
+
+Query classes: group_aggregate, window (tumbling one-minute window per pId over order_time, a
+watermark of one day so no order is late; lockstep's default emit: final, as Flink's window TVF),
+dedup_then_aggregate, inner_join, left_join, join_then_aggregate (orders keyed by (order_id, pId)
+in the joins, as tests/benchmarks/bench_stream.py explains).
+
+    python -m tests.benchmarks.race                    # all classes, default sizes (10-20 min)
+    python -m tests.benchmarks.race --small            # sizes 20000,60000: a quick look
+    python -m tests.benchmarks.race --sizes 50000,150000 --classes group_aggregate,window
+        [--rows-per-batch N]
+
+Sizes are logical events per source (the orders changelog of 300,000 events has about 375,000
+rows). Prints the date, the machine and one table; writes the figures to state/race/race.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -32,265 +55,482 @@ import psutil
 import yaml
 
 from jobs.changelog.generate import TIMED_SCHEMA, generate_changelog
+from jobs.spec.load import load_settings
+from tests.benchmarks.bench_stream import DEDUP_SQL, GROUP_SQL, JOIN_SQL, LEFT_JOIN_SQL, WINDOW_SQL
 from tests.benchmarks.workloads import ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, generate_order_events, generate_products
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "state" / "race"
 FLINK_PYTHON = ROOT / ".venv-flink" / "bin" / "python"
+FLINK_SIDE = Path(__file__).with_name("flink_race.py")
+DEFAULT_SIZES = [60_000, 180_000]
+SMALL_SIZES = [20_000, 60_000]
+RUN_TIMEOUT = 1800  # seconds an engine may take for one run before the race gives up on it
+SAMPLE_SECONDS = 0.1
 
-ORDERS = [["order_id", "BIGINT"], ["pId", "BIGINT"], ["income", "BIGINT"], ["order_time", "TIMESTAMP(3)"]]
-PRODUCTS = [["pId", "BIGINT"], ["name", "STRING"]]
-EVENTS = [["order_id", "BIGINT"], ["company", "STRING"], ["seq", "BIGINT"]]
-JOIN = "SELECT o.order_id, o.pId, o.income, p.name FROM orders o JOIN products p ON o.pId = p.pId"
-DEDUP_INNER = ("SELECT order_id, company, seq FROM (SELECT order_id, company, seq, ROW_NUMBER() OVER "
-               "(PARTITION BY order_id ORDER BY seq DESC) AS rn FROM events) t WHERE rn = 1")
+FLINK_WINDOW_SQL = ("SELECT pId, window_start AS `minute`, SUM(income) AS total, COUNT(*) AS orders FROM TABLE("
+                    "TUMBLE(TABLE orders, DESCRIPTOR(order_time), INTERVAL '1' MINUTE)) "
+                    "GROUP BY pId, window_start, window_end")
+JOIN_AGGREGATE_SQL = ("SELECT p.name, SUM(o.income) AS total, COUNT(*) AS n FROM orders o JOIN products p "
+                      "ON o.pId = p.pId GROUP BY p.name")
 
+
+# -- the query classes --------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class QueryClass:
     name: str
     spark_sql: str
     flink_sql: str
-    sources: tuple[str, ...]  # of orders, products, events
+    sources: tuple[str, ...]  # of SOURCES
     windowed: bool = False
+
+    @property
+    def joins(self) -> bool:
+        return "products" in self.sources
 
 
 CLASSES = {c.name: c for c in [
-    QueryClass("group_aggregate", "SELECT pId, SUM(income) AS total, COUNT(*) AS orders FROM orders GROUP BY pId",
-               "SELECT pId, SUM(income) AS total, COUNT(*) AS orders FROM orders GROUP BY pId", ("orders",)),
-    QueryClass("window",
-               "SELECT pId, window.start AS w_start, SUM(income) AS total, COUNT(*) AS orders FROM orders "
-               "GROUP BY pId, window(order_time, '1 minute')",
-               "SELECT pId, window_start AS w_start, SUM(income) AS total, COUNT(*) AS orders FROM TABLE("
-               "TUMBLE(TABLE orders, DESCRIPTOR(order_time), INTERVAL '1' MINUTE)) "
-               "GROUP BY pId, window_start, window_end", ("orders",), windowed=True),
-    QueryClass("dedup_then_aggregate",
-               f"SELECT company, COUNT(DISTINCT order_id) AS n FROM ({DEDUP_INNER}) d GROUP BY company",
-               f"SELECT company, COUNT(DISTINCT order_id) AS n FROM ({DEDUP_INNER}) d GROUP BY company", ("events",)),
-    QueryClass("inner_join", JOIN, JOIN, ("orders", "products")),
-    QueryClass("left_join", JOIN.replace(" JOIN ", " LEFT JOIN "), JOIN.replace(" JOIN ", " LEFT JOIN "),
-               ("orders", "products")),
-    QueryClass("join_then_aggregate",
-               "SELECT p.name, SUM(o.income) AS total, COUNT(*) AS n FROM orders o JOIN products p "
-               "ON o.pId = p.pId GROUP BY p.name",
-               "SELECT p.name, SUM(o.income) AS total, COUNT(*) AS n FROM orders o JOIN products p "
-               "ON o.pId = p.pId GROUP BY p.name", ("orders", "products")),
+    QueryClass("group_aggregate", GROUP_SQL, GROUP_SQL, ("orders",)),
+    QueryClass("window", WINDOW_SQL, FLINK_WINDOW_SQL, ("orders",), windowed=True),
+    QueryClass("dedup_then_aggregate", DEDUP_SQL, DEDUP_SQL, ("events",)),
+    QueryClass("inner_join", JOIN_SQL, JOIN_SQL, ("orders", "products")),
+    QueryClass("left_join", LEFT_JOIN_SQL, LEFT_JOIN_SQL, ("orders", "products")),
+    QueryClass("join_then_aggregate", JOIN_AGGREGATE_SQL, JOIN_AGGREGATE_SQL, ("orders", "products")),
 ]}
 
 
-def main() -> None:
-    args = _arguments()
-    print(f"race on {date.today()}, {platform.node()}: {os.cpu_count()} cores, "
-          f"{psutil.virtual_memory().total / 2**30:.0f} GiB", flush=True)
-    results = []
-    for name in args.classes:
-        for size in args.sizes:
-            results.append(race_one(CLASSES[name], size, rows_per_batch=args.rows_per_batch))
-    WORK.mkdir(parents=True, exist_ok=True)
-    (WORK / "race.json").write_text(json.dumps(results, indent=1))
-    print_table(results)
+@dataclass(frozen=True)
+class Source:
+    """One generated source as both engines declare it."""
+
+    schema: str  # lockstep's
+    flink_columns: tuple[tuple[str, str], ...]
+    format: str
+    flink_options: tuple[tuple[str, str], ...] = ()
 
 
-def race_one(query: QueryClass, size: int, work: Path = WORK, rows_per_batch: int | None = None) -> dict:
-    """Both engines over the same files of one class and size."""
-    folder = work / f"{query.name}-{size}"
-    rows = sum(_source(folder, source, size, query.name) for source in query.sources)
-    row = {"class": query.name, "size": size, "rows": rows}
-    print(f"race: {query.name} {rows:,} rows: flink ...", flush=True)
-    row["flink"] = _measure([str(FLINK_PYTHON), str(ROOT / "tests/benchmarks/flink_race.py"),
-                             str(_flink_job(folder, query))])
-    print(f"race: {query.name} {rows:,} rows: lockstep ...", flush=True)
-    out = folder / "runs"
-    subprocess.run(["rm", "-rf", str(out)], check=True)
-    spec = _spec(folder, query, rows_per_batch)
-    row["lockstep"] = _measure([sys.executable, "-m", "jobs.cli.main", "stream", str(spec), "--out", str(out), "--quiet"])
-    row["batches"] = _batch_seconds(out / f"race_{query.name}" / "_state" / "batches.jsonl")
-    return row
+SOURCES = {
+    # The generator writes order_time as "2026-11-21 00:00:15.656520": Flink's SQL timestamp
+    # format (its ISO-8601 one wants a 'T'); lockstep's Arrow reader takes it as it is.
+    "orders": Source(TIMED_SCHEMA, (("order_id", "BIGINT"), ("pId", "BIGINT"), ("income", "BIGINT"),
+                                    ("order_time", "TIMESTAMP(3)")),
+                     "debezium-json", (("debezium-json.timestamp-format.standard", "SQL"),)),
+    "products": Source(PRODUCTS_SCHEMA, (("pId", "BIGINT"), ("name", "STRING")), "debezium-json"),
+    "events": Source(ORDER_EVENTS_SCHEMA, (("order_id", "BIGINT"), ("company", "STRING"), ("seq", "BIGINT")),
+                     "json"),
+}
 
 
-# -- inputs -------------------------------------------------------------------------------------
+def primary_key(query: QueryClass, source: str) -> list[str]:
+    """Orders keyed by (order_id, pId) in joins: a side's key must contain its join key for the
+    join's output to keep an upsert key (bench_stream.py); the events are append-only, no key."""
+    return {"orders": ["order_id", "pId"] if query.joins else ["order_id"], "products": ["pId"],
+            "events": []}[source]
 
-def _source(folder: Path, source: str, size: int, name: str) -> int:
-    """Generate one source's files (once per size); return its changelog rows."""
-    target, done = folder / source, folder / f"{source}.done"
-    if not done.exists():
-        raw = folder / f"{source}-raw"
+
+# -- inputs: generated once per source and size, the files both engines read ---------------------
+
+def write_inputs(folder: Path, query: QueryClass, size: int) -> int:
+    """Write the class's source files into `folder` unless they are there; return changelog rows."""
+    return sum(_write_source(folder, source, size) for source in query.sources)
+
+
+def _write_source(folder: Path, source: str, size: int) -> int:
+    # One file per source: a changelog is ordered, and Flink reads several files of a folder in
+    # parallel, in no set order, which would let a key's delete overtake its insert.
+    data, rows_file = folder / source / "part-00000.json", folder / f"{source}.rows"
+    if not rows_file.exists():
+        lines, rows = source_lines(source, size)
+        data.parent.mkdir(parents=True, exist_ok=True)
+        data.write_text("\n".join(lines) + "\n")
+        rows_file.write_text(str(rows))  # last: its presence says the data file is whole
+    return int(rows_file.read_text())
+
+
+@functools.cache
+def source_lines(source: str, size: int) -> tuple[list[str], int]:
+    """A source's lines and changelog rows for `size` logical events (several classes share them)."""
+    keys = max(size // 10, 10)  # orders' pId and products' pId draw from the same keys
+    with tempfile.TemporaryDirectory() as raw:
         if source == "orders":
-            generate_changelog(raw, events=size, groups=max(size // 15, 10))
+            generate_changelog(Path(raw), events=size, groups=keys)
         elif source == "products":
-            generate_products(raw, events=size // 2, keys=max(size // 30, 10))
+            generate_products(Path(raw), events=max(size // 2, 1), keys=keys)
         else:
-            generate_order_events(raw, events=size, orders=max(size // 4, 1))
-        target.mkdir(parents=True, exist_ok=True)
-        lines = _debezium(raw) if source != "events" else _plain(raw)
-        (target / "part-00000.json").write_text("\n".join(lines) + "\n")
-        done.write_text(str(len(lines)))
-    data = (target / "part-00000.json").read_text().splitlines()
-    return sum(2 if '"op":"u"' in line else 1 for line in data)
+            generate_order_events(Path(raw), events=size, orders=max(size // 4, 1))
+        rows = [json.loads(line) for part in sorted(Path(raw).glob("part-*.json"))
+                for line in part.read_text().splitlines() if line]
+    if SOURCES[source].format == "json":
+        return [json.dumps(row, separators=(",", ":")) for row in rows], len(rows)
+    return debezium_lines(rows), len(rows)
 
 
-def _debezium(raw: Path) -> list[str]:
-    """changelog-json rows as Debezium lines: -U and its +U become one update line."""
+def debezium_lines(changes: list[dict]) -> list[str]:
+    """changelog-json rows as Debezium lines: +I is "c", -D is "d", and a -U with the +U right
+    after it (the generators write them adjacent) is one "u" line with both images."""
     lines, before = [], None
-    for part in sorted(raw.glob("part-*.json")):
-        for text in part.read_text().splitlines():
-            row = json.loads(text)
-            op = row.pop("op")
-            if op == "-U":
-                before = row
-                continue
-            image = {"+I": (None, row, "c"), "+U": (before, row, "u"), "-D": (row, None, "d")}[op]
-            lines.append(json.dumps({"before": image[0], "after": image[1], "op": image[2]}, separators=(",", ":")))
+    for change in changes:
+        row = {k: v for k, v in change.items() if k != "op"}
+        op = change["op"]
+        if (op == "+U") != (before is not None):
+            raise ValueError(f"a -U must be followed by its +U: {change}")
+        if op == "-U":
+            before = row
+            continue
+        image = {"+I": (None, row, "c"), "+U": (before, row, "u"), "-D": (row, None, "d")}[op]
+        lines.append(json.dumps({"before": image[0], "after": image[1], "op": image[2]}, separators=(",", ":")))
+        before = None
     return lines
 
 
-def _plain(raw: Path) -> list[str]:
-    return [line for part in sorted(raw.glob("part-*.json")) for line in part.read_text().splitlines() if line]
+# -- the two engines' descriptions of the same query --------------------------------------------
 
-
-def _flink_job(folder: Path, query: QueryClass) -> Path:
-    tables = {"orders": {"columns": ORDERS, "primary_key": ["order_id", "pId"] if "products" in query.sources
-                         else ["order_id"], "format": "debezium-json"},
-              "products": {"columns": PRODUCTS, "primary_key": ["pId"], "format": "debezium-json"},
-              "events": {"columns": EVENTS, "primary_key": [], "format": "json"}}
-    job = {"sql": query.flink_sql, "tables": []}
-    for source in query.sources:
-        table = {"name": source, "path": str(folder / source), **tables[source]}
+def flink_job(folder: Path, query: QueryClass) -> Path:
+    """The job file flink_race.py reads: source tables, the Flink SQL, parallelism 2."""
+    tables = []
+    for name in query.sources:
+        source = SOURCES[name]
+        table = {"name": name, "path": str(folder / name), "format": source.format,
+                 "columns": [list(c) for c in source.flink_columns], "primary_key": primary_key(query, name),
+                 "options": dict(source.flink_options)}
         if query.windowed:
-            table["watermark"] = "order_time - INTERVAL '1' DAY"
-        job["tables"].append(table)
+            table.update(event_time="order_time", watermark_delay="INTERVAL '1' DAY")
+        tables.append(table)
     path = folder / "flink-job.json"
-    path.write_text(json.dumps(job))
+    path.write_text(json.dumps({"sql": query.flink_sql, "parallelism": 2, "tables": tables}, indent=1))
     return path
 
 
-def _spec(folder: Path, query: QueryClass, rows_per_batch: int | None) -> Path:
-    sources = {"orders": {"format": "debezium-json", "schema": TIMED_SCHEMA,
-                          "primary_key": ["order_id", "pId"] if "products" in query.sources else ["order_id"]},
-               "products": {"format": "debezium-json", "schema": PRODUCTS_SCHEMA, "primary_key": ["pId"]},
-               "events": {"format": "json", "schema": ORDER_EVENTS_SCHEMA}}
-    spec = {"name": f"race_{query.name}", "sql": query.spark_sql,
-            "sources": {s: {"path": str(folder / s), **sources[s]} for s in query.sources}}
-    if query.windowed:
-        spec["sources"]["orders"].update(event_time="order_time", watermark="1 day")
-        spec["sink"] = {"emit": "early"}
-    if rows_per_batch:  # unset: the spec's default, sized by memory
+def lockstep_spec(folder: Path, query: QueryClass, rows_per_batch: int | None) -> Path:
+    """The query spec `lockstep stream` reads; the stream settings stay the defaults unless asked."""
+    sources = {}
+    for name in query.sources:
+        source = {"path": str(folder / name), "format": SOURCES[name].format, "schema": SOURCES[name].schema}
+        if primary_key(query, name):
+            source["primary_key"] = primary_key(query, name)
+        if query.windowed:
+            source.update(event_time="order_time", watermark="1 day")
+        sources[name] = source
+    spec = {"name": f"race_{query.name}", "sql": query.spark_sql, "sources": sources}
+    if rows_per_batch:
         spec["stream"] = {"rows_per_batch": rows_per_batch}
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
 
-# -- measuring ----------------------------------------------------------------------------------
+# -- one row of the race -------------------------------------------------------------------------
 
-def _measure(command: list[str]) -> dict:
-    """Run one engine: exit code, wall seconds, peak memory of its process tree, last stderr line."""
-    started = time.monotonic()
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = _PeakTree(process.pid)
-    peak.start()
-    _, err = process.communicate()
-    seconds = time.monotonic() - started
-    peak.stop.set()
-    peak.join()
-    causes = [line for line in err.splitlines() if line.startswith("Caused by")] or err.strip().splitlines() or ["?"]
-    failure = None if process.returncode == 0 else causes[-1][:300]
-    return {"exit": process.returncode, "seconds": round(seconds, 2), "peak_mib": round(peak.peak / 2**20),
-            "error": failure}
+def race_one(query: QueryClass, size: int, work: Path = WORK, rows_per_batch: int | None = None) -> dict:
+    """Both engines over the same files of one class and size: the row of the table."""
+    folder = work / f"{query.name}-{size}"
+    rows = write_inputs(folder, query, size)
+    row = {"class": query.name, "size": size, "rows": rows}
+    row["flink"] = _announced(query, rows, "flink", lambda: run_flink(folder, query))
+    row["lockstep"] = _announced(query, rows, "lockstep", lambda: run_lockstep(folder, query, rows_per_batch))
+    row["stages"] = micro_batches(folder / "runs" / f"race_{query.name}")
+    read = row["stages"][0]["rows"] if row["stages"] else 0
+    if row["lockstep"]["exit"] == 0 and read != rows:
+        row["lockstep"]["note"] = f"read {read:,} of {rows:,} changelog rows"
+    return row
 
 
-class _PeakTree(threading.Thread):
-    """The largest resident size of a process and all its children, sampled every 0.1 s."""
+def _announced(query: QueryClass, rows: int, engine: str, run) -> dict:
+    print(f"race: {query.name} {rows:,} rows: {engine} ...", flush=True)
+    result = run()
+    outcome = (f"{result['seconds']:.1f} s, peak {result['peak_mib']:,} MiB" if result["exit"] == 0
+               else f"FAILED (exit {result['exit']}): {result['error']}")
+    print(f"race: {query.name} {rows:,} rows: {engine} {outcome}", flush=True)
+    return result
+
+
+def run_flink(folder: Path, query: QueryClass) -> dict:
+    if not FLINK_PYTHON.exists():
+        return {"exit": None, "seconds": 0.0, "peak_mib": 0,
+                "error": f"{FLINK_PYTHON} is missing: `make setup` creates the Flink environment"}
+    env = {**os.environ, "FLINK_LOG_DIR": str(folder / "flink-log"), "JVM_ARGS": flink_jvm_args()}
+    env.pop("PYTHONPATH", None)  # nothing of lockstep's environment leaks into Flink's
+    result = measure([str(FLINK_PYTHON), str(FLINK_SIDE), str(flink_job(folder, query))], folder / "flink", env)
+    reported = _last_json(folder / "flink.out")
+    if reported.get("error"):
+        result["error"] = reported["error"]
+    result["query_seconds"] = reported.get("query_seconds")
+    return result
+
+
+def flink_jvm_args() -> str:
+    """The Flink JVM's heap as large as lockstep's Spark driver's, unless JVM_ARGS says otherwise."""
+    return os.environ.get("JVM_ARGS") or f"-Xmx{load_settings().spark.driver_memory}"
+
+
+def run_lockstep(folder: Path, query: QueryClass, rows_per_batch: int | None) -> dict:
+    runs = folder / "runs"
+    shutil.rmtree(runs, ignore_errors=True)  # the stream is incremental: a rerun would read nothing
+    command = [sys.executable, "-m", "jobs.cli.main", "stream", str(lockstep_spec(folder, query, rows_per_batch)),
+               "--out", str(runs)]
+    return measure(command, folder / "lockstep", dict(os.environ))
+
+
+def _last_json(path: Path) -> dict:
+    for line in reversed(path.read_text().splitlines() if path.exists() else []):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {}
+
+
+# -- measuring a process from outside -----------------------------------------------------------
+
+def measure(command: list[str], logs: Path, env: dict) -> dict:
+    """Run one engine to its end: exit code, wall seconds, peak memory of its process tree, and
+    the last line of its error output when it failed. Output goes to <logs>.out / <logs>.err."""
+    with open(f"{logs}.out", "w") as out, open(f"{logs}.err", "w") as err:
+        started = time.monotonic()
+        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err, env=env, start_new_session=True)
+        peak = PeakTreeMemory(process.pid)
+        peak.start()
+        code = _wait(process)
+        seconds = time.monotonic() - started
+    peak_bytes = peak.stop()
+    error = None if code == 0 else _last_line(Path(f"{logs}.err")) or f"exit {code}"
+    return {"exit": code, "seconds": round(seconds, 2), "peak_mib": round(peak_bytes / 2**20), "error": error}
+
+
+def _wait(process: subprocess.Popen) -> int:
+    try:
+        return process.wait(RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # its own session: the JVM child goes with it
+        process.wait()
+        return -signal.SIGKILL
+
+
+def _last_line(path: Path) -> str:
+    lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    causes = [line for line in lines if line.startswith("Caused by")]
+    return (causes or lines or [""])[-1][:300]
+
+
+class PeakTreeMemory(threading.Thread):
+    """The largest resident size of a process and all its descendants (the JVM a Python driver
+    starts) together, sampled every SAMPLE_SECONDS until stop()."""
 
     def __init__(self, pid: int):
         super().__init__(daemon=True)
-        self.root, self.peak, self.stop = psutil.Process(pid), 0, threading.Event()
+        self.root, self.peak, self._done = psutil.Process(pid), 0, threading.Event()
 
     def run(self) -> None:
-        while not self.stop.wait(0.1):
+        while not self._done.is_set():
             try:
                 tree = [self.root, *self.root.children(recursive=True)]
-                self.peak = max(self.peak, sum(_rss(p) for p in tree))
-            except psutil.NoSuchProcess:
-                return
+            except psutil.Error:
+                return  # the root has ended
+            self.peak = max(self.peak, sum(_resident(p) for p in tree))
+            self._done.wait(SAMPLE_SECONDS)
+
+    def stop(self) -> int:
+        self._done.set()
+        self.join()
+        return self.peak
 
 
-def _rss(process: psutil.Process) -> int:
+def _resident(process: psutil.Process) -> int:
     try:
         return process.memory_info().rss
-    except psutil.Error:
+    except psutil.Error:  # ended between listing and sampling
         return 0
 
 
-def _batch_seconds(log: Path) -> dict:
-    """Micro-batches and the mean seconds of the first and the last tenth of them."""
-    if not log.exists():
-        return {"count": 0, "first": None, "last": None}
-    seconds = [json.loads(line)["seconds"] for line in log.read_text().splitlines()]
+# -- lockstep's micro-batches -------------------------------------------------------------------
+
+def micro_batches(run: Path) -> list[dict]:
+    """Per stage, in the order they ran (intermediate stages first, the sink's stage last): its
+    micro-batches, the rows they read, and the mean seconds of the first and the last tenth."""
+    stage_logs = sorted(run.glob("stages/*/_state/batches.jsonl"), key=lambda p: p.stat().st_mtime)
+    logs = [(p.parents[1].name, p) for p in stage_logs] + [("final", run / "_state" / "batches.jsonl")]
+    return [_stage_figures(name, log) for name, log in logs if log.exists()]
+
+
+def _stage_figures(name: str, log: Path) -> dict:
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line]
+    seconds = [e["seconds"] for e in entries]
     tenth = max(1, len(seconds) // 10)
-    return {"count": len(seconds), "first": round(sum(seconds[:tenth]) / tenth, 2),
-            "last": round(sum(seconds[-tenth:]) / tenth, 2)}
+    return {"stage": name, "count": len(entries), "rows": sum(e["rows"] for e in entries),
+            "first_tenth_seconds": round(_mean(seconds[:tenth]), 3),
+            "last_tenth_seconds": round(_mean(seconds[-tenth:]), 3)}
 
 
-# -- the table ----------------------------------------------------------------------------------
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+# -- figures across sizes -----------------------------------------------------------------------
 
 def marginal(small: dict, large: dict, engine: str) -> float | None:
-    """Extra rows over extra seconds between two sizes: the rate with start-up taken out."""
-    extra = large[engine]["seconds"] - small[engine]["seconds"]
-    if extra <= 0 or small[engine]["exit"] or large[engine]["exit"]:
+    """Extra rows over extra seconds from the smaller size to the larger: the rate with the
+    start-up (the same at both sizes) taken out. None when a run failed or took no longer."""
+    if small[engine]["exit"] != 0 or large[engine]["exit"] != 0:
         return None
-    return (large["rows"] - small["rows"]) / extra
+    extra_seconds = large[engine]["seconds"] - small[engine]["seconds"]
+    return (large["rows"] - small["rows"]) / extra_seconds if extra_seconds > 0 else None
 
 
-def print_table(results: list[dict]) -> None:
-    print("\n| class | rows | Flink s | lockstep s | Flink rows/s | lockstep rows/s | lockstep / Flink "
-          "| peak MiB Flink / lockstep | micro-batches | batch s first / last tenth |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        f, s, b = r["flink"], r["lockstep"], r["batches"]
-        print(f"| {r['class']} | {r['rows']:,} | {_secs(f)} | {_secs(s)} | {_rate(r, f)} | {_rate(r, s)} | "
-              f"{_ratio(f, s)} | {f['peak_mib']:,} / {s['peak_mib']:,} | {b['count']} | "
-              f"{b['first']} / {b['last']} |")
-    print("\n| class | marginal rows/s Flink | marginal rows/s lockstep | lockstep / Flink |")
-    print("|---|---|---|---|")
+def marginal_rates(results: list[dict]) -> list[dict]:
+    """Per class with two sizes or more: each engine's marginal rate between its smallest and
+    largest size, and lockstep's time per extra row relative to Flink's."""
+    rates = []
     for name in dict.fromkeys(r["class"] for r in results):
-        rows = [r for r in results if r["class"] == name]
+        rows = sorted((r for r in results if r["class"] == name), key=lambda r: r["rows"])
         if len(rows) < 2:
             continue
         flink, mine = marginal(rows[0], rows[-1], "flink"), marginal(rows[0], rows[-1], "lockstep")
-        ratio = f"{flink / mine:.1f}x slower" if flink and mine else "-"
-        print(f"| {name} | {_num(flink)} | {_num(mine)} | {ratio} |")
+        rates.append({"class": name, "flink_rows_per_second": flink, "lockstep_rows_per_second": mine,
+                      "lockstep_over_flink": flink / mine if flink and mine else None,
+                      "why_missing": {e: _why_no_marginal(rows[0], rows[-1], e) for e in ("flink", "lockstep")
+                                      if marginal(rows[0], rows[-1], e) is None}})
+    return rates
+
+
+def _why_no_marginal(small: dict, large: dict, engine: str) -> str:
+    if small[engine]["exit"] != 0 or large[engine]["exit"] != 0:
+        return "a run failed"
+    return "the larger size took no longer: start-up and noise outweigh the extra rows; try larger sizes"
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+def machine() -> dict:
+    return {"date": date.today().isoformat(), "host": platform.node(), "cpu": _cpu_model(),
+            "cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "flink": _flink_version(), "flink_jvm_args": flink_jvm_args(),
+            "spark_master": load_settings().spark.master}
+
+
+def _cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                platform.processor() or "?")
+
+
+def _flink_version() -> str:
+    found = sorted(ROOT.glob(".venv-flink/lib/python*/site-packages/apache_flink-*.dist-info"))
+    return found[0].name.removeprefix("apache_flink-").removesuffix(".dist-info") if found else "missing"
+
+
+def print_header(info: dict) -> None:
+    print(f"race on {info['date']}: {info['host']}, {info['cores']} cores ({info['cpu']}), "
+          f"{info['memory_gib']:g} GiB memory", flush=True)
+    print(f"Flink {info['flink']} (PyFlink, streaming, parallelism 2, {info['flink_jvm_args']}, blackhole sink) "
+          f"against lockstep stream (Spark {info['spark_master']}, Delta sink), whole processes timed", flush=True)
+
+
+def print_table(results: list[dict], rates: list[dict]) -> None:
+    print("\n| class | changelog rows | Flink s | lockstep s | Flink rows/s | lockstep rows/s | lockstep / Flink "
+          "| peak MiB Flink | peak MiB lockstep | micro-batches | micro-batch s, first / last tenth |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in results:
-        for engine in ("flink", "lockstep"):
-            if r[engine]["error"]:
-                print(f"{r['class']} {r['rows']:,} rows: {engine} failed: {r[engine]['error']}")
+        f, s = r["flink"], r["lockstep"]
+        print(f"| {r['class']} | {r['rows']:,} | {_seconds(f)} | {_seconds(s)} | {_rate(r, f)} | {_rate(r, s)} | "
+              f"{_ratio(f, s)} | {_mib(f)} | {_mib(s)} | {_batch_counts(r)} | {_batch_seconds(r)} |")
+    if rates:
+        print("\n| class | marginal rows/s Flink | marginal rows/s lockstep | lockstep / Flink per extra row |")
+        print("|---|--:|--:|--:|")
+        for m in rates:
+            ratio = f"{m['lockstep_over_flink']:.1f}x" if m["lockstep_over_flink"] else "-"
+            print(f"| {m['class']} | {_number(m['flink_rows_per_second'])} | "
+                  f"{_number(m['lockstep_rows_per_second'])} | {ratio} |")
+    _print_notes(results, rates)
 
 
-def _secs(run: dict) -> str:
+def _print_notes(results: list[dict], rates: list[dict]) -> None:
+    """What the table cannot say in a cell: why a run failed or a rate is missing, a lockstep run
+    that read fewer rows than were written, and how multi-stage cells read."""
+    notes = [f"- {r['class']} {r['rows']:,} rows, {engine}: {r[engine].get('error') or r[engine].get('note')}"
+             for r in results for engine in ("flink", "lockstep")
+             if r[engine]["exit"] != 0 or r[engine].get("note")]
+    notes += [f"- {m['class']}, no marginal rate for {engine}: {why}"
+              for m in rates for engine, why in m["why_missing"].items()]
+    if any(len(r["stages"]) > 1 for r in results):
+        notes.append("- multi-stage queries: micro-batches and their seconds per stage, in the order "
+                     "the stages ran (stage 1 + stage 2)")
+    if notes:
+        print("\n" + "\n".join(notes))
+
+
+def _seconds(run: dict) -> str:
     return f"{run['seconds']:.1f}" if run["exit"] == 0 else f"failed ({run['exit']})"
-
-
-def _ratio(flink: dict, mine: dict) -> str:
-    return f"{mine['seconds'] / flink['seconds']:.1f}x" if not flink["exit"] and not mine["exit"] else "-"
 
 
 def _rate(row: dict, run: dict) -> str:
     return f"{row['rows'] / run['seconds']:,.0f}" if run["exit"] == 0 else "-"
 
 
-def _num(value: float | None) -> str:
+def _ratio(flink: dict, mine: dict) -> str:
+    return f"{mine['seconds'] / flink['seconds']:.1f}x" if flink["exit"] == 0 and mine["exit"] == 0 else "-"
+
+
+def _mib(run: dict) -> str:
+    return f"{run['peak_mib']:,}" if run["exit"] is not None else "-"
+
+
+def _batch_counts(row: dict) -> str:
+    return " + ".join(str(stage["count"]) for stage in row["stages"]) or "-"
+
+
+def _batch_seconds(row: dict) -> str:
+    return " + ".join(f"{s['first_tenth_seconds']:.2f} / {s['last_tenth_seconds']:.2f}" for s in row["stages"]) or "-"
+
+
+def _number(value: float | None) -> str:
     return f"{value:,.0f}" if value else "-"
 
 
-def _arguments():
+# -- the command --------------------------------------------------------------------------------
+
+def main() -> None:
+    args = _arguments()
+    info = machine()
+    print_header(info)
+    results = [race_one(CLASSES[name], size, rows_per_batch=args.rows_per_batch)
+               for name in args.classes for size in args.sizes]
+    rates = marginal_rates(results)
+    WORK.mkdir(parents=True, exist_ok=True)
+    report = {"machine": info, "sizes": args.sizes, "rows_per_batch": args.rows_per_batch,
+              "results": results, "marginal": rates}
+    (WORK / "race.json").write_text(json.dumps(report, indent=1))
+    print_table(results, rates)
+    print(f"\nfigures: {WORK / 'race.json'}")
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=lambda t: [int(n) for n in t.split(",")], default=[100_000, 400_000],
-                        help="logical events per source, comma-separated (default: 100000,400000)")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--sizes", type=_numbers, default=DEFAULT_SIZES,
+                       help=f"logical events per source, comma-separated (default: {_listed(DEFAULT_SIZES)})")
+    sizes.add_argument("--small", action="store_const", dest="sizes", const=SMALL_SIZES,
+                       help=f"sizes {_listed(SMALL_SIZES)}: a quick look")
+    parser.add_argument("--classes", type=_classes, default=list(CLASSES),
+                        help=f"query classes, comma-separated (default: all: {','.join(CLASSES)})")
     parser.add_argument("--rows-per-batch", type=int, default=None,
-                        help="lockstep micro-batch rows (default: the spec's default, sized by memory)")
-    parser.add_argument("--classes", type=lambda t: t.split(","), default=list(CLASSES),
-                        help=f"query classes, comma-separated (default: all: {', '.join(CLASSES)})")
+                        help="set lockstep's stream.rows_per_batch (default: unset, lockstep's own sizing)")
     return parser.parse_args()
+
+
+def _numbers(text: str) -> list[int]:
+    return [int(n) for n in text.split(",")]
+
+
+def _classes(text: str) -> list[str]:
+    names = text.split(",")
+    unknown = [n for n in names if n not in CLASSES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown class {unknown[0]!r} (known: {', '.join(CLASSES)})")
+    return names
+
+
+def _listed(sizes: list[int]) -> str:
+    return ",".join(str(n) for n in sizes)
 
 
 if __name__ == "__main__":

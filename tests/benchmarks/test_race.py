@@ -1,20 +1,81 @@
-"""The race's plumbing on every `make test` (`make race` runs it at size): both engines read the
-same generated files and finish, lockstep's micro-batches are logged, and the marginal rate is
-the extra rows over the extra seconds."""
+"""The race (tests/benchmarks/race.py, `make race`) in small: one class at two tiny sizes, both
+engines over the same generated Debezium files. What the race's table rests on: both engines
+finish, lockstep reads every changelog row and its sink holds the right answer, the micro-batches
+are logged, and the marginal rate is the extra rows over the extra seconds measured."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
-from tests.benchmarks.race import CLASSES, FLINK_PYTHON, marginal, race_one
+from tests.benchmarks.race import CLASSES, FLINK_PYTHON, marginal_rates, race_one
+
+SIZES = (1_000, 3_000)  # logical events: start-up is most of the time at these sizes
+
+pytestmark = pytest.mark.skipif(not FLINK_PYTHON.exists(),
+                                reason=f"{FLINK_PYTHON} is missing: `make setup` creates the Flink environment")
 
 
-@pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no .venv-flink: `make setup` creates it")
-def test_both_engines_finish_the_same_small_changelog(tmp_path):
-    small, large = (race_one(CLASSES["group_aggregate"], size, work=tmp_path) for size in (300, 900))
-    for row in (small, large):
-        assert row["flink"]["exit"] == 0, row["flink"]["error"]
-        assert row["lockstep"]["exit"] == 0, row["lockstep"]["error"]
-        assert row["batches"]["count"] >= 1 and row["lockstep"]["peak_mib"] > 0
-    assert large["rows"] > small["rows"]
-    rate = marginal(small, large, "lockstep")
-    extra = large["lockstep"]["seconds"] - small["lockstep"]["seconds"]
-    assert rate is None if extra <= 0 else rate == pytest.approx((large["rows"] - small["rows"]) / extra)
+@pytest.fixture(scope="module")
+def raced(tmp_path_factory) -> tuple[Path, list[dict]]:
+    work = tmp_path_factory.mktemp("race")
+    return work, [race_one(CLASSES["group_aggregate"], size, work=work) for size in SIZES]
+
+
+def test_both_engines_finish_every_size(raced):
+    _, rows = raced
+    for row in rows:
+        for engine in ("flink", "lockstep"):
+            run = row[engine]
+            assert run["exit"] == 0, f"{engine} at {row['size']}: {run['error']}"
+            assert run["seconds"] > 0 and run["peak_mib"] > 0
+        assert 0 < row["flink"]["query_seconds"] < row["flink"]["seconds"]  # flink_race.py reported its job
+
+
+def test_lockstep_reads_every_row_in_logged_micro_batches(raced):
+    _, rows = raced
+    assert rows[0]["rows"] < rows[1]["rows"]
+    for row in rows:
+        [stage] = row["stages"]  # a group aggregate is one stage
+        assert stage["count"] >= 1 and stage["rows"] == row["rows"]
+        assert 0 < stage["first_tenth_seconds"] and 0 < stage["last_tenth_seconds"]
+        assert "note" not in row["lockstep"]
+
+
+def test_lockstep_sink_holds_the_aggregate_of_the_debezium_file(raced):
+    work, rows = raced
+    folder = work / f"group_aggregate-{rows[-1]['size']}"
+    sink = DeltaTable(str(folder / "runs" / "race_group_aggregate" / "stream")).to_pyarrow_table().to_pylist()
+    assert sorted((r["pId"], r["total"], r["orders"]) for r in sink) == _aggregate(folder / "orders")
+
+
+def test_the_marginal_rate_is_extra_rows_over_extra_seconds(raced):
+    _, (small, large) = raced
+    [rates] = marginal_rates([small, large])
+    for engine in ("flink", "lockstep"):
+        extra = large[engine]["seconds"] - small[engine]["seconds"]
+        expected = (large["rows"] - small["rows"]) / extra if extra > 0 else None
+        assert rates[f"{engine}_rows_per_second"] == pytest.approx(expected)
+        assert (expected is None) == (engine in rates["why_missing"])
+    flink, mine = rates["flink_rows_per_second"], rates["lockstep_rows_per_second"]
+    assert rates["lockstep_over_flink"] == (pytest.approx(flink / mine) if flink and mine else None)
+
+
+def _aggregate(orders: Path) -> list[tuple[int, int, int]]:
+    """SUM(income), COUNT(*) per pId over the orders left live by the Debezium lines."""
+    live = {}
+    for line in (orders / "part-00000.json").read_text().splitlines():
+        change = json.loads(line)
+        if change["before"]:
+            del live[change["before"]["order_id"]]
+        if change["after"]:
+            live[change["after"]["order_id"]] = change["after"]
+    groups = defaultdict(lambda: [0, 0])
+    for order in live.values():
+        groups[order["pId"]][0] += order["income"]
+        groups[order["pId"]][1] += 1
+    return sorted((p, total, count) for p, (total, count) in groups.items())
