@@ -130,6 +130,12 @@ class LookupSpec(Strict):
     # null: the row gets nulls, counted in the report.
     on_lookup_error: Literal["fail", "null"] = "fail"
 
+    @field_validator("on_lookup_error", mode="before")
+    @classmethod
+    def _bare_null_means_null(cls, value: object) -> object:
+        # YAML reads an unquoted `null` as None: the user meant the policy named "null".
+        return "null" if value is None else value
+
     @field_validator("timeout")
     @classmethod
     def _timeout_is_an_interval(cls, value: str) -> str:

@@ -65,3 +65,11 @@ def test_settings_default_when_no_file_and_reject_unknown_keys(tmp_path):
     path = write_spec(tmp_path, "spark:\n  cores: 8\n", name="settings.yaml")
     with pytest.raises(SpecError, match="settings.yaml:2: spark.cores: unknown key"):
         load_settings(path)
+
+
+@pytest.mark.parametrize("written", ["null", "'null'", "fail"])
+def test_on_lookup_error_null_is_the_policy_whether_or_not_yaml_reads_it_as_a_null(tmp_path, written):
+    lookup = ("\nlookups:\n  customers:\n    kind: http\n    url: http://127.0.0.1:1/c/{k}\n"
+              f"    key: [k]\n    output: \"name STRING\"\n    on_lookup_error: {written}\n")
+    spec = load_spec(write_spec(tmp_path, VALID + lookup))
+    assert spec.lookups["customers"].on_lookup_error == written.strip("'")
