@@ -21,6 +21,7 @@ A file already staged must not change: appending to a changelog means adding fil
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -150,7 +151,7 @@ class _Piece:
     name: str  # the file's path in the folder, or v<version>
     where: str  # how a message names it
     parsed: ParsedFile
-    entry: dict  # what the manifest keeps to recognise it: a file's size and mtime, a version
+    entry: dict  # what the manifest keeps to recognise it: a file's size, mtime and hash; a version
     raw_text: Callable[[set[int]], dict[int, str]]  # the text of some of its rows, by line
 
 
@@ -219,7 +220,8 @@ def _file_pieces(name: str, spec: SourceSpec, schema: SourceSchema, manifest: di
     for path in (p for p in files if _relative(p, spec.path) not in consumed):
         stat = path.stat()
         yield _Piece(_relative(path, spec.path), _display(path), parse_file(path, spec.format, schema),
-                     {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}, functools.partial(_lines_of, path))
+                     {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": _digest(path)},
+                     functools.partial(_lines_of, path))
 
 
 def _version_pieces(spark: SparkSession | None, name: str, spec: SourceSpec, schema: SourceSchema,
@@ -413,10 +415,26 @@ def _check_consumed_unchanged(manifest: dict, files: list[Path], folder: Path) -
         if path is None:
             raise InputError("file was consumed by an earlier run and has since been removed",
                              where=str(folder / entry["name"]))
-        stat = path.stat()
-        if stat.st_size != entry["size"] or stat.st_mtime_ns != entry["mtime_ns"]:
+        if not _same_file(path, entry):
             raise InputError("file changed after an earlier run consumed it; changelog files are "
-                             "append-only (add a new file instead)", where=str(path))
+                             "append-only: add a new file instead, or restore this one, or start "
+                             "over with `lockstep rebuild`", where=str(path))
+
+
+def _same_file(path: Path, entry: dict) -> bool:
+    """Whether `path` still holds what was consumed: its size and mtime when both are unchanged;
+    else its content, so that touching a file (a copy, a checkout) does not make it new."""
+    stat = path.stat()
+    if stat.st_size != entry["size"]:
+        return False
+    if stat.st_mtime_ns == entry["mtime_ns"]:
+        return True
+    return "sha256" in entry and _digest(path) == entry["sha256"]  # manifests before hashes: changed
+
+
+def _digest(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _check_appended_in_order(new: list[Path], consumed: set[str], folder: Path) -> None:

@@ -97,6 +97,17 @@ def test_a_consumed_file_that_changes_is_refused(tmp_path):
         stage(tmp_path, spec)
 
 
+def test_a_consumed_file_touched_but_unchanged_is_not_new_and_a_same_size_edit_is_refused(tmp_path):
+    spec = source(tmp_path)
+    path = write_changelog(tmp_path / "orders", "a.json", [change("+I", 1, 1, 5)])
+    stage(tmp_path, spec)
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    assert stage(tmp_path, spec).new_rows == 0
+    path.write_text(path.read_text().replace('"income": 5', '"income": 6'))
+    with pytest.raises(InputError, match="changed after an earlier run consumed it.*lockstep rebuild"):
+        stage(tmp_path, spec)
+
+
 def test_retraction_checks_continue_across_staging_runs(tmp_path):
     spec = source(tmp_path)
     write_changelog(tmp_path / "orders", "a.json", [change("+I", 1, 1, 5)])
