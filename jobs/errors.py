@@ -18,6 +18,7 @@ class LockstepError(Exception):
     def __init__(self, message: str, *, where: str | None = None):
         self.message = message
         self.where = where
+        self.excerpt = getattr(where, "excerpt", None)  # lines to print under the message
         super().__init__(f"{where}: {message}" if where else message)
 
 
@@ -57,6 +58,18 @@ def one_line(exc: BaseException) -> str:
         return str(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else 'no message'}"
+
+
+class Place(str):
+    """A `file:line[:column]` that may carry an excerpt of the file: the line, and a caret under
+    the spot, printed under the error's one line."""
+
+    excerpt: str | None
+
+    def __new__(cls, text: str, excerpt: str | None = None) -> Place:
+        made = super().__new__(cls, text)
+        made.excerpt = excerpt
+        return made
 
 
 def place(path: object, line: int | None = None) -> str:

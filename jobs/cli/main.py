@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"lockstep: error: {exc}", file=sys.stderr)
+        if exc.excerpt:
+            print(exc.excerpt, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("lockstep: interrupted", file=sys.stderr)

@@ -199,11 +199,14 @@ class _Relations:
             raise SqlError(f"unknown table {name!r} (the spec's sources are: {known})",
                            where=self.where(relation))
         source = self.spec.sources[match]
-        schema = parse_schema(source.schema_ddl, where=f"{self.spec.spec_path}: sources.{match}.schema")
+        schema = parse_schema(source.schema_ddl, where=self.spec.place_of("sources", match, "schema"))
         for key in source.primary_key:
             if schema.column(key) is None:
                 raise SqlError(f"primary key column {key!r} is not in the schema of {match}",
-                               where=f"{self.spec.spec_path}: sources.{match}.primary_key")
+                               where=self.spec.place_of("sources", match, "primary_key"))
+        if source.event_time is not None and schema.column(source.event_time) is None:
+            raise SqlError(f"event_time column {source.event_time!r} is not in the schema of {match}",
+                           where=self.spec.place_of("sources", match, "event_time"))
         node = ChangelogSource(match, schema, source.format, source.primary_key)
         types = [c.spark_type for c in schema.columns]
         return node, Scope.of((relation.alias, match), schema.names, types=types)

@@ -12,6 +12,7 @@ import sqlglot
 from sqlglot import exp
 
 from jobs.errors import SqlError, place
+from jobs.plan.locate import node_place, parse_error_place, readable, token_error_place
 from jobs.spec.model import QuerySpec
 
 # A query whose result depends on when or where it runs can never show stream/batch unity.
@@ -47,8 +48,10 @@ def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
         statements = [s for s in sqlglot.parse(text, read="spark") if s is not None]
     except sqlglot.errors.ParseError as exc:
         info = (exc.errors or [{}])[0]
-        raise SqlError(f"SQL does not parse: {info.get('description', exc)}",
-                       where=_where(spec, info.get("line"))) from None
+        raise SqlError(f"SQL does not parse: {readable(info)}", where=parse_error_place(spec, info, text)) from None
+    except sqlglot.errors.TokenError as exc:
+        raise SqlError("SQL does not parse: cannot read it as tokens (an unclosed quote or comment?)",
+                       where=token_error_place(spec, exc, text)) from None
     except RecursionError:
         raise SqlError("the SQL is nested too deep to parse", where=_where(spec, 1)) from None
     if len(statements) != 1:
@@ -143,7 +146,8 @@ def line_of(node: exp.Expression) -> int | None:
 
 
 def where_in_spec(spec: QuerySpec, node: exp.Expression | None) -> str:
-    return _where(spec, line_of(node) if node is not None else None)
+    """file:line:column of the node's first token, with the line and a caret under it."""
+    return node_place(spec, node, mask_window(spec, spec.sql))
 
 
 def _where(spec: QuerySpec, sql_line: int | None) -> str:

@@ -21,7 +21,7 @@ def load_spec(path: str | Path) -> QuerySpec:
     sources = {name: src.model_copy(update={"path": (path.parent / src.path).resolve()})
                for name, src in spec.sources.items()}
     return spec.model_copy(update={"sources": sources, "spec_path": path,
-                                   "sql_line": _sql_start_line(root)})
+                                   "sql_line": _sql_start_line(root), "key_lines": dict(_key_lines(root))})
 
 
 def load_settings(path: str | Path | None = None) -> Settings:
@@ -52,7 +52,7 @@ def _read_yaml(path: Path) -> tuple[dict[str, Any], yaml.Node | None]:
         raise SpecError("the YAML is nested too deep", where=str(path)) from None
     if not isinstance(data, dict):
         raise SpecError("expected a mapping of keys at the top level", where=str(path))
-    for forbidden in ("spec_path", "sql_line", "settings_path"):
+    for forbidden in ("spec_path", "sql_line", "key_lines", "settings_path"):
         if forbidden in data:
             raise SpecError(f"unknown key '{forbidden}'", where=place(path, _line_of(root, (forbidden,))))
     return data, root
@@ -108,6 +108,16 @@ def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     if line is None and root is not None:
         line = root.start_mark.line + 1
     return line
+
+
+def _key_lines(node: yaml.Node | None, prefix: str = ""):
+    """(dotted path, 1-based line) of every mapping key under `node`."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    for key, value in node.value:
+        dotted = f"{prefix}{key.value}"
+        yield dotted, key.start_mark.line + 1
+        yield from _key_lines(value, dotted + ".")
 
 
 def _sql_start_line(root: yaml.Node | None) -> int:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from jobs.errors import place
 from jobs.spec.intervals import parse_interval
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -171,6 +172,13 @@ class QuerySpec(Strict):
     # so that errors in the SQL can name the YAML line.
     spec_path: Path = Path("<memory>")
     sql_line: int = 1
+    key_lines: dict[str, int] = {}  # the YAML line of each key, by dotted path (sources.orders.schema)
+
+    def place_of(self, *keys: str) -> str:
+        """`file:line` of a key of the spec (`place_of("sources", "orders", "schema")`)."""
+        dotted = ".".join(keys)
+        line = self.key_lines.get(dotted)
+        return f"{place(self.spec_path, line)}: {dotted}" if line else f"{self.spec_path}: {dotted}"
 
     @field_validator("schedule")
     @classmethod
