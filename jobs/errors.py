@@ -56,8 +56,26 @@ def one_line(exc: BaseException) -> str:
     """An error as one line: lockstep's own as it reads, anything else by its type and first line."""
     if isinstance(exc, LockstepError):
         return str(exc)
+    java = _java_cause(exc)
+    if java:
+        return java
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else 'no message'}"
+
+
+def _java_cause(exc: BaseException) -> str | None:
+    """The innermost cause of a Java exception raised through py4j ("An error occurred while
+    calling o55.load" names none), as `Class: message`, its first line only."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return None
+    try:
+        while java.getCause() is not None:
+            java = java.getCause()
+        text = str(java.toString()).strip()
+    except Exception:  # the JVM is gone: py4j cannot ask it
+        return None
+    return text.splitlines()[0].removeprefix("java.lang.") if text else None
 
 
 class Place(str):

@@ -55,10 +55,13 @@ def _logical_date(text: str):
 
 def _pipeline(args):
     from jobs.pipeline import Pipeline
+    from jobs.runtime.spark import LOGS, log_jvm_to
 
-    return Pipeline.open(args.spec, settings_path=args.settings, runs_dir=getattr(args, "out", None),
-                         progress=Progress(quiet=args.quiet), writer=getattr(args, "writer", None),
-                         master=args.master)
+    pipeline = Pipeline.open(args.spec, settings_path=args.settings, runs_dir=getattr(args, "out", None),
+                             progress=Progress(quiet=args.quiet), writer=getattr(args, "writer", None),
+                             master=args.master)
+    log_jvm_to(pipeline.layout.root.parent / LOGS / f"{pipeline.layout.root.name}.spark.log")
+    return pipeline
 
 
 def cmd_explain(args) -> int:

@@ -16,6 +16,7 @@ from jobs.changelog.generate import generate_changelog
 from jobs.cli.demo_service import DemoDimensionService, tables_in
 from jobs.errors import RunStateError, SpecError, one_line
 from jobs.pipeline import Pipeline
+from jobs.runtime.spark import LOGS, log_jvm_to
 from jobs.plan import plan_query
 from jobs.runtime.progress import Progress, counts
 from jobs.spec import load_settings, load_spec, with_master, with_writer
@@ -44,6 +45,7 @@ def _dimension_service(folder: Path, progress: Progress):
 def run_demo(args) -> int:
     settings = with_master(load_settings(args.settings), args.master)
     out = args.out or settings.runs_dir
+    log_jvm_to(Path(out) / LOGS / "demo.spark.log")  # not in a query's folder: each is cleared first
     progress = Progress(quiet=args.quiet)
     specs = sorted(args.queries.glob("*.yaml"))
     if not specs:

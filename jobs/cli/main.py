@@ -38,8 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a failure before a verdict is never exit 1 ("they disagree")
         if args.debug:
             traceback.print_exc()
-        print(f"lockstep: error: {one_line(exc)} (an internal error; --debug shows where)", file=sys.stderr)
+        print(f"lockstep: error: {one_line(exc)} ({_where_to_look()})", file=sys.stderr)
         return EXIT_INVALID
+
+
+def _where_to_look() -> str:
+    from jobs.runtime.spark import jvm_log
+
+    log = jvm_log()
+    return f"--debug shows where; Spark's log: {log}" if log else "--debug shows where"
 
 
 def _parser() -> argparse.ArgumentParser:

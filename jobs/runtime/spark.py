@@ -10,6 +10,7 @@ import ctypes
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,21 @@ from jobs.spec.model import SparkSettings
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _session = None
+_jvm_log: Path | None = None
+LOGS = "logs"  # the runs folder's folder of JVM logs: <runs>/logs/<query>.spark.log
+
+
+def log_jvm_to(path: Path | None) -> None:
+    """Send the JVM's own output (Spark's log at WARN, the JVM's warnings, Java stack traces) to
+    `path` instead of the terminal. Takes effect for a session not yet started; the CLI sets it
+    to its run folder's spark.log, so that a terminal shows lockstep's lines only."""
+    global _jvm_log
+    _jvm_log = path
+
+
+def jvm_log() -> Path | None:
+    """Where the running session's JVM writes its output (None: to this process's stderr)."""
+    return _jvm_log if _session is not None else None
 
 
 def spark_session(settings: SparkSettings | None = None, progress: Progress | None = None):
@@ -39,14 +55,15 @@ def spark_session(settings: SparkSettings | None = None, progress: Progress | No
 def _start(settings: SparkSettings | None):
     global _session
     settings = settings or SparkSettings()
-    _jvm_dies_with_this_process()
+    _launch_jvm_our_way()
     # Python workers (the changelog source's readers) must run this interpreter, with lockstep
     # importable, not whatever `python3` is on the PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    java_opts = f"-Dlog4j.configurationFile=file:{LOG_CONFIG} -Dlog4j2.configurationFile=file:{LOG_CONFIG}"
+    java_opts = (f"-Dlog4j.configurationFile=file:{LOG_CONFIG} -Dlog4j2.configurationFile=file:{LOG_CONFIG} "
+                 f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'}")
     builder = (SparkSession.builder.master(settings.master).appName("lockstep")
                .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
                .config("spark.default.parallelism", str(settings.shuffle_partitions))
@@ -61,7 +78,7 @@ def _start(settings: SparkSettings | None):
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown chatter outlives stderr
-    _session.sparkContext.setLogLevel("ERROR")
+    _session.sparkContext.setLogLevel("WARN" if _jvm_log else "ERROR")
     return _session
 
 
@@ -77,28 +94,36 @@ def _cluster_conf(settings: SparkSettings) -> dict[str, str]:
     return {"spark.executorEnv.PYTHONPATH": path, "spark.executor.memory": settings.executor_memory}
 
 
-def _jvm_dies_with_this_process() -> None:
-    """Start Spark's JVM with a parent-death signal: when this process is killed (kill -9 leaves
-    no time to stop Spark) the kernel kills the JVM too, instead of leaving it running. The
-    signal follows the thread that started the JVM, so the session is started from the thread
-    that runs the step (every entry point does)."""
+def _launch_jvm_our_way() -> None:
+    """Wrap the Popen that starts Spark's JVM, for two things.
+
+    A parent-death signal (Linux): when this process is killed (kill -9 leaves no time to stop
+    Spark) the kernel kills the JVM too, instead of leaving it running. The signal follows the
+    thread that started the JVM, so the session is started from the thread that runs the step
+    (every entry point does).
+
+    The JVM's output to the log file set by log_jvm_to, if any (read when the JVM starts)."""
     import pyspark.java_gateway as gateway
 
-    if getattr(gateway.Popen, "lockstep_pdeathsig", False) or not sys.platform.startswith("linux"):
+    if getattr(gateway.Popen, "lockstep_launcher", False):
         return
     original = gateway.Popen
 
     def popen(command, **kwargs):
         inner = kwargs.get("preexec_fn")
+        if _jvm_log is not None:  # the gateway's port comes through a file, not the JVM's stdout
+            _jvm_log.parent.mkdir(parents=True, exist_ok=True)
+            kwargs.update(stdout=_jvm_log.open("w"), stderr=subprocess.STDOUT)
 
         def preexec():
             if inner is not None:
                 inner()
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if sys.platform.startswith("linux"):
+                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
         return original(command, **{**kwargs, "preexec_fn": preexec})
 
-    popen.lockstep_pdeathsig = True
+    popen.lockstep_launcher = True
     gateway.Popen = popen
 
 

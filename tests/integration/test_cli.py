@@ -82,3 +82,27 @@ def test_a_nullable_field_left_out_reads_as_null_and_is_counted_in_the_report(tm
     assert "with a field left out (read as NULL): 1" in result.stdout
     report = json.loads((tmp_path / "runs" / "q" / "report.json").read_text())
     assert report["rows_with_absent_fields"] == 1
+
+
+def test_the_terminal_shows_lockstep_lines_only_and_the_jvm_writes_to_the_runs_folder(tmp_path):
+    write_changelog(tmp_path / "orders", "001.json", GOOD)
+    spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId")
+    result = lockstep("run", spec, "--out", tmp_path / "runs", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    foreign = [line for line in result.stderr.splitlines() if not line.startswith("[")]
+    assert foreign == []  # progress lines only: "[  12.1s] ..."
+    log = (tmp_path / "runs" / "logs" / "q.spark.log").read_text()
+    assert "WARN" in log  # Spark's own warnings (the JVM's, log4j's) went to the file
+
+
+def test_a_java_failure_reads_as_its_innermost_cause_not_the_py4j_call(spark):
+    from py4j.protocol import Py4JJavaError
+
+    from jobs.errors import one_line
+
+    jvm = spark._jvm
+    failed = jvm.java.util.concurrent.CompletableFuture.failedFuture(jvm.java.io.IOException("disk full"))
+    with pytest.raises(Py4JJavaError) as info:
+        failed.get()  # ExecutionException caused by the IOException: PySpark passes it on unconverted
+    assert str(info.value).startswith("An error occurred while calling")  # py4j's own first line
+    assert one_line(info.value) == "java.io.IOException: disk full"
