@@ -82,6 +82,7 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
     point = read_point(layout, logical_date)
     past = point.sink_version != read_point(layout).sink_version
     spark = spark_session(settings.spark)
+    progress.say(f"check {plan.spec.name}: the sink at version {point.sink_version} against the batch result")
     sides = _sides(spark, plan, layout, point, settings)
     feed = _change_feed(spark, plan, layout, point)
     data = {"stream_result": sides.stream, "batch_result": sides.batch,
@@ -92,7 +93,7 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
         specs.append(sides.windows.suite(sides.cols))
     materializer = None if past else _add_state_suites(spark, plan, layout, sides.cols, data, specs)
     counts = {"stream_rows": sides.stream.count(), "batch_rows": sides.batch.count()}
-    outcomes = _validate_all(layout, specs, data, counts, settings.check.sample_rows)
+    outcomes = _validate_all(layout, specs, data, counts, settings.check.sample_rows, progress)
     # A past date's stage tables as they were then; the current point's as they are.
     stages = compare_stages(spark, plan, layout, point.stage_versions if past else None, plan.spec.sink.through_spark)
     evidence = Evidence(spark, plan, layout, point, sides.cols, sides.windows, stages, materializer)
@@ -158,17 +159,28 @@ def _add_state_suites(spark: SparkSession, plan: Plan, layout: RunLayout, cols: 
 
 
 def _validate_all(layout: RunLayout, specs: list[SuiteSpec], data: dict, counts: dict,
-                  sample_rows: int) -> list[ExpectationOutcome]:
+                  sample_rows: int, progress: Progress) -> list[ExpectationOutcome]:
     context = gx_context(layout.root)
     outcomes = []
     try:
         for spec in specs:
             if spec.expectations:  # a suite with nothing left to check here (its skips are reported)
-                outcomes += validate(context, spec, data[spec.asset], counts, sample_rows)
+                outcomes += _validate_one(context, spec, data[spec.asset], counts, sample_rows, progress)
     finally:
         for frame in data.values():
             frame.unpersist()
-    context.build_data_docs()
+    with progress.waiting("  building Data Docs ..."):
+        context.build_data_docs()
+    return outcomes
+
+
+def _validate_one(context, spec: SuiteSpec, frame: DataFrame, counts: dict, sample_rows: int,
+                  progress: Progress) -> list[ExpectationOutcome]:
+    started = time.monotonic()
+    with progress.waiting(f"  suite {spec.name}: {len(spec.expectations)} expectation(s) on {spec.asset} ..."):
+        outcomes = validate(context, spec, frame, counts, sample_rows)
+    held = sum(o.success for o in outcomes)
+    progress.say(f"  suite {spec.name}: {held}/{len(outcomes)} hold ({time.monotonic() - started:.1f} s)")
     return outcomes
 
 

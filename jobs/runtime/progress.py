@@ -1,18 +1,36 @@
-"""Progress lines on stderr while work runs; silent when asked (tests, Airflow's own logging)."""
+"""What lockstep is doing while it works, on stderr.
+
+On a terminal, lines drawn by rich, a spinner while lockstep waits (the JVM starting) and a bar
+while micro-batches run. Not on a terminal, nothing: a log file gets the report, not a replay of
+the screen. An Airflow task passes `emit` (its logger) and gets the same lines as plain log
+records. `--quiet` silences all of it.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from typing import Callable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as Bar
+from rich.text import Text
 
 
 class Progress:
-    def __init__(self, quiet: bool = False, stream=None, emit=None):
-        """Lines go to `emit` (e.g. an Airflow task's logger) if given, else to `stream`."""
-        self.quiet = quiet
-        self.stream = stream or sys.stderr
+    def __init__(self, quiet: bool = False, stream=None, emit: Callable[[str], None] | None = None,
+                 terminal: bool | None = None):
+        """terminal: whether `stream` is a terminal (None: ask it)."""
         self.emit = emit
+        stream = stream or sys.stderr
+        on_terminal = terminal if terminal is not None else _is_terminal(stream)
+        self.quiet = quiet or (emit is None and not on_terminal)
+        self._console = Console(file=stream, force_terminal=on_terminal, highlight=False, soft_wrap=True)
         self._started = time.monotonic()
+        self._bar: Bar | None = None
+        self._task = None
 
     def say(self, message: str) -> None:
         if self.quiet:
@@ -21,7 +39,42 @@ class Progress:
             self.emit(message)
             return
         elapsed = time.monotonic() - self._started
-        print(f"[{elapsed:6.1f}s] {message}", file=self.stream, flush=True)
+        self._console.print(Text.assemble((f"[{elapsed:6.1f}s] ", "dim"), message))  # no markup in it
+
+    @contextlib.contextmanager
+    def waiting(self, message: str) -> Iterator[None]:
+        """A spinner with `message` while the block runs (a plain line without a terminal)."""
+        if self.quiet or self.emit is not None:
+            self.say(message)
+            yield
+            return
+        with self._console.status(message):
+            yield
+
+    def advance(self, done: int, total: int, what: str) -> None:
+        """Move the bar to done/total (rows read of a stage); it goes once done reaches total."""
+        if self.quiet or self.emit is not None or total <= 0:
+            return
+        if self._bar is None:
+            self._bar = Bar(TextColumn("  {task.description}"), BarColumn(), TaskProgressColumn(),
+                            TextColumn("{task.completed:,} of {task.total:,} rows"), TimeElapsedColumn(),
+                            console=self._console, transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(what, total=total)
+        self._bar.update(self._task, completed=done, total=total, description=what)
+        if done >= total:
+            self.done()
+
+    def done(self) -> None:
+        """Take the bar away (the lines above it stay)."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = self._task = None
+
+
+def _is_terminal(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def counts(changelog: dict[str, int]) -> str:

@@ -43,12 +43,12 @@ def spark_session(settings: SparkSettings | None = None, progress: Progress | No
     JVM takes seconds to start, and nothing else shows meanwhile)."""
     if _session is not None:
         return _session
-    if progress is not None:
-        progress.say(f"starting Spark ({(settings or SparkSettings()).master}) ...")
+    if progress is None:
+        return _start(settings)
     started = time.monotonic()
-    session = _start(settings)
-    if progress is not None:
-        progress.say(f"Spark started in {time.monotonic() - started:.1f} s")
+    with progress.waiting(f"starting Spark ({(settings or SparkSettings()).master}) ..."):
+        session = _start(settings)
+    progress.say(f"Spark started in {time.monotonic() - started:.1f} s")
     return session
 
 

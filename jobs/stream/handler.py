@@ -83,8 +83,10 @@ class MicroBatchHandler:
             out.write(json.dumps(entry) + "\n")
         replay = " (replayed: already committed, skipped)" if merged.skipped_replay else ""
         share = f" ({100 * batch.consumed / self.total:.0f}%)" if self.total else ""
+        rate = f", {batch.rows / seconds:,.0f} rows/s" if seconds > 0 else ""
         self.progress.say(f"  batch {batch.id}: {batch.rows:,} rows, {batch.consumed:,} of {self.total:,}{share}, "
-                          f"sink {counts(merged.changelog())}, {seconds:.2f} s{replay}")
+                          f"sink {counts(merged.changelog())}, {seconds:.2f} s{rate}{replay}")
+        self.progress.advance(batch.consumed, self.total, "micro-batches")
 
     def _micro_batch(self, batch_id: int) -> MicroBatch:
         """The changelog rows this micro-batch covers (summed over inputs), the watermark after

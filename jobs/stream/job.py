@@ -70,18 +70,23 @@ def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Prog
     result = StreamResult(staged=stage_sources(plan, layout, progress, until=logical_date, spark=early))
     spark = spark_session(settings.spark, progress)
     started = time.monotonic()
-    for stage in plan.stages:
-        if len(plan.stages) > 1:
-            progress.say(f"stage {stage.number}/{len(plan.stages)}: {stage.name}")
-        totals = result.counts if stage.is_final else StreamCounts()
-        run_stage(spark, plan, stage, layout, progress, totals)
+    try:
+        for stage in plan.stages:
+            if len(plan.stages) > 1:
+                progress.say(f"stage {stage.number}/{len(plan.stages)}: {stage.name}")
+            totals = result.counts if stage.is_final else StreamCounts()
+            run_stage(spark, plan, stage, layout, progress, totals)
+            progress.done()
+    finally:
+        progress.done()  # a failed micro-batch's one line must not be drawn over by the bar
     result.seconds = time.monotonic() - started
     result.point = write_point(layout, consistency_point(plan, layout, logical_date))
     result.late_events = _late_events(spark, plan, layout, result.point)
     late = f"; {result.late_events:,} late (row, window) pairs left out" if result.late_events else ""
     progress.say(f"stream {plan.spec.name}: {result.batches} micro-batches, "
                  f"{result.input_rows:,} changelog rows in {result.seconds:.1f} s; "
-                 f"sink changes {counts(result.changelog)}{late}")
+                 f"sink changes {counts(result.changelog)}{late}; consistency point: sink version "
+                 f"{result.point.sink_version}")
     return result
 
 

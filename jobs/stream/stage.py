@@ -36,15 +36,18 @@ def stage_layout(layout: RunLayout, stage: StagePlan) -> RunLayout:
 def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayout, progress: Progress,
               totals: StreamCounts) -> None:
     """Stream the stage's new input (its sources' segments, or an earlier stage's new versions)."""
-    _stage_feeds(spark, stage, layout)
     own = stage_layout(layout, stage)
-    initial = with_sink_columns(result_on_empty_input(spark, plan, stage).toArrow(), stage)
-    sink = open_writer(stage.spec.sink.writer, spark, own.stream, write_key(stage, initial), own.app_id(stage.name))
-    _ensure_sink(sink, initial, stage, own)
-    streaming = streaming_frame(stage.root.input, Context(spark, stage, own))
-    output = spark.createDataFrame(initial.slice(0, 0)).schema
-    emitter = _emitter(stage, streaming, output, own, sink, initial)
+    with progress.waiting("  opening the sink and the changelog feeds ..."):
+        _stage_feeds(spark, stage, layout)
+        initial = with_sink_columns(result_on_empty_input(spark, plan, stage).toArrow(), stage)
+        sink = open_writer(stage.spec.sink.writer, spark, own.stream, write_key(stage, initial),
+                           own.app_id(stage.name))
+        _ensure_sink(sink, initial, stage, own)
+        streaming = streaming_frame(stage.root.input, Context(spark, stage, own))
+        output = spark.createDataFrame(initial.slice(0, 0)).schema
+        emitter = _emitter(stage, streaming, output, own, sink, initial)
     handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals)
+    progress.say("  streaming query started: micro-batches follow as Spark commits them")
     _run_query(streaming.frame, stage, own, handler)
     if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
         _close_at_end_of_input(spark, emitter, stage, own, progress, totals)
