@@ -28,6 +28,7 @@ from pyspark.sql.types import DoubleType, FloatType
 from expectations.columns import Columns, Tolerance
 from expectations.diagnosis import Evidence, diagnose
 from expectations.differences import differences_section
+from expectations.listed_rows import listed_rows
 from expectations.report.model import ExpectationOutcome, Report
 from expectations.report.publish import publish
 from expectations.sql import BATCH_VIEW, FEED_VIEW, STREAM_COMPARED_VIEW, STREAM_VIEW
@@ -115,7 +116,9 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
         windows=sides.windows.figures(spark, sides.cols, sides.open_windows) if sides.windows else None,
         stages=stages, materializer=_materializer_figures(plan, materializer), lookups=_lookups(plan, layout),
         skipped_expectations=tuple({"suite": s.name, "name": name, "reason": reason}
-                                   for s in specs for name, reason in s.skipped))
+                                   for s in specs for name, reason in s.skipped),
+        listed_rows=listed_rows(layout, sides.windows.late if sides.windows else None,
+                                settings.spark.session_time_zone))
     publish(report.to_json(), layout.root)
     progress.say(f"check {plan.spec.name}: {report.verdict.upper()} "
                  f"({sum(o.success for o in outcomes)}/{len(outcomes)} expectations hold)")

@@ -83,6 +83,8 @@ class Report:
     materializer: dict | None = None
     lookups: dict | None = None
     skipped_expectations: tuple[dict, ...] = ()  # {suite, name, reason}: what could not be checked
+    # late_events, quarantined, anomalies: {"table", "total", "rows"}, the first rows of each
+    listed_rows: dict | None = None
 
     @property
     def passed(self) -> bool:
@@ -104,7 +106,7 @@ class Report:
             "source_anomalies": self.source_anomalies,
             "rows_with_absent_fields": self.rows_with_absent_fields, "micro_batches": self.micro_batches,
             "sink": self.sink, "data_docs": self.data_docs, "plan": self.plan, "checked_at": self.checked_at,
-            "skipped_expectations": list(self.skipped_expectations),
+            "skipped_expectations": list(self.skipped_expectations), "listed_rows": self.listed_rows or {},
         }
         for section in (self.windows, self.stages):
             if section is not None:

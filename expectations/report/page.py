@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import datetime, timezone
 from functools import lru_cache
 
 from markupsafe import Markup
 
+from expectations.listed_rows import time_text
 from expectations.report import charts
 from expectations.report.diff import differences
 from expectations.report.tables import cell, figure, rows_table
@@ -32,7 +34,8 @@ def render_page(report: dict, *, data_docs_href: str | None, index_href: str | N
                   differences=differences(report), changelog=_changelog(report),
                   suites=_suites(report), data_docs_href=data_docs_href, index_href=index_href,
                   stages=_stages(report), materializer=report.get("materializer"),
-                  windows=_windows(report), run=_run_figures(report), plan=report.get("plan"))
+                  windows=_windows(report), run=_run_figures(report), plan=report.get("plan"),
+                  listed=_listed(report))
 
 
 def verdict_of(report: dict) -> str:
@@ -90,11 +93,14 @@ def _changelog(report: dict) -> dict:
 
 
 @lru_cache(maxsize=16)
-def _charts(batches_json: str) -> tuple[Markup, Markup]:
+def _charts(batches_json: str) -> tuple[Markup, ...]:
     # Drawing is most of a page's rendering time, and publish() renders each report twice (the
     # latest page and its archived copy) with the same micro-batches.
     batches = json.loads(batches_json)
-    return Markup(charts.changelog_chart(batches)), Markup(charts.state_chart(batches))
+    drawn = [Markup(charts.changelog_chart(batches))]
+    if any(batch.get("state_rows") is not None for batch in batches):  # a stateless query has none
+        drawn.append(Markup(charts.state_chart(batches)))
+    return tuple(drawn)
 
 
 def _batch_row(batch: dict) -> dict:
@@ -139,7 +145,8 @@ def _windows(report: dict) -> dict | None:
 def _run_figures(report: dict) -> dict:
     point = report.get("consistency_point") or {}
     sink = report.get("sink") or {}
-    sources = [{"source": name, **figures} for name, figures in (point.get("sources") or {}).items()]
+    sources = [{"source": name, **figures, **({"watermark": _utc(figures["watermark"])} if "watermark" in figures else {})}
+               for name, figures in (point.get("sources") or {}).items()]
     figures = [("sink version", point.get("sink_version")), ("quarantined rows", report.get("quarantined_rows")),
                ("source anomalies", report.get("source_anomalies")),
                ("rows with a field left out (NULL)", report.get("rows_with_absent_fields"))]
@@ -148,3 +155,29 @@ def _run_figures(report: dict) -> dict:
             "sink": [(label, cell(sink[field])) for field, label in
                      [("path", "path"), ("primary_key", "primary key"), ("version", "version")] if field in sink],
             "check_seconds": report.get("check_seconds")}
+
+
+def _utc(micros: int | None) -> str | None:
+    """A watermark (epoch microseconds in report.json) as a time a reader can read."""
+    if micros is None:
+        return None
+    moment = datetime.fromtimestamp(micros / 1_000_000, tz=timezone.utc).replace(tzinfo=None)
+    return time_text(moment, "UTC")
+
+
+LISTED_TITLES = {"late_events": ("Late events", "the (row, window) pairs the stream left out as late"),
+                 "quarantined": ("Quarantined rows", "changelog lines set aside as malformed"),
+                 "anomalies": ("Source anomalies", "rows kept that break the changelog protocol")}
+
+
+def _listed(report: dict) -> list[dict]:
+    """Each listed kind of row: a title, what the rows are, how many are shown of how many, where
+    the full table is, and the rows."""
+    listed = []
+    for kind, listing in (report.get("listed_rows") or {}).items():
+        title, what = LISTED_TITLES.get(kind, (kind, ""))
+        rows = listing.get("rows") or []
+        listed.append({"id": kind.replace("_", "-"), "title": title, "what": what,
+                       "shown": f"{len(rows):,} of {listing.get('total', len(rows)):,}",
+                       "table": listing.get("table"), "rows": rows_table(rows)})
+    return listed

@@ -47,6 +47,9 @@ def test_source_anomalies_explain_their_groups_and_a_tampered_row_is_unexplained
     DeltaTable(str(outcome.layout.batch)).update(predicate="pId = 1", updates={"total": "total + 1"})
     report = check(spec, outcome)
     assert report["source_anomalies"] == 2
+    listed = report["listed_rows"]["anomalies"]  # the rows themselves, by file and line
+    assert listed["table"] == "anomalies" and listed["total"] == 2
+    assert [(r["file"].rsplit("/", 1)[-1], r["line"]) for r in listed["rows"]] == [("001.json", 3), ("001.json", 6)]
     assert causes(report) == {"unexplained": 1, "source_anomalies": 1}
     first, second = report["diagnosis"]["causes"]
     assert first["cause"] == "unexplained" and first["sample"] == [{"pId": 1, "difference": "different values"}]
@@ -58,6 +61,7 @@ def test_source_anomalies_explain_their_groups_and_a_tampered_row_is_unexplained
     assert report["diagnosis"]["summary"] == "2 rows differ: 1 unexplained; 1 explained by source changelog anomalies"
     page = (outcome.layout.root / "report.html").read_text()
     assert page.index("Unexplained") < page.index("Source changelog anomalies")
+    assert page.index('<section id="anomalies">') < page.index('<section id="run">')
     assert report["diagnosis"]["summary"] in page
 
 

@@ -140,6 +140,10 @@ def test_late_events_are_left_out_counted_by_window_and_explain_the_whole_differ
         {"window_start": "2026-11-21 09:01:00", "window_end": "2026-11-21 09:02:00", "kind": "-D", "events": 1}]
     assert report["late_explanation"]["explains"] == "all"
     assert report["late_explanation"]["differing_rows"] == 1
+    listed = report["listed_rows"]["late_events"]  # the rows themselves, times as text
+    assert listed["table"] == "late_events" and listed["total"] == 2
+    assert [(r["op"], r["order_id"], r["window_start"]) for r in listed["rows"]] == [
+        ("+I", 5, "2026-11-21 09:01:00 UTC"), ("-D", 2, "2026-11-21 09:01:00 UTC")]
     failed = {e["name"] for e in report["expectations"] if not e["success"]}
     assert "expect_windows_without_late_events_agree" not in failed
     assert "expect_no_mismatched_values" in failed

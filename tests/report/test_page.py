@@ -173,10 +173,33 @@ def test_a_bare_report_renders():
     assert "The check failed; this report does not say which expectation" in html
 
 
-def test_micro_batches_without_state_or_seconds_still_chart(failing):
+def test_a_stateless_query_charts_its_changelog_but_draws_no_empty_state_chart(failing):
     for batch in failing["micro_batches"]:
         batch["state_rows"] = batch["seconds"] = None
-    assert len(re.findall(r'<svg class="chart"', page(failing))) == 2
+    assert re.findall(r'<svg class="chart" data-chart="(\w+)"', page(failing)) == ["changelog"]
+
+
+def test_late_events_and_anomalies_are_listed_as_rows_with_the_path_of_the_full_table(failing):
+    failing["listed_rows"] = {
+        "late_events": {"table": "late_events", "total": 120, "rows": [
+            {"window_start": "2026-11-21 09:01:00 UTC", "op": "+I", "order_id": 5}]},
+        "anomalies": {"table": "anomalies", "total": 1, "rows": [
+            {"source": "orders", "file": "002.json", "line": 7, "reason": "-D for a key never inserted"}]}}
+    html = page(failing)
+    late, anomalies = section(html, "late-events"), section(html, "anomalies")
+    assert re.findall(r"<td[^>]*>(.*?)</td>", late) == ["2026-11-21 09:01:00 UTC", "+I", "5"]
+    assert "the first 1 of 120" in late and "<code>late_events/</code>" in late
+    assert "-D for a key never inserted" in anomalies and "002.json" in anomalies
+
+
+def section(html: str, section_id: str) -> str:
+    return html.split(f'<section id="{section_id}">')[1].split("</section>")[0]
+
+
+def test_a_watermark_reads_as_a_utc_time_not_epoch_microseconds(failing):
+    failing["consistency_point"]["sources"]["orders"]["watermark"] = 1_763_715_660_000_000
+    html = page(failing)
+    assert "2025-11-21 09:01:00 UTC" in html and "1763715660000000" not in html
 
 
 def test_failed_expectations_without_row_differences_are_named(old_passing):
