@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 
@@ -57,6 +57,7 @@ class LockstepOperator(BaseOperator):
 
 
 MASTER_VARIABLE, MASTER_CONNECTION, WRITER_VARIABLE = "lockstep_spark_master", "lockstep_spark", "lockstep_sink_writer"
+REPORT_URL_VARIABLE = "lockstep_report_base_url"
 
 
 def spark_master_from_airflow() -> str | None:
@@ -107,11 +108,34 @@ class LockstepBatchOperator(LockstepOperator):
         return {"rows": result.rows, "input_rows": result.input_rows}
 
 
+class ReportLink(BaseOperatorLink):
+    """The check task's button to the report page of its run (history/<run id>/report.html: the
+    page of this date, kept when later runs replace the latest one). A file:// link, or under
+    the Airflow Variable lockstep_report_base_url when the runs folder is served over HTTP."""
+
+    name = "lockstep report"
+
+    def get_link(self, operator: BaseOperator, *, ti_key) -> str:
+        page = getattr(operator, "report_page", None)  # set by execute, on this task object
+        if page is None:
+            return ""
+        base = _variable(REPORT_URL_VARIABLE)
+        if base:
+            return f"{base.rstrip('/')}/{page.relative_to(Path(operator.runs_dir)).as_posix()}"
+        return page.resolve().as_uri()
+
+
 class LockstepCheckOperator(LockstepOperator):
-    """Run the Great Expectations suites; fail the task when stream and batch disagree."""
+    """Run the Great Expectations suites; fail the task when stream and batch disagree. The task
+    links to its report page (ReportLink)."""
+
+    operator_extra_links = (ReportLink(),)
 
     def run_step(self, pipeline, logical_date) -> dict:
+        from expectations.report.runs import HISTORY, REPORT_HTML, run_id
+
         report = pipeline.check(logical_date)
+        self.report_page = pipeline.layout.root / HISTORY / run_id(report.to_json()) / REPORT_HTML
         summary = {"verdict": report.verdict, "stream_rows": report.stream_rows, "batch_rows": report.batch_rows,
                    "missing_rows": report.missing_rows, "extra_rows": report.extra_rows,
                    "mismatched_rows": report.mismatched_rows,

@@ -175,6 +175,10 @@ def test_a_running_airflow_backfills_two_dates_and_retries_a_killed_stream(spark
         report = json.loads((query / "history" / day / "report.json").read_text())
         assert report["verdict"] == "pass" and report["logical_date"] == day
         assert (query / "history" / day / "report.html").is_file()
+        # The check task links to its date's report page (an extra link in Airflow's UI).
+        run_id = _runs(api)[day]["dag_run_id"]
+        links = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/check/links")
+        assert links["extra_links"] == {"lockstep report": (query / "history" / day / "report.html").resolve().as_uri()}
     point = json.loads((query / "_state" / "points" / f"{DATES[-1]}.json").read_text())
 
     # The same dates streamed without a crash give the same sink and change feed.
