@@ -24,6 +24,7 @@ from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
 from jobs.stream.handler import StreamCounts
 from jobs.stream.point import consistency_point
+from jobs.stream.relocate import follow_moved_run_folder
 from jobs.stream.source import stage_sources, staged_input
 from jobs.stream.stage import run_stage
 from jobs.stream.windows import write_late_events
@@ -61,6 +62,9 @@ def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Prog
     progress = progress or Progress(quiet=True)
     for warning in plan.warnings:
         progress.say(f"warning: {warning}")
+    moved = follow_moved_run_folder(layout)
+    if moved:
+        progress.say(f"the run folder moved to {layout.root}: {moved} checkpoint log(s) now name it")
     # Spark starts after the folder sources are validated (a bad row fails in a second), but
     # before a Delta source, which is read through it.
     delta_sources = {name: s for name, s in plan.spec.sources.items() if s.format == "delta"}
