@@ -34,8 +34,11 @@ FAILING = {
     ],
     "samples": {"expect_no_rows_missing_from_stream": [{"pId": 3, "income": 10, "n": 1}],
                 "expect_no_mismatched_values": [{"pId": 1, "income__stream": 7, "income__batch": 8}]},
-    "consistency_point": {"sink_version": 4, "sources": {"orders": {"rows": 16}}},
+    "consistency_point": {"sink_version": 4, "sources": {"orders": {"rows": 16, "watermark": 1_795_600_860_000_000}}},
     "quarantined_rows": 0,
+    "listed_rows": {"late_events": {"table": "late_events", "total": 10, "rows": [
+        {"window_start": "2026-11-25 09:00:00 UTC", "window_end": "2026-11-25 09:01:00 UTC", "op": "+I",
+         "order_id": 41, "pId": 1, "income": 3, "order_time": "2026-11-25 09:00:12 UTC"}]}},
     "micro_batches": [_micro_batch(0, (2, 0, 0, 0), 2, 1.2), _micro_batch(1, (1, 1, 1, 0), 3, 0.8),
                       _micro_batch(2, (2, 1, 1, 1), None, 0.6)],
     "sink": {"path": "stream", "primary_key": ["pId"], "version": 4},

@@ -82,6 +82,23 @@ def test_the_index_links_to_the_reports(browser, published):
     assert browser.current_url.endswith("/index.html")
 
 
+def test_late_events_are_rows_on_the_page_and_times_read_in_utc(browser, published):
+    browser.get(published.as_uri())
+    late = browser.find_element(By.ID, "late-events")
+    row = late.find_element(By.CSS_SELECTOR, "tbody tr")
+    assert [cell.text for cell in row.find_elements(By.TAG_NAME, "td")][:3] == [
+        "2026-11-25 09:00:00 UTC", "2026-11-25 09:01:00 UTC", "+I"]
+    assert "the first 1 of 10" in late.text and "late_events/" in late.text
+    point = browser.find_element(By.ID, "run").text
+    assert "2026-11-25 10:01:00 UTC" in point and "1795600860000000" not in point
+
+
+def test_the_index_gives_the_reason_of_a_failing_run(browser, published):
+    browser.get((published.parent.parent / "index.html").as_uri())
+    reason = browser.find_element(By.CSS_SELECTOR, "td.reason").text
+    assert reason == FAILING["diagnosis"]["summary"]  # "12 rows differ: 10 explained by late events, ..."
+
+
 HOSTILE = "<img src=x onerror=alert(1)><script>alert(2)</script>"
 
 
