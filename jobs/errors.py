@@ -60,7 +60,20 @@ def one_line(exc: BaseException) -> str:
     if java:
         return java
     text = str(exc).strip()
+    worker = _python_worker_cause(text)
+    if worker:
+        return f"{type(exc).__name__} in a Spark Python worker: {worker}"
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else 'no message'}"
+
+
+def _python_worker_cause(text: str) -> str | None:
+    """The error a Spark Python worker raised: the last line of the traceback Spark quotes (its
+    first line only says that a worker failed)."""
+    if "Traceback (most recent call last)" not in text:
+        return None
+    quoted = text.split("Traceback (most recent call last)", 1)[1]
+    last = [line.strip() for line in quoted.splitlines() if line.strip() and not line.startswith((" ", "\t"))]
+    return last[-1] if last else None
 
 
 def _java_cause(exc: BaseException) -> str | None:

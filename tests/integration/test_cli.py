@@ -105,3 +105,19 @@ def test_a_java_failure_reads_as_its_innermost_cause_not_the_py4j_call(spark):
         failed.get()  # ExecutionException caused by the IOException: PySpark passes it on unconverted
     assert str(info.value).startswith("An error occurred while calling")  # py4j's own first line
     assert one_line(info.value) == "java.io.IOException: disk full"
+
+
+def test_a_python_worker_failure_reads_as_the_error_the_worker_raised(spark):
+    from pyspark.errors import PythonException
+    from pyspark.sql import functions as F
+
+    from jobs.errors import one_line
+
+    def divide(value):
+        return 1 // value
+
+    with pytest.raises(PythonException) as info:
+        spark.range(1).select(F.udf(divide, "long")("id")).collect()
+    assert "ZeroDivisionError" not in str(info.value).strip().splitlines()[0]  # Spark's first line
+    assert one_line(info.value) == ("PythonException in a Spark Python worker: "
+                                    "ZeroDivisionError: integer division or modulo by zero")
