@@ -22,6 +22,7 @@ from jobs.spec.model import SparkSettings
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _session = None
 _jvm_log: Path | None = None
+_started_log: Path | None = None  # the log the running JVM was started with
 LOGS = "logs"  # the runs folder's folder of JVM logs: <runs>/logs/<query>.spark.log
 
 
@@ -35,7 +36,7 @@ def log_jvm_to(path: Path | None) -> None:
 
 def jvm_log() -> Path | None:
     """Where the running session's JVM writes its output (None: to this process's stderr)."""
-    return _jvm_log if _session is not None else None
+    return _started_log if _session is not None else None
 
 
 def spark_session(settings: SparkSettings | None = None, progress: Progress | None = None):
@@ -53,7 +54,7 @@ def spark_session(settings: SparkSettings | None = None, progress: Progress | No
 
 
 def _start(settings: SparkSettings | None):
-    global _session
+    global _session, _started_log
     settings = settings or SparkSettings()
     _launch_jvm_our_way()
     # Python workers (the changelog source's readers) must run this interpreter, with lockstep
@@ -77,6 +78,7 @@ def _start(settings: SparkSettings | None):
     for key, value in {**connector, **_cluster_conf(settings), **settings.extra}.items():
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
+    _started_log = _jvm_log
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown chatter outlives stderr
     _session.sparkContext.setLogLevel("WARN" if _jvm_log else "ERROR")
     return _session
