@@ -54,7 +54,8 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
-from jobs.stream.records import aggregation_state, committed_any_batch, materializer_rows, micro_batches
+from jobs.stream.offsets import committed_batches
+from jobs.stream.records import aggregation_state, materializer_rows, micro_batches
 
 
 @dataclass
@@ -148,12 +149,13 @@ def _add_state_suites(spark: SparkSession, plan: Plan, layout: RunLayout, cols: 
                       specs: list[SuiteSpec]) -> DataFrame | None:
     """The state and materializer suites, on the state as of now; the materializer's rows."""
     last_stage = plan.final_stage  # the stage that writes the sink owns the checkpoint's state
-    if last_stage.aggregate is not None and not committed_any_batch(layout):
-        # No row reached the aggregation: Spark committed no micro-batch and kept no state to read.
-        specs.append(_state_suite(last_stage).unread("no row reached the aggregation: Spark kept no state"))
-    elif last_stage.aggregate is not None:
-        data["stream_state"] = aggregation_state(spark, last_stage, layout).cache()
-        specs.append(_state_suite(last_stage))
+    if last_stage.aggregate is not None:
+        suite = _state_suite(last_stage)
+        if committed_batches(layout.checkpoint):
+            data["stream_state"] = aggregation_state(spark, last_stage, layout).cache()
+            specs.append(suite)
+        else:  # no row reached the aggregation: Spark ran no micro-batch and kept no state to read
+            specs.append(suite.unread("no row reached the aggregation: Spark kept no state"))
     materializer = materializer_rows(spark, layout) if plan.materialize else None
     if materializer is not None:
         data["materializer_state"] = materializer.cache()

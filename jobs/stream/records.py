@@ -32,13 +32,6 @@ def micro_batches(layout: RunLayout, last_batch: int | None) -> list[dict]:
     return [latest[b] for b in sorted(latest)]
 
 
-def committed_any_batch(layout: RunLayout) -> bool:
-    """Whether Spark's streaming query committed a micro-batch: it runs none while its input stays
-    empty (a join that matched nothing), and then its checkpoint holds no state to read."""
-    commits = layout.checkpoint / "commits"
-    return commits.exists() and any(f.name.isdigit() for f in commits.iterdir())
-
-
 def aggregation_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> DataFrame:
     """Spark's aggregation state after the last micro-batch, value fields named as lockstep names
     them (Spark's state store calls every SUM buffer "sum")."""
