@@ -113,9 +113,6 @@ def _launch_jvm_our_way() -> None:
 
     def popen(command, **kwargs):
         inner = kwargs.get("preexec_fn")
-        if _jvm_log is not None:  # the gateway's port comes through a file, not the JVM's stdout
-            _jvm_log.parent.mkdir(parents=True, exist_ok=True)
-            kwargs.update(stdout=_jvm_log.open("w"), stderr=subprocess.STDOUT)
 
         def preexec():
             if inner is not None:
@@ -123,7 +120,14 @@ def _launch_jvm_our_way() -> None:
             if sys.platform.startswith("linux"):
                 ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
-        return original(command, **{**kwargs, "preexec_fn": preexec})
+        kwargs["preexec_fn"] = preexec
+        if _jvm_log is None:
+            return original(command, **kwargs)
+        _jvm_log.parent.mkdir(parents=True, exist_ok=True)
+        # The gateway's port comes through a file, not the JVM's stdout. The JVM holds its own
+        # copy of the log's descriptor; this process closes its one.
+        with _jvm_log.open("w") as log:
+            return original(command, **kwargs, stdout=log, stderr=subprocess.STDOUT)
 
     popen.lockstep_launcher = True
     gateway.Popen = popen
