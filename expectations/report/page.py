@@ -145,7 +145,7 @@ def _windows(report: dict) -> dict | None:
 def _run_figures(report: dict) -> dict:
     point = report.get("consistency_point") or {}
     sink = report.get("sink") or {}
-    sources = [{"source": name, **figures, **({"watermark": _utc(figures["watermark"])} if "watermark" in figures else {})}
+    sources = [{"source": name, **_readable_watermark(figures)}
                for name, figures in (point.get("sources") or {}).items()]
     figures = [("sink version", point.get("sink_version")), ("quarantined rows", report.get("quarantined_rows")),
                ("source anomalies", report.get("source_anomalies")),
@@ -155,6 +155,10 @@ def _run_figures(report: dict) -> dict:
             "sink": [(label, cell(sink[field])) for field, label in
                      [("path", "path"), ("primary_key", "primary key"), ("version", "version")] if field in sink],
             "check_seconds": report.get("check_seconds")}
+
+
+def _readable_watermark(figures: dict) -> dict:
+    return {**figures, "watermark": _utc(figures["watermark"])} if "watermark" in figures else figures
 
 
 def _utc(micros: int | None) -> str | None:
