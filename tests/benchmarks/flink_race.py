@@ -21,18 +21,15 @@ Prints one JSON line: {"query_seconds": ...} (from submitting the INSERT to the 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-# Flink reads TIMESTAMP values through the JVM's and Python's local zone: make both UTC before the
-# gateway starts (as tests/differential/oracle/flink_runner.py does). The JVM's log goes at WARN
-# to FLINK_LOG_DIR (the race sets it), so the race's terminal stays readable.
-os.environ["TZ"] = "UTC"
-time.tzset()
-_LOG4J = Path(__file__).resolve().parents[1] / "differential" / "oracle" / "log4j-flink.properties"
-os.environ.setdefault("LOG4J_PROPERTIES", str(_LOG4J))
+# Importing the oracle's runner makes Flink's TIMESTAMPs UTC (the JVM's and Python's zone) and
+# points Flink's log4j at its quiet configuration, before the gateway starts; the race also uses
+# its description of Flink's errors. The JVM's log goes to FLINK_LOG_DIR (the race sets it).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "differential" / "oracle"))
+from flink_runner import describe  # noqa: E402
 
 from pyflink.table import EnvironmentSettings, TableEnvironment  # noqa: E402
 
@@ -75,19 +72,6 @@ def run(job: dict) -> float:
     started = time.monotonic()
     t_env.execute_sql(f"INSERT INTO `{SINK}` {job['sql']}").wait()
     return time.monotonic() - started
-
-
-def describe(error: Exception) -> str:
-    """The Java cause chain of a Flink error, one 'Class: message' per cause, or the Python error."""
-    java = getattr(error, "java_exception", None)
-    if java is None:
-        return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-    causes = []
-    while java is not None and len(causes) < 10:
-        causes.append(f"{java.getClass().getName()}: {java.getMessage()}")
-        cause = java.getCause()
-        java = None if cause is None or cause.equals(java) else cause
-    return " <- ".join(causes)
 
 
 def main(job_path: str) -> int:

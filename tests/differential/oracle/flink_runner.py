@@ -146,7 +146,8 @@ def describe(error: Exception) -> str:
     """The Java cause chain of a Flink error, one 'Class: message' per cause, or the Python error."""
     java = getattr(error, "java_exception", None)
     if java is None:
-        return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        text = str(error).strip()
+        return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
     causes = []
     while java is not None and len(causes) < 10:
         causes.append(f"{java.getClass().getName()}: {java.getMessage()}")
