@@ -2,6 +2,10 @@
 workers, each its own JVM (`bin/spark-class` running the Master and Worker classes, as
 sbin/start-master.sh would; the pip package has no sbin/), all on 127.0.0.1.
 
+The master starts first, and its ports are read back from its log rather than assumed: a worker's
+RPC port, or anything else on the machine, may take a port we picked before the master binds it,
+and Spark then quietly moves to the next one.
+
 Every JVM gets a parent-death signal, so a test process killed outright takes its cluster along;
 `stop()` ends them in the ordinary case, and the context manager calls it whatever happens.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,6 +27,8 @@ import pyspark
 
 SPARK_HOME = Path(pyspark.__file__).parent
 PR_SET_PDEATHSIG = 1
+MASTER_URL = re.compile(r"Starting Spark master at spark://[^:]+:(\d+)")
+MASTER_UI = re.compile(r"MasterWebUI: Bound MasterWebUI to .*started at http://[^:]+:(\d+)")
 
 
 def free_port() -> int:
@@ -55,15 +62,25 @@ class StandaloneCluster:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self, timeout: float = 120) -> None:
+    def start(self, timeout: float = 180) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout
         self._launch("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                      "--port", str(self.port), "--webui-port", str(self.ui_port))
+        self.port = self._port_from_master_log(MASTER_URL, deadline)
+        self.ui_port = self._port_from_master_log(MASTER_UI, deadline)
         for n in range(self.workers):
             self._launch(f"worker-{n}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
                          "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(free_port()),
                          "--work-dir", str(self.workdir / f"worker-{n}"), self.url)
-        self._wait_for_workers(timeout)
+        self._wait_for_workers(deadline)
+
+    def _port_from_master_log(self, line: re.Pattern, deadline: float) -> int:
+        log = self.workdir / "master.log"
+        while not (found := line.search(log.read_text(errors="replace"))):
+            self._fail_if_down_or_late(deadline, f"no line matching {line.pattern!r} in {log}")
+            time.sleep(0.25)
+        return int(found.group(1))
 
     def _launch(self, name: str, main_class: str, *args: str) -> None:
         env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOG_DIR": str(self.workdir),
@@ -80,14 +97,21 @@ class StandaloneCluster:
         except (OSError, ValueError):
             return 0
 
-    def _wait_for_workers(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+    def _wait_for_workers(self, deadline: float) -> None:
         while self.alive_workers() < self.workers:
-            dead = [p.args[1] for p in self.processes if p.poll() is not None]
-            if dead or time.monotonic() > deadline:
-                logs = "; ".join(str(p) for p in sorted(self.workdir.glob("*.log")))
-                raise RuntimeError(f"the standalone cluster did not come up ({'exited: ' + ', '.join(dead) if dead else 'timed out'}); logs: {logs}")
+            self._fail_if_down_or_late(deadline, f"{self.alive_workers()} of {self.workers} workers alive")
             time.sleep(0.5)
+
+    def _fail_if_down_or_late(self, deadline: float, waiting_for: str) -> None:
+        dead = [p.args[1] for p in self.processes if p.poll() is not None]
+        if dead or time.monotonic() > deadline:
+            why = "exited: " + ", ".join(dead) if dead else f"timed out: {waiting_for}"
+            raise RuntimeError(f"the standalone cluster did not come up ({why})\n{self._log_tails()}")
+
+    def _log_tails(self, lines: int = 15) -> str:
+        # CI shows only the test's output, so the JVMs' own last words go into the error.
+        return "\n".join(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+                         for log in sorted(self.workdir.glob("*.log")))
 
     def stop(self) -> None:
         for process in reversed(self.processes):
