@@ -41,10 +41,11 @@ stream:
 """
 
 
-def _spec(folder: Path) -> Path:
+def _spec(folder: Path, rows: int = 40) -> Path:
+    """40 rows make 20 micro-batches, each through both stages: a long enough run to kill inside."""
     rng = random.Random(7)
-    rows = [{"order_id": rng.randint(1, 12), "company": rng.choice("abc"), "seq": seq} for seq in range(40)]
-    write_changelog(folder / "shipments", "001.json", rows)  # 40 rows: 20 micro-batches
+    changes = [{"order_id": rng.randint(1, 12), "company": rng.choice("abc"), "seq": seq} for seq in range(rows)]
+    write_changelog(folder / "shipments", "001.json", changes)
     return write_spec(folder, SPEC)
 
 
@@ -88,7 +89,9 @@ def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path):
 
 
 def test_two_writers_started_together_one_runs_and_one_is_refused(tmp_path):
-    spec = _spec(tmp_path)
+    # The run lock is taken before the JVM starts (about 10 s), so the loser meets it even when the
+    # winner has only four micro-batches to do.
+    spec = _spec(tmp_path, rows=8)
     first, second = _stream(spec, tmp_path / "runs"), _stream(spec, tmp_path / "runs")
     codes = sorted([first.wait(600), second.wait(600)])
     refused = next(p for p in (first, second) if p.returncode == 2)
