@@ -63,7 +63,7 @@ def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
                        f"{MAX_SQL_NODES:,}", where=_where(spec, 1))
     if not isinstance(statement, (exp.Select, exp.Union)):
         raise SqlError(f"unsupported statement: {_describe(statement)} (lockstep runs one SELECT)",
-                       where=_where(spec, line_of(statement)))
+                       where=where_in_spec(spec, statement))
     check_supported(spec, statement)
     return statement
 
@@ -97,7 +97,7 @@ def check_supported(spec: QuerySpec, select: exp.Select) -> None:
     for node in select.walk():
         kind = _unsupported_kind(node)
         if kind:
-            raise SqlError(f"unsupported construct: {kind}", where=_where(spec, line_of(node)))
+            raise SqlError(f"unsupported construct: {kind}", where=where_in_spec(spec, node))
 
 
 def _unsupported_kind(node: exp.Expression) -> str | None:
@@ -123,9 +123,9 @@ def _is_dedup_row_number(window: exp.Window) -> bool:
 
 
 def non_deterministic_calls(spec: QuerySpec, statement: exp.Expression) -> tuple[str, ...]:
-    """A warning per non-deterministic call, naming it and its YAML line. Not an error: the query
-    runs, and the check attributes the differences it causes to it."""
-    return tuple(f"{_where(spec, line_of(node))}: non-deterministic function {node.sql('spark')}: its "
+    """A warning per non-deterministic call, naming it and its place (file:line:column). Not an
+    error: the query runs, and the check attributes the differences it causes to it."""
+    return tuple(f"{where_in_spec(spec, node)}: non-deterministic function {node.sql('spark')}: its "
                  f"result differs between the stream and the batch run, so unity cannot be checked"
                  for node in statement.walk() if _non_deterministic(node))
 
@@ -134,15 +134,6 @@ def _non_deterministic(node: exp.Expression) -> bool:
     if type(node).__name__ in NON_DETERMINISTIC:
         return True
     return isinstance(node, exp.Anonymous) and str(node.this).lower() in NON_DETERMINISTIC_NAMES
-
-
-def line_of(node: exp.Expression) -> int | None:
-    """The SQL line of a node: its own, or that of the first descendant that knows it."""
-    for part in node.walk():
-        line = getattr(part, "meta", {}).get("line")
-        if line:
-            return line
-    return None
 
 
 def where_in_spec(spec: QuerySpec, node: exp.Expression | None) -> str:

@@ -56,10 +56,12 @@ def test_unsupported_or_invalid_sql_names_the_construct_and_the_yaml_line(tmp_pa
 ])
 def test_a_non_deterministic_call_is_a_plan_warning_naming_it_and_its_line(tmp_path, sql, call):
     found = plan(tmp_path, sql)
+    yaml_line = (tmp_path / "q.yaml").read_text().splitlines()[1]
+    column = yaml_line.lower().index(call.lower()) + 1  # where the call is written in the file
     assert len(found.warnings) == 1
-    assert found.warnings[0].endswith(f"q.yaml:2: non-deterministic function {call}: its result "
-                                      f"differs between the stream and the batch run, so unity "
-                                      f"cannot be checked")
+    assert found.warnings[0].endswith(f"q.yaml:2:{column}: non-deterministic function {call}: its "
+                                      f"result differs between the stream and the batch run, so "
+                                      f"unity cannot be checked")
     assert f"WARNING {found.warnings[0]}" in explain(found)
     assert plan(tmp_path, "SELECT order_id, income FROM orders").warnings == ()
 
