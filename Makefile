@@ -15,7 +15,7 @@ demo: setup
 	$(BIN)/lockstep demo
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
