@@ -122,7 +122,12 @@ class StagedChangelog:
         return ddl
 
     def segment_named(self, name: str) -> dict:
-        return next(seg for seg in self.segments() if Path(seg["file"]).name == name)
+        return self._segments_by_name[name]
+
+    @functools.cached_property
+    def _segments_by_name(self) -> dict[str, dict]:
+        # Looked up for every file of every micro-batch so far: a scan each time would be quadratic.
+        return {Path(seg["file"]).name: seg for seg in self.segments()}
 
     def read(self, start: int, end: int, columns: list[str] | None = None) -> pa.Table:
         """Rows with start <= __seq < end, in order."""

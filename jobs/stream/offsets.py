@@ -23,19 +23,32 @@ def committed_batches(checkpoint: Path) -> list[int]:
 
 
 def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:
-    """Batch id -> names of the files it read, from every log file present."""
+    """Batch id -> names of the files it read.
+
+    Spark's `<c>.compact` holds the entries of every batch up to c, so the newest one and the
+    plain files after it say everything; the older files (kept by Spark for ten minutes) are not
+    read again, or the work per micro-batch would grow with the square of the run's length."""
     folder = checkpoint / "sources" / str(source_index)
     taken: dict[int, set[str]] = {}
-    if not folder.exists():
-        return taken
-    for log in folder.iterdir():
-        if not log.name.split(".")[0].isdigit():
-            continue
+    for log in _current_log_files(folder):
         for line in log.read_text().splitlines()[1:]:
             if line.startswith("{"):
                 entry = json.loads(line)
                 taken.setdefault(entry["batchId"], set()).add(_file_name(entry["path"]))
     return taken
+
+
+def _current_log_files(folder: Path) -> list[Path]:
+    """The newest compact file (if any) and the plain log files after it."""
+    if not folder.exists():
+        return []
+    plain, compact = {}, {}
+    for log in folder.iterdir():
+        batch, _, suffix = log.name.partition(".")
+        if batch.isdigit() and suffix in ("", "compact"):
+            (compact if suffix else plain)[int(batch)] = log
+    since = max(compact, default=-1)
+    return ([compact[since]] if compact else []) + [plain[b] for b in sorted(plain) if b > since]
 
 
 def batch_segments(taken: dict[int, set[str]], batch_id: int, staged: StagedChangelog) -> list[dict]:
