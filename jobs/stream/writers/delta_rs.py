@@ -35,8 +35,7 @@ class DeltaRsWriter:
         write_deltalake(self.path, initial, mode="error", description=description, configuration=TABLE_PROPERTIES)
 
     def committed(self, batch_id: int) -> bool:
-        done = DeltaTable(self.path).transaction_version(self.app_id)
-        return done is not None and done >= batch_id
+        return _done(DeltaTable(self.path), self.app_id, batch_id)
 
     def write(self, changes: Changes, batch_id: int, mode: str) -> MergeCounts:
         rows = changes.arrow()  # computes the micro-batch's changes
@@ -46,11 +45,12 @@ class DeltaRsWriter:
 
     def apply(self, changes: pa.Table, batch_id: int) -> MergeCounts:
         """Rows tagged __op = upsert | delete, at most one per key."""
-        if self.committed(batch_id):
+        table = DeltaTable(self.path)  # opened once: the replay check and the MERGE read one log
+        if _done(table, self.app_id, batch_id):
             return MergeCounts(skipped_replay=True)
         if changes.num_rows == 0:
             return MergeCounts()
-        merge = self._merge(changes, batch_id).when_matched_delete(predicate=IS_DELETE)
+        merge = self._merge(table, changes, batch_id).when_matched_delete(predicate=IS_DELETE)
         values = values_of(changes.column_names, self.key)
         if values:
             merge = merge.when_matched_update(updates=from_source(values), predicate=value_changes(values))
@@ -61,17 +61,18 @@ class DeltaRsWriter:
     def apply_counts(self, changes: pa.Table, batch_id: int) -> MergeCounts:
         """A multiset table (key = every column): add `__count` to each row's copies; a row whose
         copies reach 0 is deleted."""
-        if self.committed(batch_id):
+        table = DeltaTable(self.path)
+        if _done(table, self.app_id, batch_id):
             return MergeCounts(skipped_replay=True)
         if changes.num_rows == 0:
             return MergeCounts()
-        merge = (self._merge(changes, batch_id).when_matched_delete(predicate=f"{COPIES} <= 0")
+        merge = (self._merge(table, changes, batch_id).when_matched_delete(predicate=f"{COPIES} <= 0")
                  .when_matched_update(updates={f"`{COUNT}`": COPIES})
                  .when_not_matched_insert(updates=from_source(changes.column_names), predicate=GAINS_COPIES))
         return _counts(merge.execute())
 
-    def _merge(self, changes: pa.Table, batch_id: int):
-        return DeltaTable(self.path).merge(
+    def _merge(self, table: DeltaTable, changes: pa.Table, batch_id: int):
+        return table.merge(
             changes, predicate=key_matches(self.key), source_alias="s", target_alias="t",
             commit_properties=CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)]))
 
@@ -80,6 +81,12 @@ class DeltaRsWriter:
 
     def snapshot(self) -> pa.Table:
         return DeltaTable(self.path).to_pyarrow_table()
+
+
+def _done(table: DeltaTable, app_id: str, batch_id: int) -> bool:
+    """Whether micro-batch `batch_id` (or a later one) is committed under `app_id`: a replay."""
+    done = table.transaction_version(app_id)
+    return done is not None and done >= batch_id
 
 
 def _counts(metrics: dict) -> MergeCounts:
