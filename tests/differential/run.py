@@ -27,9 +27,11 @@ from tests.differential.oracle import FlinkOracle
 from tests.differential.saved import load_regressions, refresh_reference, save_regression
 from tests.differential.shrink import shrink
 
-# Spark's driver keeps per-query bookkeeping that a session never gives back: over a few hundred
-# cases one session's JVM grew past 2 GB and each case took twice as long. A fresh session every
-# --restart-every cases (about 12 s to start) keeps the pace of the first cases.
+# Spark's driver keeps each query's bookkeeping (the SQL tab's plan metrics, six figures of objects
+# after a few dozen cases) until its SparkContext stops: a fresh session every --restart-every cases
+# lets it go. The JVM itself lives as long as this process (pyspark keeps one gateway), and a run
+# of a few hundred cases still slows down in its second half; --cases continues a run in a fresh
+# process.
 RESTART_EVERY = 50
 
 
