@@ -14,6 +14,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 
+from jobs.runtime.delta import is_committed
+
 SCHEMA = pa.schema([("source", pa.string()), ("file", pa.string()), ("line", pa.int32()),
                     ("reason", pa.string()), ("raw", pa.string())])
 
@@ -37,5 +39,4 @@ def read_quarantine(path: Path) -> pa.Table:
 def _already_committed(path: Path, app_id: str, version: int) -> bool:
     if not DeltaTable.is_deltatable(str(path)):
         return False
-    done = DeltaTable(str(path)).transaction_version(app_id)
-    return done is not None and done >= version
+    return is_committed(DeltaTable(str(path)), app_id, version)

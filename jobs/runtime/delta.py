@@ -29,9 +29,12 @@ def table_version(path: Path | str) -> int:
     return DeltaTable(str(path)).version()
 
 
-def committed_transaction(path: Path | str, app_id: str) -> int | None:
-    """The last micro-batch id committed under `app_id` (Delta's txn action), None if none."""
-    return DeltaTable(str(path)).transaction_version(app_id)
+def is_committed(table: DeltaTable, app_id: str, batch_id: int) -> bool:
+    """Whether micro-batch `batch_id`, or a later one, is committed under `app_id` (Delta's txn
+    action): a micro-batch that is, is a replay. Takes an opened table, so that a writer that
+    goes on to MERGE reads the log once."""
+    done = table.transaction_version(app_id)
+    return done is not None and done >= batch_id
 
 
 def change_data_feed_on(path: Path | str) -> bool:

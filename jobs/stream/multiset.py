@@ -17,6 +17,7 @@ from deltalake.transaction import CommitProperties, Transaction
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.columns import COUNT
+from jobs.runtime.delta import is_committed
 from jobs.stream.aggregate import AggregateState
 from jobs.stream.calc import null_safe_equal
 
@@ -32,8 +33,7 @@ class ValueMultisets:
         if not DeltaTable.is_deltatable(self.path):
             write_deltalake(self.path, counts.schema.empty_table(), mode="error")
         table = DeltaTable(self.path)
-        done = table.transaction_version(self.app_id)
-        if (done is not None and done >= batch_id) or counts.num_rows == 0:
+        if is_committed(table, self.app_id, batch_id) or counts.num_rows == 0:
             return
         match = " AND ".join(f"(t.`{k}` IS NOT DISTINCT FROM s.`{k}`)" for k in self.state.slot_key)
         columns = {f"`{c}`": f"s.`{c}`" for c in counts.column_names}

@@ -16,6 +16,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 
+from jobs.runtime.delta import is_committed
 from jobs.stream.writers import Changes, MergeCounts
 from jobs.stream.writers.merge import (COPIES, GAINS_COPIES, IS_DELETE, IS_UPSERT, from_source, key_matches,
                                        value_changes, values_of, written_columns)
@@ -35,7 +36,7 @@ class DeltaRsWriter:
         write_deltalake(self.path, initial, mode="error", description=description, configuration=TABLE_PROPERTIES)
 
     def committed(self, batch_id: int) -> bool:
-        return _done(DeltaTable(self.path), self.app_id, batch_id)
+        return is_committed(DeltaTable(self.path), self.app_id, batch_id)
 
     def write(self, changes: Changes, batch_id: int, mode: str) -> MergeCounts:
         rows = changes.arrow()  # computes the micro-batch's changes
@@ -46,7 +47,7 @@ class DeltaRsWriter:
     def apply(self, changes: pa.Table, batch_id: int) -> MergeCounts:
         """Rows tagged __op = upsert | delete, at most one per key."""
         table = DeltaTable(self.path)  # opened once: the replay check and the MERGE read one log
-        if _done(table, self.app_id, batch_id):
+        if is_committed(table, self.app_id, batch_id):
             return MergeCounts(skipped_replay=True)
         if changes.num_rows == 0:
             return MergeCounts()
@@ -62,7 +63,7 @@ class DeltaRsWriter:
         """A multiset table (key = every column): add `__count` to each row's copies; a row whose
         copies reach 0 is deleted."""
         table = DeltaTable(self.path)
-        if _done(table, self.app_id, batch_id):
+        if is_committed(table, self.app_id, batch_id):
             return MergeCounts(skipped_replay=True)
         if changes.num_rows == 0:
             return MergeCounts()
@@ -81,12 +82,6 @@ class DeltaRsWriter:
 
     def snapshot(self) -> pa.Table:
         return DeltaTable(self.path).to_pyarrow_table()
-
-
-def _done(table: DeltaTable, app_id: str, batch_id: int) -> bool:
-    """Whether micro-batch `batch_id` (or a later one) is committed under `app_id`: a replay."""
-    done = table.transaction_version(app_id)
-    return done is not None and done >= batch_id
 
 
 def _counts(metrics: dict) -> MergeCounts:

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pyarrow as pa
 from delta.tables import DeltaTable as SparkDeltaTable
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT
-from jobs.runtime.delta import committed_transaction, table_version
+from jobs.runtime.delta import is_committed, table_version
 from jobs.runtime.delta_connector import require_connector
 from jobs.stream.writers import Changes, MergeCounts
 from jobs.stream.writers.merge import (COPIES, GAINS_COPIES, IS_DELETE, IS_UPSERT, from_source, key_matches,
@@ -45,8 +46,7 @@ class DeltaSparkWriter:
         writer.options(**TABLE_OPTIONS).option("description", description).save(self.path)
 
     def committed(self, batch_id: int) -> bool:
-        done = committed_transaction(self.path, self.app_id)
-        return done is not None and done >= batch_id
+        return is_committed(DeltaTable(self.path), self.app_id, batch_id)
 
     def write(self, changes: Changes, batch_id: int, mode: str) -> MergeCounts:
         if self.committed(batch_id):
