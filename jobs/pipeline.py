@@ -18,10 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from expectations.check import run_check
-from expectations.report.model import Report
-from expectations.report.publish import publish_error
 from jobs.batch.job import BatchResult, run_batch
 from jobs.errors import RunStateError, one_line
 from jobs.plan import Plan, plan_query
@@ -33,6 +31,9 @@ from jobs.runtime.progress import Progress
 from jobs.spec import load_settings, load_spec, with_master, with_writer
 from jobs.spec.model import Settings
 from jobs.stream.job import StreamResult, run_stream, stream_until
+
+if TYPE_CHECKING:
+    from expectations.report.model import Report
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,9 @@ class Pipeline:
             self.progress.say(f"check {self.plan.spec.name}: the batch result is at another consistency "
                               f"point (a run for another date wrote it); recomputing it at this one")
             self.batch(logical_date)
+        # Imported here: Great Expectations takes seconds to import, and `lockstep stream` or
+        # `batch` never needs it.
+        from expectations.check import run_check
         return run_check(self.plan, self.settings, self.layout, self.progress, logical_date)
 
     @contextmanager
@@ -109,6 +113,7 @@ class Pipeline:
         try:
             yield
         except Exception as exc:
+            from expectations.report.publish import publish_error  # not on a stream's path: see _check
             publish_error(self.plan.spec.name, self.plan.spec.description, self.layout.root, one_line(exc),
                           logical_date.isoformat() if logical_date else None)
             raise

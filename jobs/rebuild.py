@@ -14,13 +14,15 @@ import shutil
 import time
 from datetime import date
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from expectations.report.model import Report
 from jobs.changelog.partitions import dates_in
 from jobs.plan import Plan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
+
+if TYPE_CHECKING:
+    from expectations.report.model import Report
 
 
 def rebuild(plan: Plan, layout: RunLayout, progress: Progress, run_date: Callable[[date | None], Report],

@@ -8,12 +8,15 @@ and the diagnosis (the query re-run on a few suspect rows).
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.errors import SqlError
 from jobs.lookup.tables import lookup_tables
 from jobs.plan import Plan, StagePlan
+from jobs.plan.nodes import GroupAggregate
 
 
 def run_sql(spark: SparkSession, plan: Plan | StagePlan, sources: dict[str, DataFrame]) -> DataFrame:
@@ -37,3 +40,15 @@ def result_on_empty_input(spark: SparkSession, plan: Plan, stage: StagePlan) -> 
     """A stage's result before any change arrives: its schema is the stage table's schema, and
     its rows (none, or a global aggregate's one row) are the table's first content."""
     return run_sql(spark, stage, empty_sources(spark, plan))
+
+
+def first_content(spark: SparkSession, plan: Plan, stage: StagePlan) -> pa.Table:
+    """The result on empty input as Arrow, in the types DataFrame.toArrow gives. Only a global
+    aggregate answers empty input with a row; for any other stage the schema (Spark's analysis,
+    no job) is the whole answer, which spares the run a Spark job of seconds before its first
+    micro-batch."""
+    result = result_on_empty_input(spark, plan, stage)
+    if any(isinstance(node, GroupAggregate) and node.is_global for node in stage.root.walk()):
+        return result.toArrow()
+    return to_arrow_schema(result.schema, error_on_duplicated_field_names_in_struct=True,
+                           timezone="UTC").empty_table()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from expectations.report.model import Report
+from typing import TYPE_CHECKING
+
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import counts
+
+if TYPE_CHECKING:  # the report package draws charts with matplotlib: not worth importing here
+    from expectations.report.model import Report
 
 
 def verdict_lines(report: Report, layout: RunLayout) -> str:

@@ -17,7 +17,7 @@ from jobs.plan import Plan, StagePlan
 from jobs.plan.nodes import ChangelogSource
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
-from jobs.spark_sql import result_on_empty_input
+from jobs.spark_sql import first_content
 from jobs.stream.emitters import Emitter, emitter_for
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
 from jobs.stream.multiset import ValueMultisets
@@ -39,7 +39,7 @@ def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayo
     own = stage_layout(layout, stage)
     with progress.waiting("  opening the sink and the changelog feeds ..."):
         _stage_feeds(spark, stage, layout)
-        initial = with_sink_columns(result_on_empty_input(spark, plan, stage).toArrow(), stage)
+        initial = with_sink_columns(first_content(spark, plan, stage), stage)
         sink = open_writer(stage.spec.sink.writer, spark, own.stream, write_key(stage, initial),
                            own.app_id(stage.name))
         _ensure_sink(sink, initial, stage, own)
