@@ -1,7 +1,8 @@
 """The one SparkSession of a process, configured from settings.
 
-Starting Spark takes about 12 s on two cores, so `lockstep run` shares one session across its
-stream, batch and check steps, and the tests share one across the whole run.
+Starting Spark takes about 10 s on two cores (5-6 s with the class archive setup writes, see
+jvm_classes.py), so `lockstep run` shares one session across its stream, batch and check steps,
+and the tests share one across the whole run.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from jobs.runtime import jvm_classes
 from jobs.runtime.delta_connector import connector_conf, connector_jars
 from jobs.runtime.progress import Progress
 from jobs.spec.model import SparkSettings
@@ -64,7 +66,7 @@ def _start(settings: SparkSettings | None):
     from pyspark.sql import SparkSession
 
     java_opts = (f"-Dlog4j.configurationFile=file:{LOG_CONFIG} -Dlog4j2.configurationFile=file:{LOG_CONFIG} "
-                 f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'}")
+                 f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'} {jvm_classes.java_options()}").strip()
     builder = (SparkSession.builder.master(settings.master).appName("lockstep")
                .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
                .config("spark.default.parallelism", str(settings.shuffle_partitions))
