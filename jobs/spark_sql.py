@@ -44,11 +44,12 @@ def result_on_empty_input(spark: SparkSession, plan: Plan, stage: StagePlan) -> 
 
 def first_content(spark: SparkSession, plan: Plan, stage: StagePlan) -> pa.Table:
     """The result on empty input as Arrow, in the types DataFrame.toArrow gives. Only a global
-    aggregate answers empty input with a row; for any other stage the schema (Spark's analysis,
-    no job) is the whole answer, which spares the run a Spark job of seconds before its first
-    micro-batch."""
+    aggregate answers empty input with a row (and a stage fed by one may pass it on); for a
+    query without one the schema (Spark's analysis, no job) is the whole answer, which spares
+    the run a Spark job of seconds before its first micro-batch."""
     result = result_on_empty_input(spark, plan, stage)
-    if any(isinstance(node, GroupAggregate) and node.is_global for node in stage.root.walk()):
+    if any(isinstance(node, GroupAggregate) and node.is_global
+           for each in plan.stages for node in each.root.walk()):
         return result.toArrow()
     return to_arrow_schema(result.schema, error_on_duplicated_field_names_in_struct=True,
                            timezone="UTC").empty_table()
