@@ -20,8 +20,10 @@ the first time.
 
 from __future__ import annotations
 
+import functools
 from functools import reduce
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -45,6 +47,17 @@ def live(history: DataFrame, columns: tuple[str, ...], keys: tuple[str, ...], to
     cols = [F.col(f"`{c}`") for c in columns]
     mine = history.join(F.broadcast(touched), _null_safe(history, touched, keys), "left_semi")
     return mine.groupBy(*cols).agg(F.sum(COUNT).alias(COUNT)).where(F.col(COUNT) > 0)
+
+
+def live_before(state: LiveState, spark: SparkSession, batch_id: int, columns: tuple[str, ...],
+                keys: tuple[str, ...], touched: Callable[[], DataFrame]) -> DataFrame:
+    """The touched keys' live rows before the micro-batch, computed once (LiveState.local). With
+    no state yet (a first micro-batch) there is nothing to read: no Spark job, and `touched` is
+    not asked for."""
+    if state.empty_before(batch_id):
+        return state.no_rows(spark)
+    rows, _ = state.local(spark, live(state.changes_before(spark, batch_id), columns, keys, touched()))
+    return rows
 
 
 def _null_safe(left: DataFrame, right: DataFrame, keys: tuple[str, ...]) -> Column:
@@ -76,8 +89,7 @@ class DedupOperator:
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
         touched = net.select(*[F.col(f"`{k}`") for k in self.node.keys]).distinct()
-        before, _ = self.state.local(spark, live(self.state.changes_before(spark, batch_id), self.columns,
-                                                 self.node.keys, touched))
+        before = live_before(self.state, spark, batch_id, self.columns, self.node.keys, lambda: touched)
         after = _plus(before, net, self.columns)
         self.state.record(spark, net_rows, batch_id)
         return difference(self._top(after), self._top(before), self.node.output_names)
@@ -111,15 +123,17 @@ class JoinOperator:
         right_net, right_rows = self.right_state.local(spark, net_changes(_side(delta, RIGHT, self.right_cols),
                                                                           self.right_cols))
         keys = tuple(f"__k{i}" for i in range(len(node.left_keys)))
-        touched = _keys(left_net, node.left_keys, keys).unionByName(_keys(right_net, node.right_keys, keys)).distinct()
-        touched = F.broadcast(spark.createDataFrame(touched.toArrow()) if not _empty(left_rows, right_rows)
-                              else touched)
-        left_before, _ = self.left_state.local(spark, live(
-            self.left_state.changes_before(spark, batch_id), self.left_cols, node.left_keys,
-            _renamed(touched, keys, node.left_keys)))
-        right_before, _ = self.right_state.local(spark, live(
-            self.right_state.changes_before(spark, batch_id), self.right_cols, node.right_keys,
-            _renamed(touched, keys, node.right_keys)))
+
+        @functools.cache
+        def touched() -> DataFrame:  # computed once, and only when a side has state to read
+            both = _keys(left_net, node.left_keys, keys).unionByName(_keys(right_net, node.right_keys, keys))
+            return F.broadcast(spark.createDataFrame(both.distinct().toArrow()) if not _empty(left_rows, right_rows)
+                               else both.distinct())
+
+        left_before = live_before(self.left_state, spark, batch_id, self.left_cols, node.left_keys,
+                                  lambda: _renamed(touched(), keys, node.left_keys))
+        right_before = live_before(self.right_state, spark, batch_id, self.right_cols, node.right_keys,
+                                   lambda: _renamed(touched(), keys, node.right_keys))
         left_after = _plus(left_before, left_net, self.left_cols)
         right_after = _plus(right_before, right_net, self.right_cols)
         self.left_state.record(spark, left_rows, batch_id)
@@ -184,13 +198,14 @@ class SessionOperator:
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
-        history = self.state.changes_before(spark, batch_id)
         if self.node.group_keys:
             touched = net.select(*[F.col(f"`{k}`") for k in self.node.group_keys]).distinct()
-            before = live(history, self.columns, self.node.group_keys, touched)
+            before = live_before(self.state, spark, batch_id, self.columns, self.node.group_keys, lambda: touched)
+        elif self.state.empty_before(batch_id):
+            before = self.state.no_rows(spark)
         else:  # one key: every session
-            before = _plus(history.limit(0), history, self.columns)
-        before, _ = self.state.local(spark, before)
+            history = self.state.changes_before(spark, batch_id)
+            before, _ = self.state.local(spark, _plus(history.limit(0), history, self.columns))
         after = _plus(before, net, self.columns)
         self.state.record(spark, net_rows, batch_id)
         return difference(self._sessions(after), self._sessions(before), self.node.output_names)

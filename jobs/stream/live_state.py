@@ -44,12 +44,17 @@ class LiveState:
     def changes_before(self, spark: SparkSession, batch_id: int) -> DataFrame:
         """The live rows before `batch_id` as weighted rows: a snapshot plus the logs after it
         (a row may appear more than once; its live count is the sum)."""
-        snapshot = self._snapshot_for(batch_id)
-        paths = [str(self._snapshot_path(snapshot))] if snapshot else []
-        paths += [str(self._log_path(b)) for b in self._logs() if (snapshot or 0) <= b < batch_id]
+        paths = self._paths_before(batch_id)
         if not paths:
-            return spark.createDataFrame([], self.ddl)
+            return self.no_rows(spark)
         return spark.read.schema(self.ddl).parquet(*paths)
+
+    def empty_before(self, batch_id: int) -> bool:
+        """Whether nothing was recorded before `batch_id` (a first micro-batch, or its replay)."""
+        return not self._paths_before(batch_id)
+
+    def no_rows(self, spark: SparkSession) -> DataFrame:
+        return spark.createDataFrame([], self.ddl)
 
     def record(self, spark: SparkSession, net: pa.Table, batch_id: int) -> None:
         """Log the micro-batch's net changes; compact when enough logs have gathered."""
@@ -67,7 +72,7 @@ class LiveState:
         from the result: Spark would otherwise recompute the whole lineage in every action."""
         table = rows.toArrow()
         if table.num_rows == 0:
-            return spark.createDataFrame([], self.ddl), table
+            return self.no_rows(spark), table
         return spark.createDataFrame(table), table
 
     def _compact(self, spark: SparkSession, snapshot: int) -> None:
@@ -94,6 +99,11 @@ class LiveState:
         for b in self._logs():
             if b < keep_from:
                 self._log_path(b).unlink(missing_ok=True)
+
+    def _paths_before(self, batch_id: int) -> list[str]:
+        snapshot = self._snapshot_for(batch_id)
+        paths = [str(self._snapshot_path(snapshot))] if snapshot else []
+        return paths + [str(self._log_path(b)) for b in self._logs() if (snapshot or 0) <= b < batch_id]
 
     def _snapshot_for(self, batch_id: int) -> int | None:
         found = [s for s in self._snapshots() if s <= batch_id]

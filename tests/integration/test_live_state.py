@@ -66,3 +66,14 @@ def test_a_replayed_micro_batch_reads_the_state_it_read_the_first_time(spark, tm
     state.record(spark, _table(net), last)  # the replay writes the same again
     assert _live(state, spark, last) == before
     assert _live(state, spark, last + 1) == live
+
+
+def test_only_a_first_micro_batch_and_its_replay_find_no_state(spark, tmp_path):
+    state = LiveState(tmp_path / "state", DDL, ("k",))
+    assert state.empty_before(0)
+    state.record(spark, _table(Counter({(1, "v0"): 1})), 0)
+    assert state.empty_before(0)  # a replay of micro-batch 0 reads nothing, as the first try did
+    assert not state.empty_before(1)
+    state.record(spark, _table(Counter({(1, "v0"): -1})), 1)
+    assert not state.empty_before(2)  # a log of changes that cancel out is still state to read
+    assert _live(state, spark, 2) == Counter()
