@@ -103,7 +103,8 @@ class Pipeline:
             self.batch(logical_date)
         # Imported here: Great Expectations takes seconds to import, and `lockstep stream` or
         # `batch` never needs it.
-        from expectations.check import run_check
+        with self.progress.waiting("loading Great Expectations ..."):
+            from expectations.check import run_check
         return run_check(self.plan, self.settings, self.layout, self.progress, logical_date)
 
     @contextmanager
