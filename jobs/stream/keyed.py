@@ -20,10 +20,8 @@ the first time.
 
 from __future__ import annotations
 
-import functools
-from functools import reduce
+from functools import cache, reduce
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -47,17 +45,6 @@ def live(history: DataFrame, columns: tuple[str, ...], keys: tuple[str, ...], to
     cols = [F.col(f"`{c}`") for c in columns]
     mine = history.join(F.broadcast(touched), _null_safe(history, touched, keys), "left_semi")
     return mine.groupBy(*cols).agg(F.sum(COUNT).alias(COUNT)).where(F.col(COUNT) > 0)
-
-
-def live_before(state: LiveState, spark: SparkSession, batch_id: int, columns: tuple[str, ...],
-                keys: tuple[str, ...], touched: Callable[[], DataFrame]) -> DataFrame:
-    """The touched keys' live rows before the micro-batch, computed once (LiveState.local). With
-    no state yet (a first micro-batch) there is nothing to read: no Spark job, and `touched` is
-    not asked for."""
-    if state.empty_before(batch_id):
-        return state.no_rows(spark)
-    rows, _ = state.local(spark, live(state.changes_before(spark, batch_id), columns, keys, touched()))
-    return rows
 
 
 def _null_safe(left: DataFrame, right: DataFrame, keys: tuple[str, ...]) -> Column:
@@ -89,7 +76,8 @@ class DedupOperator:
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
         touched = net.select(*[F.col(f"`{k}`") for k in self.node.keys]).distinct()
-        before = live_before(self.state, spark, batch_id, self.columns, self.node.keys, lambda: touched)
+        before = self.state.live_before(spark, batch_id,
+                                        lambda history: live(history, self.columns, self.node.keys, touched))
         after = _plus(before, net, self.columns)
         self.state.record(spark, net_rows, batch_id)
         return difference(self._top(after), self._top(before), self.node.output_names)
@@ -124,16 +112,16 @@ class JoinOperator:
                                                                           self.right_cols))
         keys = tuple(f"__k{i}" for i in range(len(node.left_keys)))
 
-        @functools.cache
+        @cache
         def touched() -> DataFrame:  # computed once, and only when a side has state to read
             both = _keys(left_net, node.left_keys, keys).unionByName(_keys(right_net, node.right_keys, keys))
             return F.broadcast(spark.createDataFrame(both.distinct().toArrow()) if not _empty(left_rows, right_rows)
                                else both.distinct())
 
-        left_before = live_before(self.left_state, spark, batch_id, self.left_cols, node.left_keys,
-                                  lambda: _renamed(touched(), keys, node.left_keys))
-        right_before = live_before(self.right_state, spark, batch_id, self.right_cols, node.right_keys,
-                                   lambda: _renamed(touched(), keys, node.right_keys))
+        left_before = self.left_state.live_before(spark, batch_id, lambda history: live(
+            history, self.left_cols, node.left_keys, _renamed(touched(), keys, node.left_keys)))
+        right_before = self.right_state.live_before(spark, batch_id, lambda history: live(
+            history, self.right_cols, node.right_keys, _renamed(touched(), keys, node.right_keys)))
         left_after = _plus(left_before, left_net, self.left_cols)
         right_after = _plus(right_before, right_net, self.right_cols)
         self.left_state.record(spark, left_rows, batch_id)
@@ -200,12 +188,11 @@ class SessionOperator:
         net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
         if self.node.group_keys:
             touched = net.select(*[F.col(f"`{k}`") for k in self.node.group_keys]).distinct()
-            before = live_before(self.state, spark, batch_id, self.columns, self.node.group_keys, lambda: touched)
-        elif self.state.empty_before(batch_id):
-            before = self.state.no_rows(spark)
+            before = self.state.live_before(spark, batch_id, lambda history: live(
+                history, self.columns, self.node.group_keys, touched))
         else:  # one key: every session
-            history = self.state.changes_before(spark, batch_id)
-            before, _ = self.state.local(spark, _plus(history.limit(0), history, self.columns))
+            before = self.state.live_before(spark, batch_id,
+                                            lambda history: _plus(history.limit(0), history, self.columns))
         after = _plus(before, net, self.columns)
         self.state.record(spark, net_rows, batch_id)
         return difference(self._sessions(after), self._sessions(before), self.node.output_names)

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -44,14 +45,18 @@ class LiveState:
     def changes_before(self, spark: SparkSession, batch_id: int) -> DataFrame:
         """The live rows before `batch_id` as weighted rows: a snapshot plus the logs after it
         (a row may appear more than once; its live count is the sum)."""
+        return self._read(spark, self._paths_before(batch_id))
+
+    def live_before(self, spark: SparkSession, batch_id: int,
+                    pick: Callable[[DataFrame], DataFrame]) -> DataFrame:
+        """pick(the live rows before `batch_id`, as changes_before gives them), computed once
+        (see local). When nothing was recorded before (a first micro-batch, or its replay) there
+        is nothing to read: no Spark job, and `pick` is not called."""
         paths = self._paths_before(batch_id)
         if not paths:
             return self.no_rows(spark)
-        return spark.read.schema(self.ddl).parquet(*paths)
-
-    def empty_before(self, batch_id: int) -> bool:
-        """Whether nothing was recorded before `batch_id` (a first micro-batch, or its replay)."""
-        return not self._paths_before(batch_id)
+        rows, _ = self.local(spark, pick(self._read(spark, paths)))
+        return rows
 
     def no_rows(self, spark: SparkSession) -> DataFrame:
         return spark.createDataFrame([], self.ddl)
@@ -99,6 +104,9 @@ class LiveState:
         for b in self._logs():
             if b < keep_from:
                 self._log_path(b).unlink(missing_ok=True)
+
+    def _read(self, spark: SparkSession, paths: list[str]) -> DataFrame:
+        return spark.read.schema(self.ddl).parquet(*paths) if paths else self.no_rows(spark)
 
     def _paths_before(self, batch_id: int) -> list[str]:
         snapshot = self._snapshot_for(batch_id)

@@ -69,11 +69,18 @@ def test_a_replayed_micro_batch_reads_the_state_it_read_the_first_time(spark, tm
 
 
 def test_only_a_first_micro_batch_and_its_replay_find_no_state(spark, tmp_path):
-    state = LiveState(tmp_path / "state", DDL, ("k",))
-    assert state.empty_before(0)
+    state, picked = LiveState(tmp_path / "state", DDL, ("k",)), []
+
+    def pick(history):
+        picked.append(True)
+        return history
+
+    assert state.live_before(spark, 0, pick).count() == 0 and picked == []
     state.record(spark, _table(Counter({(1, "v0"): 1})), 0)
-    assert state.empty_before(0)  # a replay of micro-batch 0 reads nothing, as the first try did
-    assert not state.empty_before(1)
+    # a replay of micro-batch 0 reads nothing, as the first try did
+    assert state.live_before(spark, 0, pick).count() == 0 and picked == []
+    assert state.live_before(spark, 1, pick).collect()[0][COUNT] == 1 and picked == [True]
     state.record(spark, _table(Counter({(1, "v0"): -1})), 1)
-    assert not state.empty_before(2)  # a log of changes that cancel out is still state to read
+    state.live_before(spark, 2, pick)
+    assert picked == [True, True]  # a log of changes that cancel out is still state to read
     assert _live(state, spark, 2) == Counter()
