@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs.changelog.live import python_values
+from jobs.changelog.live_rowwise import python_values
 from jobs.changelog.columns import DELETE, OP, ORDINAL, UPSERT, WEIGHT
 from jobs.errors import RunStateError
 
