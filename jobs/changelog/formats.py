@@ -6,9 +6,11 @@ Formats:
   -U (before) then +U (after), both from the same line;
 - json: JSON lines of plain rows, each an insert (an append-only source).
 
-Arrow's JSON reader parses a whole file at once. When it rejects the file, the lines are bisected
-until each bad line is isolated, so a good file costs one fast parse and a bad one costs a few more
-per bad line, and the values that do parse are exactly what the fast path would have produced.
+Arrow's JSON reader parses a whole file at once, as it is (it skips blank lines itself; the lines
+are found as positions in the bytes, never a Python object per line). When it rejects the file, the
+lines are bisected until each bad line is isolated, so a good file costs one fast parse and a bad
+one costs a few more per bad line, and the values that do parse are exactly what the fast path
+would have produced.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -52,13 +56,77 @@ SHOWN_CHARS = 80  # how much of a value or line a message quotes
 
 
 def parse_file(path: Path, fmt: str, schema: SourceSchema) -> ParsedFile:
-    lines, undecodable = _utf8_lines(path.read_bytes())
+    lines = _Lines(path.read_bytes())
     reader = _FORMATS[fmt](schema)
-    tables, bad = _parse_bisect(lines, reader)
+    tables, bad = _parse_whole(lines, reader)
     rows = pa.concat_tables(tables) if tables else reader.empty()
     rows, bad_kinds = reader.to_changes(rows)
-    rows, missing, absent = reader.check_absent(rows, dict(lines))
-    return ParsedFile(rows, _with_raw_text(undecodable + bad + bad_kinds + missing, lines), absent)
+    rows, missing, absent = reader.check_absent(rows, lines.text)
+    return ParsedFile(rows, _with_raw_text(bad + bad_kinds + missing, lines.text), absent)
+
+
+class _Lines:
+    """A file's lines as positions in its bytes: a file of millions of lines is never split into a
+    Python object per line unless it has to be taken apart (see _parse_whole)."""
+
+    WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a line of only these is blank
+
+    def __init__(self, data: bytes):
+        self.data = data
+        ends = _newlines(data)
+        self.starts = np.concatenate([[0], ends + 1])
+        self.stops = np.append(ends, len(data))
+
+    def text(self, number: int) -> bytes:
+        return self.data[self.starts[number - 1]:self.stops[number - 1]]
+
+    def numbers(self) -> np.ndarray:
+        """The numbers of the lines that are not blank, from 1."""
+        lengths = self.stops - self.starts
+        first = np.frombuffer(self.data, np.uint8)[np.minimum(self.starts, max(len(self.data) - 1, 0))] \
+            if self.data else np.zeros(len(lengths), np.uint8)
+        content = (lengths > 0) & ~np.isin(first, np.frombuffer(self.WHITESPACE, np.uint8))
+        for index in np.flatnonzero((lengths > 0) & ~content):  # starts with whitespace: look closer
+            content[index] = bool(self.text(index + 1).strip())
+        return np.flatnonzero(content) + 1
+
+    def longest(self) -> int:
+        return int((self.stops - self.starts).max())
+
+    def pairs(self) -> list[tuple[int, bytes]]:
+        return [(int(number), self.text(number)) for number in self.numbers()]
+
+
+def _newlines(data: bytes, chunk: int = 1 << 26) -> np.ndarray:
+    """Positions of the newline bytes, a chunk at a time (a byte-wide mask of the whole file
+    would briefly double its size in memory)."""
+    buffer = np.frombuffer(data, np.uint8)
+    found = [np.flatnonzero(buffer[at:at + chunk] == 10) + at for at in range(0, len(buffer), chunk)]
+    return np.concatenate(found) if found else np.zeros(0, np.int64)
+
+
+def _parse_whole(lines: _Lines, reader: _Reader) -> tuple[list[pa.Table], list[BadRow]]:
+    """One parse of the file as it is, when it is valid UTF-8 and Arrow reads one row per
+    non-blank line; else the lines one by one: UTF-8 checked, blank ones left out, bisected."""
+    numbers = lines.numbers()
+    if len(numbers) and _is_utf8(lines.data):
+        try:
+            table = reader.read(lines.data, lines.longest())
+        except pa.ArrowInvalid:
+            table = None
+        if table is not None and table.num_rows == len(numbers):
+            return [table.append_column(LINE, pa.array(numbers, pa.int32()))], []
+    good, undecodable = _utf8_lines(lines.pairs())
+    tables, bad = _parse_bisect(good, reader)
+    return tables, undecodable + bad
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
@@ -66,23 +134,14 @@ def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def _with_raw_text(bad: list[BadRow], lines: list[tuple[int, bytes]]) -> tuple[BadRow, ...]:
-    if not bad:
-        return ()
-    text = dict(lines)
-    return tuple(BadRow(b.line, b.reason, b.raw or text[b.line].decode("utf-8", errors="replace"))
+def _with_raw_text(bad: list[BadRow], text: Callable[[int], bytes]) -> tuple[BadRow, ...]:
+    return tuple(BadRow(b.line, b.reason, b.raw or text(b.line).decode("utf-8", errors="replace"))
                  for b in sorted(bad, key=lambda b: b.line))
 
 
-def _utf8_lines(data: bytes) -> tuple[list[tuple[int, bytes]], list[BadRow]]:
-    """The non-blank lines, and a bad row for each that is not UTF-8 (Arrow would take its bytes
+def _utf8_lines(lines: list[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], list[BadRow]]:
+    """The lines that are UTF-8, and a bad row for each that is not (Arrow would take its bytes
     into a string column unchecked, and fail later)."""
-    lines = [(number, text) for number, text in enumerate(data.split(b"\n"), start=1) if text.strip()]
-    try:
-        data.decode("utf-8")
-        return lines, []
-    except UnicodeDecodeError:
-        pass
     good, bad = [], []
     for number, text in lines:
         try:
@@ -137,7 +196,7 @@ class _Reader:
         block = pj.ReadOptions(block_size=max(1 << 20, 2 * longest_line + 2))
         return pj.read_json(io.BytesIO(data), read_options=block, parse_options=options)
 
-    def check_absent(self, rows: pa.Table, text: dict[int, bytes]) -> tuple[pa.Table, list[BadRow], int]:
+    def check_absent(self, rows: pa.Table, text: Callable[[int], bytes]) -> tuple[pa.Table, list[BadRow], int]:
         """Rows whose JSON leaves a column out: a bad row when the column is NOT NULL, else
         counted. Only rows with a NULL can lack a field, so only those are read again."""
         nulls = [pc.is_null(rows.column(c.name)) for c in self.schema.columns]
@@ -146,7 +205,7 @@ class _Reader:
         suspects = rows.filter(functools.reduce(pc.or_, nulls)).column(LINE).to_pylist()
         bad, absent = [], 0
         for line in dict.fromkeys(suspects):
-            missing = [c for c in self.schema.columns if c.name not in self.fields_of(text[line])]
+            missing = [c for c in self.schema.columns if c.name not in self.fields_of(text(line))]
             required = [c.name for c in missing if not c.nullable]
             if required:
                 bad.append(BadRow(line, f"missing field {required[0]!r} (the column is NOT NULL)", ""))

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from jobs.changelog.formats import parse_file
 from jobs.changelog.schema import parse_schema
@@ -140,3 +141,23 @@ def test_a_long_value_loads_and_a_message_quotes_only_its_start(tmp_path):
     assert parsed.rows.column("order_id").to_pylist() == [1, 2] and len(parsed.rows.column("note")[1].as_py()) == 3_000_000
     (line, reason), = _bad(parsed)
     assert line == 3 and "does not fit BIGINT" in reason and len(reason) < 200 and "3,000,002 characters" in reason
+
+
+# Blank lines (by bytes.strip(): spaces, tabs, CR, VT, FF) are skipped and every row keeps its own
+# line number, whether Arrow reads the file at once or it is taken apart line by line (a bad line
+# elsewhere in the file, or a blank line Arrow itself would not skip).
+_BLANKS = st.sampled_from(["", " ", "\t", "\r", "  \r", "\x0c", "\x0b "])
+
+
+@settings(max_examples=150, deadline=None)
+@given(entries=st.lists(st.one_of(_BLANKS, st.integers(0, 99)), max_size=30), crlf=st.booleans(),
+       one_bad_line=st.booleans())
+def test_rows_keep_their_line_numbers_among_blank_lines(entries, crlf, one_bad_line, tmp_path_factory):
+    lines = [e if isinstance(e, str) else json.dumps({"order_id": e, "pId": 1, "income": e, "op": "+I"})
+             for e in entries] + (["{not json"] if one_bad_line else [])
+    path = tmp_path_factory.mktemp("blanks") / "f.json"
+    path.write_bytes(("\r\n" if crlf else "\n").join(lines).encode())
+    parsed = parse_file(path, "changelog-json", SCHEMA)
+    expected = [(n, e) for n, e in enumerate(entries, start=1) if not isinstance(e, str)]
+    assert list(zip(parsed.rows.column("__line").to_pylist(), parsed.rows.column("income").to_pylist())) == expected
+    assert [b.line for b in parsed.bad] == ([len(lines)] if one_bad_line else [])
