@@ -296,26 +296,35 @@ class _DebeziumJson(_Reader):
         bad = [BadRow(line, _debezium_problem(value, no_before), "") for line, value, no_before in zip(
             rejected.column(LINE).to_pylist(), rejected.column("op").to_pylist(),
             missing_before.filter(pc.invert(ok)).to_pylist())]
-        return self._expand(table.filter(ok)), bad
+        return self._expand(table.filter(ok) if bad else table), bad
 
     def _expand(self, table: pa.Table) -> pa.Table:
         op = table.column("op")
-        before = self._images(table, "before", pc.is_in(op, value_set=pa.array(["u", "d"])),
+        has_before = pc.is_in(op, value_set=pa.array(["u", "d"]))
+        has_after = pc.is_in(op, value_set=pa.array(["c", "r", "u"]))
+        before = self._images(table, "before", has_before,
                               pc.if_else(pc.equal(op, "u"), RowKind.UPDATE_BEFORE, RowKind.DELETE))
-        after = self._images(table, "after", pc.is_in(op, value_set=pa.array(["c", "r", "u"])),
+        after = self._images(table, "after", has_after,
                              pc.if_else(pc.equal(op, "u"), RowKind.UPDATE_AFTER, RowKind.INSERT))
-        both = pa.concat_tables([before, after])
-        # Stable sort by line, then kind: -U (1) comes before +U (2) from the same line.
-        order = pc.sort_indices(both, sort_keys=[(LINE, "ascending"), (KIND, "ascending")])
-        return both.take(order)
+        return pa.concat_tables([before, after]).take(_interleaved(has_before, has_after))
 
     def _images(self, table: pa.Table, side: str, mask, kinds) -> pa.Table:
-        picked = table.filter(mask)
-        image = picked.column(side).combine_chunks()
-        columns = {c.name: image.field(c.name) for c in self.schema.columns}
+        picked = table.select([side, LINE]).filter(mask)
+        columns = {c.name: pc.struct_field(picked.column(side), c.name) for c in self.schema.columns}
         columns[KIND] = pc.cast(kinds.filter(mask), pa.int8())
         columns[LINE] = picked.column(LINE)
         return pa.table(columns)
+
+
+def _interleaved(has_before: pa.ChunkedArray, has_after: pa.ChunkedArray) -> np.ndarray:
+    """The order that puts the before-images (first) and after-images of the lines back in line
+    order, each line's -U before its +U: positions into the before rows followed by the after rows."""
+    before, after = has_before.to_numpy().astype(np.int64), has_after.to_numpy().astype(np.int64)
+    first = np.cumsum(before + after) - before - after  # each line's first output position
+    order = np.empty(int(before.sum() + after.sum()), np.int64)
+    order[first[before == 1]] = np.arange(int(before.sum()))
+    order[(first + before)[after == 1]] = before.sum() + np.arange(int(after.sum()))
+    return order
 
 
 _FORMATS = {"changelog-json": _ChangelogJson, "debezium-json": _DebeziumJson, "json": _PlainJson}

@@ -96,14 +96,48 @@ class RowByRow:
         force()), because it stays in the changelog."""
         columns = [python_values(rows.column(name)) for name in self.schema.names]
         kinds = rows.column(KIND).to_pylist()
+        apply_fast = self._fast_keyed if self.primary_key else self._fast_multiset
         invalid = []
         for index, (kind, row) in enumerate(zip(kinds, zip(*columns))):
+            if apply_fast(kind, row):
+                continue
             reason = self.apply(RowKind(kind), row)
             if reason:
                 invalid.append((index, reason))
                 if keep:
                     self.force(RowKind(kind), row)
         return invalid
+
+    # The common, valid cases of apply() with plain ints and dict operations (a file with a bad
+    # row comes here whole, millions of rows maybe); False sends the row to apply().
+
+    def _fast_keyed(self, kind: int, row: tuple) -> bool:
+        positions = self._key_positions
+        key = (row[positions[0]],) if len(positions) == 1 else tuple(row[i] for i in positions)
+        live = self._live
+        if kind == 0 or kind == 2:  # +I, +U: the key must be absent
+            if key in live or None in key:
+                return False
+            live[key] = row
+            return True
+        if live.get(key) != row:  # -U, -D: must retract exactly the live row
+            return False
+        del live[key]
+        return True
+
+    def _fast_multiset(self, kind: int, row: tuple) -> bool:
+        live = self._live
+        count = live.get(row, 0)
+        if kind == 0 or kind == 2:
+            live[row] = count + 1
+            return True
+        if count == 0:
+            return False
+        if count == 1:
+            del live[row]
+        else:
+            live[row] = count - 1
+        return True
 
     def force(self, kind: RowKind, row: tuple) -> None:
         """Apply an invalid change the way a table keyed by the primary key would: an addition
