@@ -65,8 +65,11 @@ def _start(settings: SparkSettings | None):
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    # The parallel collector: the 6 M-row race's driver JVM peaked at 1.7 GB with it against 2.2-2.4 GB
+    # with G1 (the default), in the same time; lockstep's work is throughput, not pause-sensitive.
     java_opts = (f"-Dlog4j.configurationFile=file:{LOG_CONFIG} -Dlog4j2.configurationFile=file:{LOG_CONFIG} "
-                 f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'} {jvm_classes.java_options()}").strip()
+                 f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'} -XX:+UseParallelGC "
+                 f"{jvm_classes.java_options()}").strip()
     builder = (SparkSession.builder.master(settings.master).appName("lockstep")
                .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
                .config("spark.default.parallelism", str(settings.shuffle_partitions))

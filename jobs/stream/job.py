@@ -19,6 +19,7 @@ from jobs.plan import Plan
 from jobs.plan.nodes import SessionAggregate
 from jobs.point import ConsistencyPoint, latest_logical_date, write_point
 from jobs.runtime.layout import RunLayout
+from jobs.runtime.memory import memory_returned
 from jobs.runtime.progress import Progress, counts
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
@@ -71,7 +72,8 @@ def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Prog
     for name, source in delta_sources.items():
         check_table(name, source)
     early = spark_session(settings.spark) if delta_sources else None  # quiet: an unreadable table is one line
-    result = StreamResult(staged=stage_sources(plan, layout, progress, until=logical_date, spark=early))
+    with memory_returned():
+        result = StreamResult(staged=stage_sources(plan, layout, progress, until=logical_date, spark=early))
     spark = spark_session(settings.spark, progress)
     started = time.monotonic()
     try:
