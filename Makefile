@@ -31,6 +31,8 @@ chaos: setup
 
 bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_stream
+	$(BIN)/python -m tests.benchmarks.bench_staging
+	$(BIN)/python -m tests.benchmarks.bench_incremental
 	$(BIN)/python -m tests.benchmarks.race $(RACE_ARGS)
 
 # make race RACE_ARGS="--sizes 100000,400000 --classes group_aggregate,inner_join": lockstep's

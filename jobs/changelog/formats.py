@@ -56,9 +56,10 @@ SHOWN_CHARS = 80  # how much of a value or line a message quotes
 
 
 def parse_file(path: Path, fmt: str, schema: SourceSchema) -> ParsedFile:
-    lines = _Lines(path.read_bytes())
+    lines = _Lines(path.read_bytes(), path)
     reader = _FORMATS[fmt](schema)
     tables, bad = _parse_whole(lines, reader)
+    lines.release()  # a big file's bytes, while its rows are turned into changes
     rows = pa.concat_tables(tables) if tables else reader.empty()
     rows, bad_kinds = reader.to_changes(rows)
     rows, missing, absent = reader.check_absent(rows, lines.text)
@@ -71,11 +72,20 @@ class _Lines:
 
     WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a line of only these is blank
 
-    def __init__(self, data: bytes):
-        self.data = data
+    def __init__(self, data: bytes, path: Path):
+        self._data, self.path = data, path
         ends = _newlines(data)
         self.starts = np.concatenate([[0], ends + 1])
         self.stops = np.append(ends, len(data))
+
+    @property
+    def data(self) -> bytes:
+        if self._data is None:  # released, and a line's text is wanted after all (a bad row)
+            self._data = self.path.read_bytes()
+        return self._data
+
+    def release(self) -> None:
+        self._data = None
 
     def text(self, number: int) -> bytes:
         return self.data[self.starts[number - 1]:self.stops[number - 1]]

@@ -29,6 +29,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -190,8 +191,8 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
         result.quarantined += [Quarantined(name, piece.name, b.line, b.reason, b.raw) for b in bad]
         result.anomalies += [Quarantined(name, piece.name, b.line, b.reason, b.raw) for b in kept]
         first_seq = result.total_rows
-        rows = rows.append_column(SEQ, pa.array(range(first_seq, first_seq + rows.num_rows), pa.int64()))
-        rows = rows.append_column(FILE, pa.array([piece.name] * rows.num_rows, pa.string()))
+        rows = rows.append_column(SEQ, pa.array(np.arange(first_seq, first_seq + rows.num_rows, dtype=np.int64)))
+        rows = rows.append_column(FILE, pa.repeat(pa.scalar(piece.name, pa.string()), rows.num_rows))
         tables.append(rows)
         entries.append({"name": piece.name, **piece.entry, "first_seq": first_seq, "rows": rows.num_rows,
                         "bad_rows": len(bad)})
