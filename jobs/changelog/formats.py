@@ -59,7 +59,9 @@ def parse_file(path: Path, fmt: str, schema: SourceSchema) -> ParsedFile:
     lines = _Lines(path.read_bytes(), path)
     reader = _FORMATS[fmt](schema)
     tables, bad = _parse_whole(lines, reader)
-    lines.release()  # a big file's bytes, while its rows are turned into changes
+    # A big file's bytes go while its rows become changes; they are read again if a line's text
+    # is wanted after all: a bad row's, or a row with a NULL (did its JSON leave the field out?).
+    lines.release()
     rows = pa.concat_tables(tables) if tables else reader.empty()
     rows, bad_kinds = reader.to_changes(rows)
     rows, missing, absent = reader.check_absent(rows, lines.text)
@@ -80,7 +82,7 @@ class _Lines:
 
     @property
     def data(self) -> bytes:
-        if self._data is None:  # released, and a line's text is wanted after all (a bad row)
+        if self._data is None:  # released, and a line's text is wanted after all
             self._data = self.path.read_bytes()
         return self._data
 
@@ -103,8 +105,8 @@ class _Lines:
     def longest(self) -> int:
         return int((self.stops - self.starts).max())
 
-    def pairs(self) -> list[tuple[int, bytes]]:
-        return [(int(number), self.text(number)) for number in self.numbers()]
+    def pairs(self, numbers: np.ndarray) -> list[tuple[int, bytes]]:
+        return [(int(number), self.text(number)) for number in numbers]
 
 
 def _newlines(data: bytes, chunk: int = 1 << 26) -> np.ndarray:
@@ -126,7 +128,7 @@ def _parse_whole(lines: _Lines, reader: _Reader) -> tuple[list[pa.Table], list[B
             table = None
         if table is not None and table.num_rows == len(numbers):
             return [table.append_column(LINE, pa.array(numbers, pa.int32()))], []
-    good, undecodable = _utf8_lines(lines.pairs())
+    good, undecodable = _utf8_lines(lines.pairs(numbers))
     tables, bad = _parse_bisect(good, reader)
     return tables, undecodable + bad
 

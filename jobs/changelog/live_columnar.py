@@ -64,8 +64,10 @@ def multiset_after(state: pa.Table, counts: np.ndarray, changes: pa.Table,
     if (copies[change_codes] + _KeyRuns(change_codes).sum_before(steps) + steps < 0).any():
         return None
     np.add.at(copies, change_codes, steps)
-    first_row = np.empty(len(copies), np.int64)
-    first_row[codes[::-1]] = np.arange(len(codes))[::-1]  # the last write wins: the first row
+    # Each distinct row's first occurrence (the state's copy if it has one). Not a fancy-index
+    # assignment with repeated indices: numpy does not promise which of the writes wins.
+    first_row = np.full(len(copies), len(codes))
+    np.minimum.at(first_row, codes, np.arange(len(codes)))
     alive = np.flatnonzero(copies > 0)
     return both.take(first_row[alive]).append_column(COUNT, pa.array(copies[alive], pa.int64()))
 
