@@ -20,7 +20,7 @@ the first time.
 
 from __future__ import annotations
 
-from functools import cache, reduce
+from functools import reduce
 from pathlib import Path
 
 import pyarrow as pa
@@ -38,17 +38,6 @@ def net_changes(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
     """Per distinct row, the sum of its weights (rows whose changes cancel out are gone)."""
     cols = [F.col(f"`{c}`") for c in columns]
     return rows.groupBy(*cols).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT)).where(F.col(COUNT) != 0)
-
-
-def live(history: DataFrame, columns: tuple[str, ...], keys: tuple[str, ...], touched: DataFrame) -> DataFrame:
-    """The live rows (with their count) whose keys are touched."""
-    cols = [F.col(f"`{c}`") for c in columns]
-    mine = history.join(F.broadcast(touched), _null_safe(history, touched, keys), "left_semi")
-    return mine.groupBy(*cols).agg(F.sum(COUNT).alias(COUNT)).where(F.col(COUNT) > 0)
-
-
-def _null_safe(left: DataFrame, right: DataFrame, keys: tuple[str, ...]) -> Column:
-    return reduce(lambda a, b: a & b, [left[f"`{k}`"].eqNullSafe(right[f"`{k}`"]) for k in keys])
 
 
 def expand(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
@@ -75,9 +64,7 @@ class DedupOperator:
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
-        touched = net.select(*[F.col(f"`{k}`") for k in self.node.keys]).distinct()
-        before = self.state.live_before(spark, batch_id,
-                                        lambda history: live(history, self.columns, self.node.keys, touched))
+        before = self.state.live_before(spark, batch_id, net_rows, net_rows.schema)
         after = _plus(before, net, self.columns)
         self.state.record(spark, net_rows, batch_id)
         return difference(self._top(after), self._top(before), self.node.output_names)
@@ -110,18 +97,11 @@ class JoinOperator:
                                                                        self.left_cols))
         right_net, right_rows = self.right_state.local(spark, net_changes(_side(delta, RIGHT, self.right_cols),
                                                                           self.right_cols))
-        keys = tuple(f"__k{i}" for i in range(len(node.left_keys)))
-
-        @cache
-        def touched() -> DataFrame:  # computed once, and only when a side has state to read
-            both = _keys(left_net, node.left_keys, keys).unionByName(_keys(right_net, node.right_keys, keys))
-            return F.broadcast(spark.createDataFrame(both.distinct().toArrow()) if not _empty(left_rows, right_rows)
-                               else both.distinct())
-
-        left_before = self.left_state.live_before(spark, batch_id, lambda history: live(
-            history, self.left_cols, node.left_keys, _renamed(touched(), keys, node.left_keys)))
-        right_before = self.right_state.live_before(spark, batch_id, lambda history: live(
-            history, self.right_cols, node.right_keys, _renamed(touched(), keys, node.right_keys)))
+        # A key is touched when either side's changes carry it: both sides' rows of it are read.
+        left_touched = _touched(left_rows, node.left_keys, right_rows, node.right_keys)
+        right_touched = _touched(right_rows, node.right_keys, left_rows, node.left_keys)
+        left_before = self.left_state.live_before(spark, batch_id, left_touched, left_rows.schema)
+        right_before = self.right_state.live_before(spark, batch_id, right_touched, right_rows.schema)
         left_after = _plus(left_before, left_net, self.left_cols)
         right_after = _plus(right_before, right_net, self.right_cols)
         self.left_state.record(spark, left_rows, batch_id)
@@ -144,21 +124,23 @@ class JoinOperator:
         return joined.select(*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols], *right)
 
 
-def _empty(*tables: pa.Table) -> bool:
-    return all(t.num_rows == 0 for t in tables)
+def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table, other_keys: tuple[str, ...]) -> pa.Table:
+    """The join keys either side's net changes carry, under this side's key names: the other
+    side's keys are cast to this side's types where they cast; where they do not, they are
+    left out of this side's filter, which then reads every live row of this side (a superset,
+    never fewer rows than needed)."""
+    mine = own.select(list(own_keys))
+    try:
+        theirs = pa.table([other.column(o).cast(own.schema.field(m).type) for m, o in zip(own_keys, other_keys)],
+                          names=list(own_keys))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return pa.concat_tables([mine, theirs])
 
 
 def _side(delta: DataFrame, side: str, columns: tuple[str, ...]) -> DataFrame:
     rows = delta.where(F.col(SIDE) == side)
     return rows.select(*[F.col(f"{side}.`{c}`").alias(c) for c in columns], WEIGHT)
-
-
-def _keys(net: DataFrame, names: tuple[str, ...], as_names: tuple[str, ...]) -> DataFrame:
-    return net.select(*[F.col(f"`{n}`").cast("string").alias(a) for n, a in zip(names, as_names)])
-
-
-def _renamed(touched: DataFrame, keys: tuple[str, ...], names: tuple[str, ...]) -> DataFrame:
-    return touched.select(*[F.col(k).alias(n) for k, n in zip(keys, names)])
 
 
 def _plus(before: DataFrame, net: DataFrame, columns: tuple[str, ...]) -> DataFrame:
@@ -186,13 +168,8 @@ class SessionOperator:
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
-        if self.node.group_keys:
-            touched = net.select(*[F.col(f"`{k}`") for k in self.node.group_keys]).distinct()
-            before = self.state.live_before(spark, batch_id, lambda history: live(
-                history, self.columns, self.node.group_keys, touched))
-        else:  # one key: every session
-            before = self.state.live_before(spark, batch_id,
-                                            lambda history: _plus(history.limit(0), history, self.columns))
+        # No group keys: one key, every session.
+        before = self.state.live_before(spark, batch_id, net_rows if self.node.group_keys else None, net_rows.schema)
         after = _plus(before, net, self.columns)
         self.state.record(spark, net_rows, batch_id)
         return difference(self._sessions(after), self._sessions(before), self.node.output_names)

@@ -19,14 +19,16 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Callable
-
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT
+from jobs.changelog.live_columnar import key_codes
 
 # Logs folded into a snapshot: more logs make each micro-batch read more small files, fewer make
 # the snapshot be rewritten more often.
@@ -47,16 +49,21 @@ class LiveState:
         (a row may appear more than once; its live count is the sum)."""
         return self._read(spark, self._paths_before(batch_id))
 
-    def live_before(self, spark: SparkSession, batch_id: int,
-                    pick: Callable[[DataFrame], DataFrame]) -> DataFrame:
-        """pick(the live rows before `batch_id`, as changes_before gives them), computed once
-        (see local). When nothing was recorded before (a first micro-batch, or its replay) there
-        is nothing to read: no Spark job, and `pick` is not called."""
+    def live_before(self, spark: SparkSession, batch_id: int, touched: pa.Table | None,
+                    like: pa.Schema) -> DataFrame:
+        """The live rows before `batch_id` (with their counts) whose keys are among `touched`'s
+        rows (None: every key), as a frame over rows read on the driver: the state files are
+        read by Arrow, filtered by key there (the snapshot is sorted by key, so most of its row
+        groups are skipped), and no Spark job runs. `like` is the schema of the net changes
+        (toArrow's types), which the files' columns are cast to. A row may come from several
+        files; the frame sums them (lazily, in the job that reads it)."""
         paths = self._paths_before(batch_id)
-        if not paths:
+        rows = _with_keys(_read_arrow(paths, like, self.keys, touched), self.keys, touched) if paths else None
+        if rows is None or rows.num_rows == 0:
             return self.no_rows(spark)
-        rows, _ = self.local(spark, pick(self._read(spark, paths)))
-        return rows
+        columns = [F.col(f"`{c}`") for c in rows.column_names if c != COUNT]
+        return (spark.createDataFrame(rows).groupBy(*columns).agg(F.sum(COUNT).alias(COUNT))
+                .where(F.col(COUNT) > 0))
 
     def no_rows(self, spark: SparkSession) -> DataFrame:
         return spark.createDataFrame([], self.ddl)
@@ -134,3 +141,58 @@ class LiveState:
 
     def _snapshot_path(self, snapshot: int) -> Path:
         return self.directory / f"snapshot-{snapshot:012d}"
+
+
+def _read_arrow(paths: list[str], like: pa.Schema, keys: tuple[str, ...], touched: pa.Table | None) -> pa.Table:
+    """The rows of the state files (a snapshot folder written by Spark, logs by Arrow), in the
+    types of `like`. With touched keys, a file's row groups whose first key column holds none of
+    the touched values are not read."""
+    where = _first_key_filter(keys, touched, like)
+    return pa.concat_tables([_as(_read_file(path, where), like) for path in paths])
+
+
+def _read_file(path: str, where) -> pa.Table:
+    dataset = ds.dataset(path, format="parquet")
+    if where is None:
+        return dataset.to_table()
+    try:
+        return dataset.to_table(filter=where)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return dataset.to_table()  # a key type the filter cannot compare as stored: read it all
+
+
+def _first_key_filter(keys: tuple[str, ...], touched: pa.Table | None, like: pa.Schema):
+    """A filter that keeps every row whose first key column is among the touched ones (a
+    superset of the rows wanted: the other key columns are compared exactly afterwards)."""
+    if touched is None or not keys:
+        return None
+    try:
+        column = touched.column(keys[0]).cast(like.field(keys[0]).type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    values = pc.unique(pc.drop_null(column))
+    where = ds.field(keys[0]).isin(values) if len(values) else None
+    if column.null_count:
+        nulls = ds.field(keys[0]).is_null()
+        where = nulls if where is None else where | nulls
+    return where if where is not None else ds.scalar(False)
+
+
+def _as(table: pa.Table, like: pa.Schema) -> pa.Table:
+    """`table`'s columns in `like`'s types (a snapshot written by Spark stores timestamps as
+    INT96, which Arrow reads as nanoseconds without a zone)."""
+    return pa.table([table.column(f.name).cast(f.type) for f in like], schema=like)
+
+
+def _with_keys(rows: pa.Table, keys: tuple[str, ...], touched: pa.Table | None) -> pa.Table:
+    """The rows whose keys equal a touched row's, column for column, a null equal to a null
+    (the frame-based semi-join this replaces was null-safe)."""
+    if touched is None or not keys or rows.num_rows == 0:
+        return rows
+    try:
+        wanted = pa.table([touched.column(k).cast(rows.schema.field(k).type) for k in keys], names=list(keys))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return rows  # keys of another type (a join's other side) that do not cast: keep all, a superset
+    both = pa.concat_tables([rows.select(list(keys)), wanted])
+    codes = key_codes(both, nulls_match=True)
+    return rows.filter(pa.array(np.isin(codes[:rows.num_rows], codes[rows.num_rows:])))

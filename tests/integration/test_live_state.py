@@ -6,6 +6,7 @@ import random
 from collections import Counter
 
 import pyarrow as pa
+import pytest
 
 from jobs.changelog.columns import COUNT
 from jobs.stream.live_state import COMPACT_EVERY, LiveState
@@ -19,13 +20,13 @@ def _net(rng: random.Random, live: Counter) -> Counter:
     for _ in range(rng.randrange(1, 6)):
         row = (rng.randrange(20), f"v{rng.randrange(3)}")
         net[row] += 1
-    for row in rng.sample(sorted(live), min(len(live), rng.randrange(4))):
+    for row in rng.sample(sorted(live, key=str), min(len(live), rng.randrange(4))):
         net[row] -= live[row]
     return Counter({row: n for row, n in net.items() if n != 0})
 
 
 def _table(net: Counter) -> pa.Table:
-    rows = sorted(net.items())
+    rows = sorted(net.items(), key=str)
     return pa.table({"k": pa.array([r[0] for r, _ in rows], pa.int64()),
                      "v": pa.array([r[1] for r, _ in rows], pa.string()),
                      COUNT: pa.array([n for _, n in rows], pa.int64())})
@@ -68,19 +69,42 @@ def test_a_replayed_micro_batch_reads_the_state_it_read_the_first_time(spark, tm
     assert _live(state, spark, last + 1) == live
 
 
+def _rows_of(state: LiveState, spark, batch_id: int, touched: pa.Table | None) -> Counter:
+    frame = state.live_before(spark, batch_id, touched, _table(Counter()).schema)
+    return Counter({(row["k"], row["v"]): row[COUNT] for row in frame.collect()})
+
+
+def _keys(values: list) -> pa.Table:
+    return pa.table({"k": pa.array(values, pa.int64())})
+
+
 def test_only_a_first_micro_batch_and_its_replay_find_no_state(spark, tmp_path):
-    state, picked = LiveState(tmp_path / "state", DDL, ("k",)), []
-
-    def pick(history):
-        picked.append(True)
-        return history
-
-    assert state.live_before(spark, 0, pick).count() == 0 and picked == []
+    state = LiveState(tmp_path / "state", DDL, ("k",))
+    assert _rows_of(state, spark, 0, None) == Counter()
     state.record(spark, _table(Counter({(1, "v0"): 1})), 0)
     # a replay of micro-batch 0 reads nothing, as the first try did
-    assert state.live_before(spark, 0, pick).count() == 0 and picked == []
-    assert state.live_before(spark, 1, pick).collect()[0][COUNT] == 1 and picked == [True]
+    assert _rows_of(state, spark, 0, None) == Counter()
+    assert _rows_of(state, spark, 1, _keys([1])) == Counter({(1, "v0"): 1})
     state.record(spark, _table(Counter({(1, "v0"): -1})), 1)
-    state.live_before(spark, 2, pick)
-    assert picked == [True, True]  # a log of changes that cancel out is still state to read
-    assert _live(state, spark, 2) == Counter()
+    assert _rows_of(state, spark, 2, _keys([1])) == Counter()  # changes that cancel out leave nothing live
+
+
+@pytest.mark.parametrize("keys", [("k",), ("k", "v")])
+def test_the_live_rows_of_touched_keys_are_exactly_those_of_the_history(spark, tmp_path, keys):
+    """Through snapshots (written by Spark) and logs (by Arrow), with NULL keys: the rows read for a
+    set of touched keys are the live rows whose keys equal one of them, a NULL equal to a NULL."""
+    rng, state, live = random.Random(11), LiveState(tmp_path / "state", DDL, keys), Counter()
+    for batch_id in range(2 * COMPACT_EVERY + 3):
+        picked = [(rng.choice([None, *range(20)]), f"v{rng.randrange(3)}") for _ in range(rng.randrange(5))]
+        touched = pa.table({"k": pa.array([k for k, _ in picked], pa.int64()),
+                            "v": pa.array([v for _, v in picked], pa.string())})
+        expected = Counter({row: n for row, n in live.items()
+                            if any(all(row[("k", "v").index(c)] == p[("k", "v").index(c)] for c in keys)
+                                   for p in picked)})
+        assert _rows_of(state, spark, batch_id, touched.select(list(keys))) == expected, batch_id
+        net = _net(rng, live)
+        if rng.random() < 0.3:
+            net[(None, "v1")] += 1
+        state.record(spark, _table(net), batch_id)
+        live.update(net)
+        live = +live
