@@ -1,6 +1,6 @@
 """The two sink writers (delta-rs from the driver, delta-spark from the executors) give the same
 tables, version for version of the change feed; each continues a table the other wrote; and the
-delta-spark writer is exactly once across a crash, as the delta-rs writer is. (The demo's join,
+delta-spark writer is exactly once across a crash, as the delta-rs writer is. (The demo's
 windows and dedup are compared writer against writer, version for version, by the cluster test.)"""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_each_writer_continues_a_table_the_other_started(spark, tmp_path, first,
 
 def test_the_delta_spark_writer_skips_a_micro_batch_replayed_after_a_crash(spark, tmp_path):
     write_changelog(tmp_path / "orders", "001.json", EVENTS)
-    spec = orders_spec(tmp_path, QUERIES["aggregate"], rows_per_batch=2)
+    spec = orders_spec(tmp_path, QUERIES["aggregate"], rows_per_batch=4)  # batches 0-2: 2 is the last
     clean = Pipeline.open(spec, runs_dir=tmp_path / "clean", writer="delta-spark")
     clean.stream()
 
