@@ -1,0 +1,146 @@
+"""What one micro-batch costs when it carries almost nothing: the fixed cost per micro-batch.
+
+Three query shapes (a group aggregate, a deduplication, an inner join: the three kinds of
+emitter), each over a small changelog streamed with --rows-per-batch rows per micro-batch, on
+one SparkSession (each shape runs once to warm the JVM, then is measured in a fresh run folder).
+Per shape, the median micro-batch, split as Spark reports it (a StreamingQueryListener's
+durationMs) and as the foreachBatch handler logs it:
+
+- bookkeeping: Spark's work around the batch: finding the new segment file (latestOffset,
+  getBatch), writing the offset log (walCommit) and the commit log (commitOffsets), planning;
+- handler: lockstep's foreachBatch (the emitter's Spark jobs and Arrow transfers, the MERGE);
+  of it, the MERGE and the commit of the Delta sink;
+- trigger: the whole micro-batch, as Spark times it.
+
+    python -m tests.benchmarks.bench_microbatch [--rows-per-batch 4] [--events 80]
+        [--settings conf/settings.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+from pathlib import Path
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from jobs.pipeline import Pipeline
+from jobs.runtime.spark import spark_session
+from tests.benchmarks.race import WORK
+
+SHAPES = {
+    "group aggregate": ("SELECT pId, SUM(income) AS total, COUNT(*) AS n FROM orders GROUP BY pId", False),
+    "deduplication": ("SELECT order_id, pId, income FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY pId "
+                      "ORDER BY income DESC) AS rn FROM orders) WHERE rn = 1", False),
+    "inner join": ("SELECT o.order_id, o.income, p.name FROM orders o JOIN products p ON o.pId = p.pId", True),
+}
+BOOKKEEPING = ("latestOffset", "getBatch", "walCommit", "commitOffsets", "queryPlanning")
+
+
+class Durations(StreamingQueryListener):
+    """Each finished micro-batch's durationMs, as Spark reports it."""
+
+    def __init__(self):
+        self.batches: list[dict] = []
+
+    def onQueryStarted(self, event):
+        pass
+
+    def onQueryProgress(self, event):
+        if event.progress.numInputRows or event.progress.durationMs.get("addBatch"):
+            self.batches.append(dict(event.progress.durationMs))
+
+    def onQueryIdle(self, event):
+        pass
+
+    def onQueryTerminated(self, event):
+        pass
+
+
+def main() -> None:
+    args = _arguments()
+    print(f"{args.events} order changes, {args.rows_per_batch} rows per micro-batch; median milliseconds "
+          f"per micro-batch")
+    print(f"{'query':<18}{'batches':>8}{'trigger':>9}{'bookkeeping':>13}{'handler':>9}{'of it MERGE':>13}"
+          f"{'other':>7}")
+    listener = None
+    for name, (sql, joined) in SHAPES.items():
+        folder = WORK / "microbatch" / name.replace(" ", "_")
+        spec = _write_inputs(folder, sql, joined, args)
+        for run in ("warm", "measured"):
+            shutil.rmtree(folder / "runs", ignore_errors=True)
+            pipeline = Pipeline.open(spec, runs_dir=folder / "runs", settings_path=args.settings)
+            if listener is None:
+                listener = Durations()
+                spark_session(pipeline.settings.spark).streams.addListener(listener)
+            listener.batches.clear()
+            pipeline.stream()
+        _print_row(name, listener.batches, _handler_log(pipeline.layout.batches_log))
+
+
+def _print_row(name: str, spark_side: list[dict], handler: list[dict]) -> None:
+    trigger = _median(b.get("triggerExecution", 0) for b in spark_side)
+    bookkeeping = _median(sum(b.get(k, 0) for k in BOOKKEEPING) for b in spark_side)
+    ours = _median(1000 * e["seconds"] for e in handler)
+    merge = _median(1000 * e["merge_seconds"] for e in handler)
+    other = trigger - bookkeeping - ours
+    print(f"{name:<18}{len(handler):>8}{trigger:>9.0f}{bookkeeping:>13.0f}{ours:>9.0f}{merge:>13.0f}{other:>7.0f}")
+
+
+def _median(values) -> float:
+    values = list(values)
+    return statistics.median(values) if values else 0.0
+
+
+def _handler_log(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def _write_inputs(folder: Path, sql: str, joined: bool, args: argparse.Namespace) -> Path:
+    rng = random.Random(5)
+    live: dict[int, tuple[int, int]] = {}
+    changes = []
+    while len(changes) < args.events:
+        order = rng.randint(1, max(2, args.events // 4))
+        image = (rng.randint(1, 8), rng.randint(1, 99))
+        if order not in live:
+            changes.append({"op": "+I", "order_id": order, "pId": image[0], "income": image[1]})
+            live[order] = image
+            continue
+        old = live.pop(order)
+        changes.append({"op": "-U", "order_id": order, "pId": old[0], "income": old[1]})
+        changes.append({"op": "+U", "order_id": order, "pId": image[0], "income": image[1]})
+        live[order] = image
+    _write_lines(folder / "orders" / "001.json", changes)
+    sources = {"orders": {"path": "orders", "format": "changelog-json", "primary_key": ["order_id"],
+                          "schema": "order_id BIGINT, pId BIGINT, income BIGINT"}}
+    if joined:
+        _write_lines(folder / "products" / "001.json",
+                     [{"op": "+I", "pId": p, "name": f"product {p}"} for p in range(1, 9)])
+        sources["products"] = {"path": "products", "format": "changelog-json", "primary_key": ["pId"],
+                               "schema": "pId BIGINT, name STRING"}
+    spec = {"name": "microbatch", "sql": sql, "sources": sources,
+            "stream": {"rows_per_batch": args.rows_per_batch}}
+    path = folder / "spec.json"  # JSON is YAML
+    path.write_text(json.dumps(spec, indent=1))
+    return path
+
+
+def _write_lines(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows-per-batch", type=int, default=4, help="changelog rows per micro-batch (default 4)")
+    parser.add_argument("--events", type=int, default=80, help="order changes (default 80)")
+    parser.add_argument("--settings", type=Path, default=None, help="lockstep settings file (default conf/settings.yaml)")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    main()
