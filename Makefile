@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast differential chaos bench race airflow lock clean
+.PHONY: setup demo test test-fast differential property chaos bench race airflow lock clean
 
 # make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
 N ?= 300
@@ -23,7 +23,15 @@ test-fast: setup
 differential: setup
 	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED)
 
-# make chaos KILLS=10: the kill -9 test with more kills (make test runs 2), and the fuzzer.
+# make property SCALE=10: the stream-equals-batch properties (aggregates, joins, windows) on ten
+# times the examples make test runs.
+SCALE ?= 10
+
+property: setup
+	LOCKSTEP_PROPERTY_SCALE=$(SCALE) $(BIN)/python -m pytest -q tests/integration/test_property.py \
+		tests/integration/test_property_joins.py tests/integration/test_windows.py
+
+# make chaos KILLS=10: the kill -9 test with more kills (make test runs 1), and the fuzzer.
 KILLS ?= 10
 
 chaos: setup
@@ -33,6 +41,7 @@ bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_stream
 	$(BIN)/python -m tests.benchmarks.bench_staging
 	$(BIN)/python -m tests.benchmarks.bench_incremental
+	$(BIN)/python -m tests.benchmarks.bench_microbatch
 	$(BIN)/python -m tests.benchmarks.race $(RACE_ARGS)
 
 # make race RACE_ARGS="--sizes 100000,400000 --classes group_aggregate,inner_join": lockstep's

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import strategies as st
+
+# `make property SCALE=10` runs the stream-equals-batch properties on ten times the examples that
+# `make test` runs (a fixed sample, sized to keep the whole suite under its time budget).
+SCALE = float(os.environ.get("LOCKSTEP_PROPERTY_SCALE", "1"))
+
+
+def examples(n: int) -> int:
+    """`n` examples, times the scale the run asks for."""
+    return max(1, round(n * SCALE))
 
 SCHEMA = "id BIGINT, g BIGINT, x BIGINT, y DOUBLE, s STRING"
 GROUPS = st.one_of(st.none(), st.integers(0, 3))

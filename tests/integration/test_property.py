@@ -9,7 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.integration.conftest import run_both, same_rows
-from tests.strategies import SCHEMA, changelogs, queries
+from tests.strategies import SCHEMA, changelogs, examples, queries
 
 
 def write_case(folder: Path, events: list[dict], files: int, sql: str, key, rows_per_batch: int) -> Path:
@@ -46,7 +46,7 @@ def replay(feed) -> list[dict]:
     return list(live.values())
 
 
-@settings(max_examples=14, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
 @given(changelogs(), queries, st.integers(1, 6), st.integers(1, 3))
 def test_stream_equals_batch_for_random_changelogs_and_queries(spark, events, query, rows_per_batch, files):
     sql, key = query

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from tests.integration.conftest import run_both, same_rows
-from tests.strategies import SCHEMA, changelogs
+from tests.strategies import SCHEMA, changelogs, examples
 
 JOIN_KINDS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL OUTER JOIN"]
 
@@ -76,7 +76,7 @@ NO_MATCH_UNDER_AGGREGATE = (
     3)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(9), deadline=None, suppress_health_check=list(HealthCheck))
 @example(*NO_MATCH_UNDER_AGGREGATE)
 @given(changelogs(max_events=10), changelogs(max_events=10), two_source_queries(), st.integers(3, 8))
 def test_stream_equals_batch_for_joins_dedup_and_union(spark, t_events, u_events, query, rows_per_batch):

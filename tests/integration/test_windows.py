@@ -21,7 +21,7 @@ from jobs.spec import load_spec
 from jobs.spec.model import Settings
 from tests.conftest import ROOT, write_changelog, write_spec
 from tests.integration.conftest import feed_steps, run_both, same_rows, table_rows
-from tests.strategies import TIMED_SCHEMA, timed_changelogs, window_queries
+from tests.strategies import TIMED_SCHEMA, examples, timed_changelogs, window_queries
 
 
 def at(minute: int, second: int = 0) -> datetime:
@@ -157,7 +157,7 @@ def test_a_wide_watermark_admits_every_event_and_stream_equals_batch(spark, tmp_
     assert table_rows(result.layout.late_events) == []
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(7), deadline=None, suppress_health_check=list(HealthCheck))
 @given(timed_changelogs(), window_queries(), st.integers(1, 5))
 def test_the_stream_equals_the_batch_without_late_events(spark, events, query, rows_per_batch):
     sql, emit = query
