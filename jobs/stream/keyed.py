@@ -124,7 +124,8 @@ class JoinOperator:
         return joined.select(*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols], *right)
 
 
-def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table, other_keys: tuple[str, ...]) -> pa.Table:
+def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table,
+             other_keys: tuple[str, ...]) -> pa.Table | None:
     """The join keys either side's net changes carry, under this side's key names: the other
     side's keys are cast to this side's types where they cast; where they do not, they are
     left out of this side's filter, which then reads every live row of this side (a superset,

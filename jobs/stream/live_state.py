@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -166,6 +167,8 @@ def _first_key_filter(keys: tuple[str, ...], touched: pa.Table | None, like: pa.
     superset of the rows wanted: the other key columns are compared exactly afterwards)."""
     if touched is None or not keys:
         return None
+    if pa.types.is_floating(like.field(keys[0]).type):
+        return None  # -0.0 and 0.0 are one key to Spark but two values to a row-group filter
     try:
         column = touched.column(keys[0]).cast(like.field(keys[0]).type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -194,5 +197,12 @@ def _with_keys(rows: pa.Table, keys: tuple[str, ...], touched: pa.Table | None) 
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return rows  # keys of another type (a join's other side) that do not cast: keep all, a superset
     both = pa.concat_tables([rows.select(list(keys)), wanted])
-    codes = key_codes(both, nulls_match=True)
+    codes = key_codes(_zero_signless(both), nulls_match=True)
     return rows.filter(pa.array(np.isin(codes[:rows.num_rows], codes[rows.num_rows:])))
+
+
+def _zero_signless(keys: pa.Table) -> pa.Table:
+    """Floating key columns with -0.0 made 0.0 (adding 0.0 does it), as Spark normalises join
+    and grouping keys; NaN already equals NaN in Arrow's dictionary encoding, as in Spark."""
+    return pa.table([pc.add(c, pa.scalar(0.0, c.type)) if pa.types.is_floating(c.type) else c
+                     for c in keys.columns], names=keys.column_names)

@@ -108,3 +108,14 @@ def test_the_live_rows_of_touched_keys_are_exactly_those_of_the_history(spark, t
         state.record(spark, _table(net), batch_id)
         live.update(net)
         live = +live
+
+
+def test_a_floating_key_matches_as_spark_matches_it(spark, tmp_path):
+    """-0.0 and 0.0 are one key to Spark, NaN equals NaN: the touched keys find those rows."""
+    state = LiveState(tmp_path / "state", "k DOUBLE, v STRING", ("k",))
+    live = pa.table({"k": pa.array([-0.0, float("nan"), 2.0]), "v": ["zero", "nan", "two"],
+                     COUNT: pa.array([1, 1, 1], pa.int64())})
+    state.record(spark, live, 0)
+    touched = pa.table({"k": pa.array([0.0, float("nan")])})
+    found = state.live_before(spark, 1, touched, live.schema).collect()
+    assert sorted(row["v"] for row in found) == ["nan", "zero"]
