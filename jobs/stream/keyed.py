@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from jobs.changelog.columns import COUNT, WEIGHT, WINDOW_END, WINDOW_START
 from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
-from jobs.stream.live_state import LiveState
+from jobs.stream.live_state import LiveState, all_nullable
 
 
 
@@ -130,7 +130,7 @@ def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table,
     side's keys are cast to this side's types where they cast; where they do not, they are
     left out of this side's filter, which then reads every live row of this side (a superset,
     never fewer rows than needed)."""
-    mine = own.select(list(own_keys))
+    mine = all_nullable(own.select(list(own_keys)))
     try:
         theirs = pa.table([other.column(o).cast(own.schema.field(m).type) for m, o in zip(own_keys, other_keys)],
                           names=list(own_keys))

@@ -59,8 +59,11 @@ class LiveState:
         (toArrow's types), which the files' columns are cast to. A row may come from several
         files; the frame sums them (lazily, in the job that reads it)."""
         paths = self._paths_before(batch_id)
-        rows = _with_keys(_read_arrow(paths, like, self.keys, touched), self.keys, touched) if paths else None
-        if rows is None or rows.num_rows == 0:
+        if not paths:
+            return self.no_rows(spark)
+        wanted = _keys_as(touched, self.keys, like)
+        rows = _with_keys(_read_arrow(paths, like, wanted), wanted)
+        if rows.num_rows == 0:
             return self.no_rows(spark)
         columns = [F.col(f"`{c}`") for c in rows.column_names if c != COUNT]
         return (spark.createDataFrame(rows).groupBy(*columns).agg(F.sum(COUNT).alias(COUNT))
@@ -144,11 +147,23 @@ class LiveState:
         return self.directory / f"snapshot-{snapshot:012d}"
 
 
-def _read_arrow(paths: list[str], like: pa.Schema, keys: tuple[str, ...], touched: pa.Table | None) -> pa.Table:
+def _keys_as(touched: pa.Table | None, keys: tuple[str, ...], like: pa.Schema) -> pa.Table | None:
+    """The touched keys in the state's key types. None, meaning every row is read, without touched
+    keys or when they do not cast (a join's other side of another type): reading more rows than
+    needed is safe, fewer would not be."""
+    if touched is None or not keys:
+        return None
+    try:
+        return pa.table([touched.column(k).cast(like.field(k).type) for k in keys], names=list(keys))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _read_arrow(paths: list[str], like: pa.Schema, wanted: pa.Table | None) -> pa.Table:
     """The rows of the state files (a snapshot folder written by Spark, logs by Arrow), in the
-    types of `like`. With touched keys, a file's row groups whose first key column holds none of
-    the touched values are not read."""
-    where = _first_key_filter(keys, touched, like)
+    types of `like`. With wanted keys, a file's row groups whose first key column holds none of
+    the wanted values are not read."""
+    where = _first_key_filter(wanted)
     return pa.concat_tables([_as(_read_file(path, where), like) for path in paths])
 
 
@@ -162,21 +177,18 @@ def _read_file(path: str, where) -> pa.Table:
         return dataset.to_table()  # a key type the filter cannot compare as stored: read it all
 
 
-def _first_key_filter(keys: tuple[str, ...], touched: pa.Table | None, like: pa.Schema):
-    """A filter that keeps every row whose first key column is among the touched ones (a
+def _first_key_filter(wanted: pa.Table | None):
+    """A filter that keeps every row whose first key column is among the wanted ones (a
     superset of the rows wanted: the other key columns are compared exactly afterwards)."""
-    if touched is None or not keys:
+    if wanted is None:
         return None
-    if pa.types.is_floating(like.field(keys[0]).type):
+    name, column = wanted.column_names[0], wanted.column(0)
+    if pa.types.is_floating(column.type):
         return None  # -0.0 and 0.0 are one key to Spark but two values to a row-group filter
-    try:
-        column = touched.column(keys[0]).cast(like.field(keys[0]).type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
     values = pc.unique(pc.drop_null(column))
-    where = ds.field(keys[0]).isin(values) if len(values) else None
+    where = ds.field(name).isin(values) if len(values) else None
     if column.null_count:
-        nulls = ds.field(keys[0]).is_null()
+        nulls = ds.field(name).is_null()
         where = nulls if where is None else where | nulls
     return where if where is not None else ds.scalar(False)
 
@@ -187,18 +199,20 @@ def _as(table: pa.Table, like: pa.Schema) -> pa.Table:
     return pa.table([table.column(f.name).cast(f.type) for f in like], schema=like)
 
 
-def _with_keys(rows: pa.Table, keys: tuple[str, ...], touched: pa.Table | None) -> pa.Table:
-    """The rows whose keys equal a touched row's, column for column, a null equal to a null
+def _with_keys(rows: pa.Table, wanted: pa.Table | None) -> pa.Table:
+    """The rows whose keys equal a wanted row's, column for column, a null equal to a null
     (the frame-based semi-join this replaces was null-safe)."""
-    if touched is None or not keys or rows.num_rows == 0:
+    if wanted is None or rows.num_rows == 0:
         return rows
-    try:
-        wanted = pa.table([touched.column(k).cast(rows.schema.field(k).type) for k in keys], names=list(keys))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return rows  # keys of another type (a join's other side) that do not cast: keep all, a superset
-    both = pa.concat_tables([rows.select(list(keys)), wanted])
+    both = pa.concat_tables([all_nullable(rows.select(wanted.column_names)), wanted])
     codes = key_codes(_zero_signless(both), nulls_match=True)
     return rows.filter(pa.array(np.isin(codes[:rows.num_rows], codes[rows.num_rows:])))
+
+
+def all_nullable(table: pa.Table) -> pa.Table:
+    """The same columns with every field nullable: a NOT NULL column (toArrow keeps Spark's
+    nullability) and the same column built from touched keys are then one schema to concat."""
+    return pa.table(table.columns, names=table.column_names)
 
 
 def _zero_signless(keys: pa.Table) -> pa.Table:

@@ -119,3 +119,13 @@ def test_a_floating_key_matches_as_spark_matches_it(spark, tmp_path):
     touched = pa.table({"k": pa.array([0.0, float("nan")])})
     found = state.live_before(spark, 1, touched, live.schema).collect()
     assert sorted(row["v"] for row in found) == ["nan", "zero"]
+
+
+def test_a_not_null_key_column_is_read_like_any_other(spark, tmp_path):
+    """toArrow keeps a NOT NULL column's nullability; the touched keys' table has none to keep."""
+    state = LiveState(tmp_path / "state", "k BIGINT NOT NULL, v STRING", ("k",))
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string()),
+                        pa.field(COUNT, pa.int64())])
+    state.record(spark, pa.table({"k": [1, 2], "v": ["a", "b"], COUNT: [1, 1]}, schema=schema), 0)
+    found = state.live_before(spark, 1, pa.table({"k": pa.array([2], pa.int64())}), schema).collect()
+    assert [(row["k"], row["v"]) for row in found] == [(2, "b")]
