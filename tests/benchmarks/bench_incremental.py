@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from jobs.pipeline import Pipeline
-from tests.benchmarks.race import WORK
+from tests.benchmarks.race import WORK, logged_batches
 
 SQL = "SELECT pId, SUM(income) AS total, COUNT(*) AS orders FROM orders GROUP BY pId"
 
@@ -47,7 +47,7 @@ def main() -> None:
     for run, orders in ((2, picked[:touched]), (3, picked[touched:])):
         _write_changes(folder / "orders" / f"part-{run - 1}.json", _updates(orders, income=run))
         runs.append(_streamed(pipeline, f"run {run}: update {touched:,} of {args.keys:,} orders"))
-    batches = _batches(pipeline.layout.batches_log)
+    batches = logged_batches(pipeline.layout.batches_log)
     print(f"{'micro-batch':<34}{'rows':>12}{'seconds':>10}{'of which MERGE':>16}{'/ full':>9}")
     full = sum(e["seconds"] for e in batches[:-2])
     for label, entry in [*((f"run 1, batch {e['batch']}", e) for e in batches[:-2]),
@@ -91,10 +91,6 @@ def _streamed(pipeline: Pipeline, label: str) -> float:
     started = time.monotonic()
     pipeline.stream()
     return time.monotonic() - started
-
-
-def _batches(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines() if line]
 
 
 def _arguments() -> argparse.Namespace:

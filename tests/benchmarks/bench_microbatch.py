@@ -29,7 +29,8 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from jobs.pipeline import Pipeline
 from jobs.runtime.spark import spark_session
-from tests.benchmarks.race import WORK
+from tests.benchmarks.race import WORK, logged_batches
+from tests.conftest import write_changelog
 
 SHAPES = {
     "group aggregate": ("SELECT pId, SUM(income) AS total, COUNT(*) AS n FROM orders GROUP BY pId", False),
@@ -78,7 +79,7 @@ def main() -> None:
                 spark_session(pipeline.settings.spark).streams.addListener(listener)
             listener.batches.clear()
             pipeline.stream()
-        _print_row(name, listener.batches, _handler_log(pipeline.layout.batches_log))
+        _print_row(name, listener.batches, logged_batches(pipeline.layout.batches_log))
 
 
 def _print_row(name: str, spark_side: list[dict], handler: list[dict]) -> None:
@@ -93,10 +94,6 @@ def _print_row(name: str, spark_side: list[dict], handler: list[dict]) -> None:
 def _median(values) -> float:
     values = list(values)
     return statistics.median(values) if values else 0.0
-
-
-def _handler_log(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
 def _write_inputs(folder: Path, sql: str, joined: bool, args: argparse.Namespace) -> Path:
@@ -114,12 +111,12 @@ def _write_inputs(folder: Path, sql: str, joined: bool, args: argparse.Namespace
         changes.append({"op": "-U", "order_id": order, "pId": old[0], "income": old[1]})
         changes.append({"op": "+U", "order_id": order, "pId": image[0], "income": image[1]})
         live[order] = image
-    _write_lines(folder / "orders" / "001.json", changes)
+    write_changelog(folder / "orders", "001.json", changes)
     sources = {"orders": {"path": "orders", "format": "changelog-json", "primary_key": ["order_id"],
                           "schema": "order_id BIGINT, pId BIGINT, income BIGINT"}}
     if joined:
-        _write_lines(folder / "products" / "001.json",
-                     [{"op": "+I", "pId": p, "name": f"product {p}"} for p in range(1, 9)])
+        write_changelog(folder / "products", "001.json",
+                        [{"op": "+I", "pId": p, "name": f"product {p}"} for p in range(1, 9)])
         sources["products"] = {"path": "products", "format": "changelog-json", "primary_key": ["pId"],
                                "schema": "pId BIGINT, name STRING"}
     spec = {"name": "microbatch", "sql": sql, "sources": sources,
@@ -127,11 +124,6 @@ def _write_inputs(folder: Path, sql: str, joined: bool, args: argparse.Namespace
     path = folder / "spec.json"  # JSON is YAML
     path.write_text(json.dumps(spec, indent=1))
     return path
-
-
-def _write_lines(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
 def _arguments() -> argparse.Namespace:

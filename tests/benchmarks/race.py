@@ -351,8 +351,13 @@ def micro_batches(run: Path) -> list[dict]:
     return [_stage_figures(name, log) for name, log in logs if log.exists()]
 
 
+def logged_batches(log: Path) -> list[dict]:
+    """A stage's batches log (one JSON line per micro-batch the handler finished)."""
+    return [json.loads(line) for line in log.read_text().splitlines() if line]
+
+
 def _stage_figures(name: str, log: Path) -> dict:
-    entries = [json.loads(line) for line in log.read_text().splitlines() if line]
+    entries = logged_batches(log)
     seconds = [e["seconds"] for e in entries]
     tenth = max(1, len(seconds) // 10)
     return {"stage": name, "count": len(entries), "rows": sum(e["rows"] for e in entries),
