@@ -52,6 +52,7 @@ from jobs.point import ConsistencyPoint, read_point
 from jobs.runtime.delta import CHANGE_TYPE, change_feed_frame, read_change_feed, read_snapshot
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
+from jobs.runtime.small_work import sized_for
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
 from jobs.stream.offsets import committed_batches
@@ -79,11 +80,16 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
     moved on) is re-checked by time travel: the sink and stage tables at that date's versions.
     The aggregation and materializer state exist only as of now, so their suites are left out
     of such a re-check."""
-    progress = progress or Progress(quiet=True)
-    started = time.monotonic()
-    point = read_point(layout, logical_date)
-    past = point.sink_version != read_point(layout).sink_version
     spark = spark_session(settings.spark)
+    point = read_point(layout, logical_date)
+    with sized_for(spark, point.total_rows(), settings.spark.small_work_rows):
+        return _check(spark, plan, settings, layout, point, progress or Progress(quiet=True))
+
+
+def _check(spark: SparkSession, plan: Plan, settings: Settings, layout: RunLayout, point: ConsistencyPoint,
+           progress: Progress) -> Report:
+    started = time.monotonic()
+    past = point.sink_version != read_point(layout).sink_version
     progress.say(f"check {plan.spec.name}: the sink at version {point.sink_version} against the batch result")
     sides = _sides(spark, plan, layout, point, settings)
     feed = _change_feed(spark, plan, layout, point)

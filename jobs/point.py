@@ -61,6 +61,10 @@ class ConsistencyPoint:
         position = self.sources.get(source)
         return position.rows if position is not None else 0
 
+    def total_rows(self) -> int:
+        """The changelog rows consumed, over every source."""
+        return sum(position.rows for position in self.sources.values())
+
     def watermark(self, source: str) -> int | None:
         return self.sources[source].watermark
 

@@ -15,6 +15,15 @@ def examples(n: int) -> int:
     """`n` examples, times the scale the run asks for."""
     return max(1, round(n * SCALE))
 
+
+def small_work_settings():
+    """The run's settings: Spark's settings for small work (every test case is small) or, with
+    `small_work_rows` 0, whole-stage code generation and adaptive execution as on large input;
+    the stream must equal the batch either way."""
+    from jobs.spec.model import Settings, SparkSettings
+
+    return st.sampled_from([Settings(), Settings(spark=SparkSettings(small_work_rows=0))])
+
 SCHEMA = "id BIGINT, g BIGINT, x BIGINT, y DOUBLE, s STRING"
 GROUPS = st.one_of(st.none(), st.integers(0, 3))
 XS = st.one_of(st.none(), st.integers(-5, 5))

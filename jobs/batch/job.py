@@ -24,10 +24,11 @@ from jobs.plan import Plan
 from jobs.runtime.delta_connector import require_connector
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
+from jobs.runtime.small_work import sized_for
 from jobs.runtime.spark import spark_session
 from jobs.spark_sql import run_sql
 from jobs.spec.model import Settings
-from jobs.point import FINGERPRINT_KEY, read_point
+from jobs.point import FINGERPRINT_KEY, ConsistencyPoint, read_point
 
 
 @dataclass
@@ -44,6 +45,18 @@ def run_batch(plan: Plan, settings: Settings, layout: RunLayout,
     started = time.monotonic()
     point = read_point(layout, logical_date)
     spark = spark_session(settings.spark, progress)
+    input_rows = point.total_rows()
+    with sized_for(spark, input_rows, settings.spark.small_work_rows):
+        rows = _write_results(spark, plan, layout, point, progress)
+    seconds = time.monotonic() - started
+    progress.say(f"batch {plan.spec.name}: {rows:,} result rows from {input_rows:,} "
+                 f"changelog rows in {seconds:.1f} s")
+    return BatchResult(rows, input_rows, seconds)
+
+
+def _write_results(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint, progress: Progress) -> int:
+    """The query's result over the sources as of the point, and each intermediate stage's, written
+    as Delta tables; the query's row count."""
     consumed = {name: position.rows for name, position in point.sources.items()}
     snapshots = {s.table: _source_table(spark, plan, s.table, layout, consumed.get(s.table, 0), progress)
                  for s in plan.sources}
@@ -58,11 +71,7 @@ def run_batch(plan: Plan, settings: Settings, layout: RunLayout,
         # Each intermediate stage's batch equivalent, for the check to find the first stage
         # where stream and batch part (the stage SQL reads the same source views).
         write(run_sql(spark, stage, snapshots), layout.for_stage(stage.name).batch, metadata)
-    seconds = time.monotonic() - started
-    input_rows = sum(consumed.values())
-    progress.say(f"batch {plan.spec.name}: {rows:,} result rows from {input_rows:,} "
-                 f"changelog rows in {seconds:.1f} s")
-    return BatchResult(rows, input_rows, seconds)
+    return rows
 
 
 def _source_table(spark, plan: Plan, name: str, layout: RunLayout, consumed: int, progress: Progress):

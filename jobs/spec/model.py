@@ -210,6 +210,9 @@ class SparkSettings(Strict):
     # Timestamps without a zone are read and shown in this zone, so a run gives the same
     # result on any machine.
     session_time_zone: str = "UTC"
+    # A micro-batch, batch job or check over fewer input rows than this runs without whole-stage
+    # code generation and adaptive execution (jobs/runtime/small_work.py); 0 never switches them.
+    small_work_rows: int = Field(default=10_000, ge=0)
     extra: dict[str, str] = {}
 
 

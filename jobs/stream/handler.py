@@ -45,6 +45,11 @@ class MicroBatchHandler:
         self.staged = [staged_input(layout, node) for node in stage.inputs]
         self.total = sum(staged.total_rows for staged in self.staged)
 
+    @property
+    def largest_micro_batch(self) -> int:
+        """At most how many rows a micro-batch reads: each input's largest staged segment."""
+        return sum(max((segment["rows"] for segment in staged.segments()), default=0) for staged in self.staged)
+
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         try:
             self._process(frame, batch_id)

@@ -81,7 +81,7 @@ def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Prog
             if len(plan.stages) > 1:
                 progress.say(f"stage {stage.number}/{len(plan.stages)}: {stage.name}")
             totals = result.counts if stage.is_final else StreamCounts()
-            run_stage(spark, plan, stage, layout, progress, totals)
+            run_stage(spark, plan, stage, layout, progress, totals, settings.spark.small_work_rows)
             progress.done()
     finally:
         progress.done()  # a failed micro-batch's one line must not be drawn over by the bar

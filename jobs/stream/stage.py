@@ -17,6 +17,7 @@ from jobs.plan import Plan, StagePlan
 from jobs.plan.nodes import ChangelogSource
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
+from jobs.runtime.small_work import sized_for
 from jobs.spark_sql import first_content
 from jobs.stream.emitters import Emitter, emitter_for
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
@@ -34,8 +35,9 @@ def stage_layout(layout: RunLayout, stage: StagePlan) -> RunLayout:
 
 
 def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayout, progress: Progress,
-              totals: StreamCounts) -> None:
-    """Stream the stage's new input (its sources' segments, or an earlier stage's new versions)."""
+              totals: StreamCounts, small_work_rows: int = 0) -> None:
+    """Stream the stage's new input (its sources' segments, or an earlier stage's new versions).
+    Micro-batches all under `small_work_rows` rows run with Spark's settings for small work."""
     own = stage_layout(layout, stage)
     with progress.waiting("  opening the sink and the changelog feeds ..."):
         _stage_feeds(spark, stage, layout)
@@ -48,9 +50,11 @@ def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayo
         emitter = _emitter(stage, streaming, output, own, sink, initial)
     handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals)
     progress.say("  streaming query started: micro-batches follow as Spark commits them")
-    _run_query(streaming.frame, stage, own, handler)
-    if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
-        _close_at_end_of_input(spark, emitter, stage, own, progress, totals)
+    # The streaming query's session is a copy of this one taken at its start: set before it.
+    with sized_for(spark, handler.largest_micro_batch, small_work_rows):
+        _run_query(streaming.frame, stage, own, handler)
+        if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
+            _close_at_end_of_input(spark, emitter, stage, own, progress, totals)
 
 
 def _bounded(stage: StagePlan) -> bool:

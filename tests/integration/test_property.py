@@ -9,7 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.integration.conftest import run_both, same_rows
-from tests.strategies import SCHEMA, changelogs, examples, queries
+from tests.strategies import SCHEMA, changelogs, examples, queries, small_work_settings
 
 
 def write_case(folder: Path, events: list[dict], files: int, sql: str, key, rows_per_batch: int) -> Path:
@@ -47,12 +47,13 @@ def replay(feed) -> list[dict]:
 
 
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
-@given(changelogs(), queries, st.integers(1, 6), st.integers(1, 3))
-def test_stream_equals_batch_for_random_changelogs_and_queries(spark, events, query, rows_per_batch, files):
+@given(changelogs(), queries, st.integers(1, 6), st.integers(1, 3), small_work_settings())
+def test_stream_equals_batch_for_random_changelogs_and_queries(spark, events, query, rows_per_batch, files,
+                                                               small_work):
     sql, key = query
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        result = run_both(write_case(folder, events, files, sql, key, rows_per_batch), folder / "runs")
+        result = run_both(write_case(folder, events, files, sql, key, rows_per_batch), folder / "runs", small_work)
         assert same_rows(result.stream, result.batch), (sql, result.stream, result.batch)
         replayed = sorted(replay(result.feed), key=lambda r: json.dumps(r, sort_keys=True, default=str))
         stream = sorted(result.stream, key=lambda r: json.dumps(r, sort_keys=True, default=str))

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from tests.integration.conftest import run_both, same_rows
-from tests.strategies import SCHEMA, changelogs, examples
+from tests.strategies import SCHEMA, changelogs, examples, small_work_settings
 
 JOIN_KINDS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL OUTER JOIN"]
 
@@ -78,12 +78,15 @@ NO_MATCH_UNDER_AGGREGATE = (
 
 @settings(max_examples=examples(9), deadline=None, suppress_health_check=list(HealthCheck))
 @example(*NO_MATCH_UNDER_AGGREGATE)
-@given(changelogs(max_events=10), changelogs(max_events=10), two_source_queries(), st.integers(3, 8))
-def test_stream_equals_batch_for_joins_dedup_and_union(spark, t_events, u_events, query, rows_per_batch):
+@given(changelogs(max_events=10), changelogs(max_events=10), two_source_queries(), st.integers(3, 8),
+       small_work_settings())
+def test_stream_equals_batch_for_joins_dedup_and_union(spark, t_events, u_events, query, rows_per_batch,
+                                                       small_work):
     sql, sink = query
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        result = run_both(write_case(folder, t_events, u_events, sql, sink, rows_per_batch), folder / "runs")
+        result = run_both(write_case(folder, t_events, u_events, sql, sink, rows_per_batch), folder / "runs",
+                          small_work)
         stream = expanded([dict(r) for r in result.stream])
         key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
         assert same_rows(sorted(stream, key=key), sorted(result.batch, key=key)), (sql, stream, result.batch)
