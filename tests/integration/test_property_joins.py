@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
+from jobs.spec.model import Settings
 from tests.integration.conftest import run_both, same_rows
 from tests.strategies import SCHEMA, changelogs, examples, small_work_settings
 
@@ -77,7 +78,7 @@ NO_MATCH_UNDER_AGGREGATE = (
 
 
 @settings(max_examples=examples(9), deadline=None, suppress_health_check=list(HealthCheck))
-@example(*NO_MATCH_UNDER_AGGREGATE)
+@example(*NO_MATCH_UNDER_AGGREGATE, Settings())
 @given(changelogs(max_events=10), changelogs(max_events=10), two_source_queries(), st.integers(3, 8),
        small_work_settings())
 def test_stream_equals_batch_for_joins_dedup_and_union(spark, t_events, u_events, query, rows_per_batch,
