@@ -80,8 +80,8 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
     moved on) is re-checked by time travel: the sink and stage tables at that date's versions.
     The aggregation and materializer state exist only as of now, so their suites are left out
     of such a re-check."""
+    point = read_point(layout, logical_date)  # before Spark starts: a missing point is one line at once
     spark = spark_session(settings.spark)
-    point = read_point(layout, logical_date)
     with sized_for(spark, point.total_rows(), settings.spark.small_work_rows):
         return _check(spark, plan, settings, layout, point, progress or Progress(quiet=True))
 

@@ -63,6 +63,11 @@ class SourceSchema:
         return f"{self.spark_ddl()}, `{WEIGHT}` INT, `{SEQ}` BIGINT, `{KIND}` TINYINT"
 
 
+def all_nullable(table: pa.Table) -> pa.Table:
+    """The same columns with every field nullable (types and schema metadata kept)."""
+    return table.cast(pa.schema([f.with_nullable(True) for f in table.schema], metadata=table.schema.metadata))
+
+
 def schema_of_arrow(schema: pa.Schema, names: tuple[str, ...]) -> SourceSchema:
     """The columns `names` of an Arrow schema (a Delta table's), typed as Spark types them."""
     columns = []

@@ -28,9 +28,10 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT, WEIGHT, WINDOW_END, WINDOW_START
+from jobs.changelog.schema import all_nullable
 from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
-from jobs.stream.live_state import LiveState, all_nullable
+from jobs.stream.live_state import LiveState
 
 
 

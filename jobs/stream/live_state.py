@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT
+from jobs.changelog.schema import all_nullable
 from jobs.changelog.live_columnar import key_codes
 
 # Logs folded into a snapshot: more logs make each micro-batch read more small files, fewer make
@@ -204,15 +205,11 @@ def _with_keys(rows: pa.Table, wanted: pa.Table | None) -> pa.Table:
     (the frame-based semi-join this replaces was null-safe)."""
     if wanted is None or rows.num_rows == 0:
         return rows
+    # toArrow keeps a NOT NULL column's nullability, the wanted keys' table has none: Arrow
+    # concatenates only equal schemas.
     both = pa.concat_tables([all_nullable(rows.select(wanted.column_names)), wanted])
     codes = key_codes(_zero_signless(both), nulls_match=True)
     return rows.filter(pa.array(np.isin(codes[:rows.num_rows], codes[rows.num_rows:])))
-
-
-def all_nullable(table: pa.Table) -> pa.Table:
-    """The same columns with every field nullable: a NOT NULL column (toArrow keeps Spark's
-    nullability) and the same column built from touched keys are then one schema to concat."""
-    return pa.table(table.columns, names=table.column_names)
 
 
 def _zero_signless(keys: pa.Table) -> pa.Table:

@@ -10,6 +10,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.columns import COUNT
+from jobs.changelog.schema import all_nullable
 from jobs.changelog.feed import stage_change_feed
 from jobs.changelog.staging import raise_watermark_floor
 from jobs.errors import RunStateError
@@ -35,7 +36,7 @@ def stage_layout(layout: RunLayout, stage: StagePlan) -> RunLayout:
 
 
 def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayout, progress: Progress,
-              totals: StreamCounts, small_work_rows: int = 0) -> None:
+              totals: StreamCounts, small_work_rows: int) -> None:
     """Stream the stage's new input (its sources' segments, or an earlier stage's new versions).
     Micro-batches all under `small_work_rows` rows run with Spark's settings for small work."""
     own = stage_layout(layout, stage)
@@ -101,7 +102,10 @@ def _stage_feeds(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> No
 
 def with_sink_columns(rows: pa.Table, stage: StagePlan) -> pa.Table:
     """The table's columns: the query's, all nullable, plus a retract table's copy count."""
-    rows = _nullable(rows)
+    # Spark marks COUNT(*) NOT NULL, and delta-rs's MERGE checks that constraint even on source
+    # rows it does not write (a group created and emptied within one micro-batch arrives as a
+    # delete with NULL values).
+    rows = all_nullable(rows)
     if stage.write_mode == "retract":
         rows = rows.append_column(pa.field(COUNT, pa.int64()), pa.array([1] * rows.num_rows, pa.int64()))
     return rows
@@ -125,11 +129,6 @@ def _ensure_sink(sink: TableWriter, rows: pa.Table, stage: StagePlan, layout: Ru
                             f"{rows.column_names}; use a new --out folder", where=str(layout.stream))
 
 
-def _nullable(table: pa.Table) -> pa.Table:
-    """Every sink column nullable. Spark marks COUNT(*) NOT NULL, and delta-rs's MERGE checks that
-    constraint even on source rows it does not write (a group created and emptied within one
-    micro-batch arrives as a delete with NULL values)."""
-    return table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
 
 
 def _run_query(frame: DataFrame, stage: StagePlan, layout: RunLayout, handler: MicroBatchHandler) -> None:
