@@ -37,6 +37,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.slow
 DAG_ID = "lockstep_daily_orders"
 DATES = ["2026-11-19", "2026-11-20"]
+BACKFILL_DAYS = ",".join(str(date.fromisoformat(day).day) for day in DATES)
 
 
 class HttpError(Exception):
@@ -90,7 +91,13 @@ def airflow(tmp_path):
     """scripts/airflow.sh in its own process group, with only the daily_orders spec."""
     queries = tmp_path / "queries"
     shutil.copytree(ROOT / "conf" / "queries" / "data" / "daily_orders", queries / "data" / "daily_orders")
-    shutil.copy(ROOT / "conf" / "queries" / "daily_orders.yaml", queries)
+    spec = (ROOT / "conf" / "queries" / "daily_orders.yaml").read_text()
+    assert 'schedule: "@daily"' in spec
+    # A schedule that fires on the backfilled dates only. Unpausing a daily DAG (catchup off)
+    # also starts the latest day's scheduled run, which would take the one Spark slot from the
+    # backfill for a minute and more; this one's latest day is a backfilled date, which Airflow
+    # then leaves to the backfill.
+    (queries / "daily_orders.yaml").write_text(spec.replace('"@daily"', f'"0 0 {BACKFILL_DAYS} 11 *"'))
     port = _free_port()
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW_PORT": str(port),
            "LOCKSTEP_QUERIES": str(queries), "LOCKSTEP_RUNS_DIR": str(tmp_path / "runs"),
@@ -165,6 +172,8 @@ def test_a_running_airflow_backfills_two_dates_and_retries_a_killed_stream(spark
 
     _wait("both backfill runs", finished, timeout=900, every=5)
     api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": True})
+    every_run = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=50")["dag_runs"]
+    assert {run["run_type"] for run in every_run} == {"backfill"}  # the schedule above started none
 
     first = _runs(api)[DATES[0]]["dag_run_id"]
     stream_task = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{first}/taskInstances/stream")
