@@ -71,8 +71,9 @@ def _tables(out: Path) -> dict:
 
 def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path):
     spec = _spec(tmp_path)
+    # The uninterrupted run, for reference, goes beside the killed ones (they share the spec only):
+    # while one process waits on Spark's bookkeeping the other has a core.
     clean = _stream(spec, tmp_path / "clean")
-    assert clean.wait(600) == 0, clean.stderr.read()
     rng = random.Random(int(os.environ.get("CHAOS_SEED", "11")))
     kills = 0
     while kills < KILLS:
@@ -85,6 +86,7 @@ def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path):
         kills += 1
     finish = _stream(spec, tmp_path / "killed")
     assert finish.wait(600) == 0, finish.stderr.read()
+    assert clean.wait(600) == 0, clean.stderr.read()
     assert kills >= 1
     assert _tables(tmp_path / "killed") == _tables(tmp_path / "clean")
 
@@ -93,10 +95,10 @@ def test_two_writers_started_together_one_runs_and_one_is_refused(tmp_path):
     # The run lock is taken before the JVM starts (about 10 s), so the loser meets it even when the
     # winner has only four micro-batches to do.
     spec = _spec(tmp_path, rows=8)
+    clean = _stream(spec, tmp_path / "clean")  # the reference, in a folder of its own, meanwhile
     first, second = _stream(spec, tmp_path / "runs"), _stream(spec, tmp_path / "runs")
     codes = sorted([first.wait(600), second.wait(600)])
     refused = next(p for p in (first, second) if p.returncode == 2)
     assert codes == [0, 2] and "the run folder is in use by pid" in refused.stderr.read()
-    clean = _stream(spec, tmp_path / "clean")
     assert clean.wait(600) == 0
     assert _tables(tmp_path / "runs") == _tables(tmp_path / "clean")
