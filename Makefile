@@ -42,6 +42,7 @@ bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_staging
 	$(BIN)/python -m tests.benchmarks.bench_incremental
 	$(BIN)/python -m tests.benchmarks.bench_microbatch
+	$(BIN)/python -m tests.benchmarks.bench_check
 	$(BIN)/python -m tests.benchmarks.race $(RACE_ARGS)
 
 # make race RACE_ARGS="--sizes 100000,400000 --classes group_aggregate,inner_join": lockstep's

@@ -39,7 +39,7 @@ from expectations.suites.materializer import materializer_suite
 from expectations.suites.retraction import ordered_feed, retraction_suite
 from expectations.suites.state import state_suite
 from expectations.suites.unity import DIFFERENCES, unity_suite
-from expectations.validate import DATA_DOCS, gx_context, validate
+from expectations.validate import DATA_DOCS, Validated, build_data_docs, gx_context, validate
 from expectations.window_check import WindowCheck
 from jobs.changelog.columns import COUNT
 from jobs.changelog.kinds import CDF_CHANGE_TYPES
@@ -172,27 +172,29 @@ def _add_state_suites(spark: SparkSession, plan: Plan, layout: RunLayout, cols: 
 def _validate_all(layout: RunLayout, specs: list[SuiteSpec], data: dict, counts: dict,
                   sample_rows: int, progress: Progress) -> list[ExpectationOutcome]:
     context = gx_context(layout.root)
-    outcomes = []
+    outcomes, pages = [], []
     try:
         for spec in specs:
             if spec.expectations:  # a suite with nothing left to check here (its skips are reported)
-                outcomes += _validate_one(context, spec, data[spec.asset], counts, sample_rows, progress)
+                validated = _validate_one(context, spec, data[spec.asset], counts, sample_rows, progress)
+                outcomes += validated.outcomes
+                pages += validated.pages
     finally:
         for frame in data.values():
             frame.unpersist()
     with progress.waiting("  building Data Docs ..."):
-        context.build_data_docs()
+        build_data_docs(context, pages)
     return outcomes
 
 
 def _validate_one(context, spec: SuiteSpec, frame: DataFrame, counts: dict, sample_rows: int,
-                  progress: Progress) -> list[ExpectationOutcome]:
+                  progress: Progress) -> Validated:
     started = time.monotonic()
     with progress.waiting(f"  suite {spec.name}: {len(spec.expectations)} expectation(s) on {spec.asset} ..."):
-        outcomes = validate(context, spec, frame, counts, sample_rows)
-    held = sum(o.success for o in outcomes)
-    progress.say(f"  suite {spec.name}: {held}/{len(outcomes)} hold ({time.monotonic() - started:.1f} s)")
-    return outcomes
+        validated = validate(context, spec, frame, counts, sample_rows)
+    held = sum(o.success for o in validated.outcomes)
+    progress.say(f"  suite {spec.name}: {held}/{len(validated.outcomes)} hold ({time.monotonic() - started:.1f} s)")
+    return validated
 
 
 def _change_feed(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> DataFrame:

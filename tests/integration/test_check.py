@@ -52,6 +52,22 @@ def test_agreeing_results_pass_with_a_complete_report_and_data_docs(run):
     assert json.loads(layout.report.read_text()) == json.loads(json.dumps(report, default=str))
 
 
+def test_a_second_check_renders_its_own_data_docs_pages_and_keeps_the_first_checks(run):
+    plan, layout = run
+    site = layout.root / "gx" / "uncommitted" / "data_docs" / "local_site"
+    run_check(plan, Settings(), layout)
+    first = {page: page.stat().st_mtime_ns for page in (site / "validations").rglob("*.html")}
+    run_check(plan, Settings(), layout)
+    pages = sorted((site / "validations").rglob("*.html"))
+    results = list((layout.root / "gx" / "uncommitted" / "validations").rglob("*.json"))
+    assert len(first) == 4 and len(pages) == len(results) == 8  # four suites, checked twice
+    assert {page: page.stat().st_mtime_ns for page in first} == first  # not rendered again
+    index = (site / "index.html").read_text()
+    assert all(str(page.relative_to(site)) in index for page in pages)
+    assert sorted(p.stem for p in (site / "expectations").rglob("*.html")) == \
+        ["batch_result", "retraction", "state", "unity"]
+
+
 def test_a_row_the_batch_has_and_the_stream_lacks_fails_unity_with_a_sample(run):
     plan, layout = run
     batch = DeltaTable(str(layout.batch)).to_pyarrow_table()
