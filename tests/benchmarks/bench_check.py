@@ -20,17 +20,9 @@ from jobs.pipeline import Pipeline
 from jobs.runtime.progress import Progress
 from jobs.runtime.spark import spark_session
 from tests.benchmarks.race import WORK
-from tests.conftest import write_changelog
+from tests.conftest import orders_spec, write_changelog
 
-SPEC = """name: bench_check
-sql: SELECT pId, SUM(income) AS total, COUNT(*) AS n FROM orders GROUP BY pId
-sources:
-  orders:
-    path: orders
-    format: changelog-json
-    schema: "order_id BIGINT, pId BIGINT, income BIGINT"
-    primary_key: [order_id]
-"""
+SQL = "SELECT pId, SUM(income) AS total, COUNT(*) AS n FROM orders GROUP BY pId"
 
 
 class DocsClock(Progress):
@@ -65,10 +57,10 @@ def main() -> None:
     shutil.rmtree(folder, ignore_errors=True)
     changes = [{"op": "+I", "order_id": i, "pId": i % 50, "income": i} for i in range(500)]
     write_changelog(folder / "orders", "001.json", changes)
-    (folder / "q.yaml").write_text(SPEC)
+    spec = orders_spec(folder, SQL, rows_per_batch=len(changes), name="bench_check")
     spark_session()
     clock = DocsClock()
-    pipeline = Pipeline.open(folder / "q.yaml", runs_dir=folder / "runs", progress=clock)
+    pipeline = Pipeline.open(spec, runs_dir=folder / "runs", progress=clock)
     pipeline.stream()
     pipeline.batch()
     seconds = []
