@@ -71,8 +71,8 @@ def _tables(out: Path) -> dict:
 
 def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path):
     spec = _spec(tmp_path)
-    # The uninterrupted run, for reference, goes beside the killed ones (they share the spec only):
-    # while one process waits on Spark's bookkeeping the other has a core.
+    # The uninterrupted run, for reference, goes beside the killed ones (they share the spec
+    # only): on two cores the two finish sooner together than one after the other.
     clean = _stream(spec, tmp_path / "clean")
     rng = random.Random(int(os.environ.get("CHAOS_SEED", "11")))
     kills = 0
