@@ -6,6 +6,8 @@ import os
 
 from hypothesis import strategies as st
 
+from jobs.spec.model import Settings, SparkSettings
+
 # `make property SCALE=10` runs the stream-equals-batch properties on ten times the examples that
 # `make test` runs (a fixed sample, sized to keep the whole suite under its time budget).
 SCALE = float(os.environ.get("LOCKSTEP_PROPERTY_SCALE", "1"))
@@ -20,9 +22,8 @@ def small_work_settings():
     """The run's settings: Spark's settings for small work (every test case is small) or, with
     `small_work_rows` 0, whole-stage code generation and adaptive execution as on large input;
     the stream must equal the batch either way."""
-    from jobs.spec.model import Settings, SparkSettings
-
     return st.sampled_from([Settings(), Settings(spark=SparkSettings(small_work_rows=0))])
+
 
 SCHEMA = "id BIGINT, g BIGINT, x BIGINT, y DOUBLE, s STRING"
 GROUPS = st.one_of(st.none(), st.integers(0, 3))

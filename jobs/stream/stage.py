@@ -10,8 +10,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.columns import COUNT
-from jobs.changelog.schema import all_nullable
 from jobs.changelog.feed import stage_change_feed
+from jobs.changelog.schema import all_nullable
 from jobs.changelog.staging import raise_watermark_floor
 from jobs.errors import RunStateError
 from jobs.plan import Plan, StagePlan
@@ -127,8 +127,6 @@ def _ensure_sink(sink: TableWriter, rows: pa.Table, stage: StagePlan, layout: Ru
     if existing != rows.column_names:
         raise RunStateError(f"the sink has columns {existing} but the query now outputs "
                             f"{rows.column_names}; use a new --out folder", where=str(layout.stream))
-
-
 
 
 def _run_query(frame: DataFrame, stage: StagePlan, layout: RunLayout, handler: MicroBatchHandler) -> None:

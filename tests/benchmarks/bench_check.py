@@ -12,6 +12,7 @@ it), and the number of validation results the run folder holds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
 import time
@@ -26,27 +27,19 @@ SQL = "SELECT pId, SUM(income) AS total, COUNT(*) AS n FROM orders GROUP BY pId"
 
 
 class DocsClock(Progress):
-    """The check's own progress, timing its "building Data Docs" wait."""
+    """The check's own progress (quiet), timing its "building Data Docs" wait."""
 
     def __init__(self):
         super().__init__(quiet=True)
         self.docs_seconds = 0.0
 
+    @contextlib.contextmanager
     def waiting(self, message: str):
-        if "Data Docs" not in message:
-            return super().waiting(message)
-        return _Timed(self)
-
-
-class _Timed:
-    def __init__(self, clock: DocsClock):
-        self.clock = clock
-
-    def __enter__(self):
-        self.started = time.monotonic()
-
-    def __exit__(self, *exc):
-        self.clock.docs_seconds += time.monotonic() - self.started
+        started = time.monotonic()
+        with super().waiting(message):
+            yield
+        if "Data Docs" in message:
+            self.docs_seconds += time.monotonic() - started
 
 
 def main() -> None:
