@@ -16,7 +16,7 @@ from jobs.plan import StagePlan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.stream.emitters import Emitter, MicroBatch
-from jobs.stream.offsets import batch_segments, consumed_rows, logged_files
+from jobs.stream.offsets import batch_segments, consumed_rows, largest_unread_segment, logged_files
 from jobs.stream.writers import TableWriter
 from jobs.stream.source import staged_input
 
@@ -47,8 +47,10 @@ class MicroBatchHandler:
 
     @property
     def largest_micro_batch(self) -> int:
-        """At most how many rows a micro-batch reads: each input's largest staged segment."""
-        return sum(max((segment["rows"] for segment in staged.segments()), default=0) for staged in self.staged)
+        """At most how many rows a micro-batch of this run reads: each input's largest segment
+        not yet consumed."""
+        return sum(largest_unread_segment(self.layout.checkpoint, index, staged)
+                   for index, staged in enumerate(self.staged))
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         try:

@@ -69,5 +69,14 @@ def consumed_rows(taken: dict[int, set[str]], last_batch: int, staged: StagedCha
     return end
 
 
+def largest_unread_segment(checkpoint: Path, source_index: int, staged: StagedChangelog) -> int:
+    """Rows of the largest staged segment past what the committed micro-batches consumed: at most
+    what one micro-batch of the coming run reads from this source. Segments already consumed do
+    not count, or one large first run would size every later small increment as large work."""
+    done = committed_batches(checkpoint)
+    consumed = consumed_rows(logged_files(checkpoint, source_index), done[-1], staged) if done else 0
+    return max((s["rows"] for s in staged.segments() if s["first_seq"] >= consumed), default=0)
+
+
 def _file_name(path: str) -> str:
     return PurePosixPath(unquote(urlparse(path).path)).name

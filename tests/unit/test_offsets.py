@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jobs.stream.offsets import logged_files
+from jobs.changelog.staging import StagedChangelog, stage_source
+from jobs.spec.model import SourceSpec, StreamSpec
+from jobs.stream.offsets import largest_unread_segment, logged_files
+from tests.conftest import change, write_changelog
 
 
 def write_log(folder: Path, name: str, entries: dict[int, list[str]]) -> None:
@@ -55,3 +58,26 @@ def test_a_source_without_a_log_yet_has_read_nothing(tmp_path):
     write_log(tmp_path / "sources" / "0", "0", {0: [segment(0)]})
     (tmp_path / "sources" / "0" / ".0.crc").write_text("checksum")  # Spark's side files are skipped
     assert logged_files(tmp_path, 0) == {0: {segment(0)}}
+
+
+def _stage(tmp_path: Path, name: str, orders: range) -> StagedChangelog:
+    spec = SourceSpec(path=tmp_path / "orders", format="changelog-json",
+                      schema="order_id BIGINT, pId BIGINT, income BIGINT", primary_key=("order_id",))
+    write_changelog(tmp_path / "orders", name, [change("+I", n, n % 3, n) for n in orders])
+    _, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
+                             batch_size=StreamSpec(rows_per_batch=100))
+    commit()
+    return StagedChangelog(tmp_path / "staged")
+
+
+def test_the_next_runs_largest_micro_batch_counts_only_segments_not_yet_consumed(tmp_path):
+    checkpoint = tmp_path / "checkpoint"
+    staged = _stage(tmp_path, "a.json", range(100))
+    assert largest_unread_segment(checkpoint, 0, staged) == 100  # nothing committed yet
+    first = Path(staged.segments()[0]["file"]).name
+    write_log(checkpoint / "sources" / "0", "0", {0: [first]})
+    (checkpoint / "commits").mkdir(parents=True)
+    (checkpoint / "commits" / "0").write_text("v1\n{}\n")
+    staged = _stage(tmp_path, "b.json", range(100, 104))
+    assert [s["rows"] for s in staged.segments()] == [100, 4]
+    assert largest_unread_segment(checkpoint, 0, staged) == 4
