@@ -27,7 +27,7 @@ from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
 from jobs.changelog.feed_spark import SparkFeedStager, stage_versions
 from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
 from jobs.changelog.schema import SourceSchema, schema_of_arrow
-from jobs.changelog.staging import SEGMENT_EPOCH, SEGMENTS
+from jobs.changelog.segments import SEGMENT_EPOCH, SEGMENTS
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, table_version
 
 def stage_change_feed(table: Path, directory: Path, name: str, columns: tuple[str, ...],

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
 from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
 from jobs.changelog.schema import SourceSchema
-from jobs.changelog.staging import SEGMENT_EPOCH, SEGMENTS
+from jobs.changelog.segments import SEGMENT_EPOCH, SEGMENTS
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION
 
 FEED_CHECKPOINT = "_feed_checkpoint"  # scratch: see the module docstring

@@ -6,11 +6,11 @@ Formats:
   -U (before) then +U (after), both from the same line;
 - json: JSON lines of plain rows, each an insert (an append-only source).
 
-Arrow's JSON reader parses a whole file at once, as it is (it skips blank lines itself; the lines
-are found as positions in the bytes, never a Python object per line). When it rejects the file, the
-lines are bisected until each bad line is isolated, so a good file costs one fast parse and a bad
-one costs a few more per bad line, and the values that do parse are exactly what the fast path
-would have produced.
+Arrow's JSON reader parses a file a block of whole lines (64 MiB) at a time, as it is (it skips
+blank lines itself; the lines are found as positions in the bytes, never a Python object per
+line). When it rejects a block, its lines are bisected until each bad line is isolated, so a good
+file costs one fast parse per block and a bad one a few more per bad line, and the values that do
+parse are exactly what the fast path would have produced.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +31,6 @@ import pyarrow.json as pj
 from jobs.changelog.kinds import SHORT_NAMES, RowKind
 from jobs.changelog.columns import KIND, LINE
 from jobs.changelog.schema import SourceSchema
-
 
 
 @dataclass(frozen=True)
@@ -52,42 +51,79 @@ class ParsedFile:
 
 # A row may be this long; Arrow's reader gets blocks that hold the longest line whole.
 MAX_LINE_BYTES = 64 * 1024 * 1024
+# A file is parsed this many bytes at a time (staging's memory is a few times this, not the file's).
+BLOCK_BYTES = 64 * 1024 * 1024
 SHOWN_CHARS = 80  # how much of a value or line a message quotes
 
 
 def parse_file(path: Path, fmt: str, schema: SourceSchema) -> ParsedFile:
-    lines = _Lines(path.read_bytes(), path)
+    """The whole file at once (its blocks put together): for callers that want one table."""
+    blocks = list(parse_blocks(path, fmt, schema))
+    rows = pa.concat_tables([b.rows for b in blocks]) if blocks else _FORMATS[fmt](schema).empty()
+    return ParsedFile(rows, tuple(bad for b in blocks for bad in b.bad), sum(b.absent for b in blocks))
+
+
+def parse_blocks(path: Path, fmt: str, schema: SourceSchema, block_bytes: int | None = None) -> Iterator[ParsedFile]:
+    """The file's change rows a block of whole lines at a time (BLOCK_BYTES unless given), in
+    order, line numbers counted from the file's start: staging holds one block's bytes and rows,
+    not the whole file's."""
     reader = _FORMATS[fmt](schema)
+    lines_before = 0
+    for data in _line_blocks(path, block_bytes or BLOCK_BYTES):
+        lines = _Lines(data)
+        yield _numbered_from(_parse_block(lines, reader), lines_before)
+        lines_before += lines.count
+
+
+def _line_blocks(path: Path, block_bytes: int) -> Iterator[bytes]:
+    """The file's bytes cut after a newline every `block_bytes` or so (a longer line stays whole;
+    a newline byte never occurs inside a UTF-8 character, so no character is split)."""
+    with path.open("rb") as handle:
+        carry = b""
+        while chunk := handle.read(block_bytes):
+            data = carry + chunk
+            cut = data.rfind(b"\n") + 1
+            carry = data[cut:]
+            if cut:
+                yield data[:cut]
+        if carry:
+            yield carry
+
+
+def _parse_block(lines: _Lines, reader: _Reader) -> ParsedFile:
     tables, bad = _parse_whole(lines, reader)
-    # A big file's bytes go while its rows become changes; they are read again if a line's text
-    # is wanted after all: a bad row's, or a row with a NULL (did its JSON leave the field out?).
-    lines.release()
     rows = pa.concat_tables(tables) if tables else reader.empty()
     rows, bad_kinds = reader.to_changes(rows)
     rows, missing, absent = reader.check_absent(rows, lines.text)
     return ParsedFile(rows, _with_raw_text(bad + bad_kinds + missing, lines.text), absent)
 
 
+def _numbered_from(parsed: ParsedFile, lines_before: int) -> ParsedFile:
+    """A block's rows and bad rows with line numbers in the file rather than in the block."""
+    if not lines_before:
+        return parsed
+    line = pc.add(parsed.rows.column(LINE), pa.scalar(lines_before, pa.int32()))
+    rows = parsed.rows.set_column(parsed.rows.schema.get_field_index(LINE), LINE, line)
+    bad = tuple(BadRow(b.line + lines_before, b.reason, b.raw) for b in parsed.bad)
+    return ParsedFile(rows, bad, parsed.absent)
+
+
 class _Lines:
-    """A file's lines as positions in its bytes: a file of millions of lines is never split into a
-    Python object per line unless it has to be taken apart (see _parse_whole)."""
+    """A block's lines as positions in its bytes: millions of lines are never split into a Python
+    object per line unless they have to be taken apart (see _parse_whole)."""
 
     WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a line of only these is blank
 
-    def __init__(self, data: bytes, path: Path):
-        self._data, self.path = data, path
+    def __init__(self, data: bytes):
+        self.data = data
         ends = _newlines(data)
         self.starts = np.concatenate([[0], ends + 1])
         self.stops = np.append(ends, len(data))
 
     @property
-    def data(self) -> bytes:
-        if self._data is None:  # released, and a line's text is wanted after all
-            self._data = self.path.read_bytes()
-        return self._data
-
-    def release(self) -> None:
-        self._data = None
+    def count(self) -> int:
+        """Lines in the block; the empty rest after a final newline is not a line."""
+        return len(self.starts) - (1 if self.data.endswith(b"\n") or not self.data else 0)
 
     def text(self, number: int) -> bytes:
         return self.data[self.starts[number - 1]:self.stops[number - 1]]
@@ -118,7 +154,7 @@ def _newlines(data: bytes, chunk: int = 1 << 26) -> np.ndarray:
 
 
 def _parse_whole(lines: _Lines, reader: _Reader) -> tuple[list[pa.Table], list[BadRow]]:
-    """One parse of the file as it is, when it is valid UTF-8 and Arrow reads one row per
+    """One parse of the block as it is, when it is valid UTF-8 and Arrow reads one row per
     non-blank line; else the lines one by one: UTF-8 checked, blank ones left out, bisected."""
     numbers = lines.numbers()
     if len(numbers) and _is_utf8(lines.data):

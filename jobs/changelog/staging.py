@@ -6,14 +6,15 @@ reads it up to the consistency point. Each row gets `__seq`, its position in the
 
 Layout under the run's state folder, per source:
     manifest.json                     what has been staged; rewritten atomically last (the commit point)
-    segments/seg-<first seq>.parquet  one micro-batch of rows each (see below)
+    segments/seg-<first seq>.parquet  one micro-batch of rows each (see segments.py)
+    pending/                          segments of a staging run not committed yet
     live-<generation>.parquet         the live rows after that run (see live.py)
 
 The staged rows are cut into segments (the spec's `stream.rows_per_batch` rows, or when that is
-unset about `stream.megabytes_per_batch` of rows), and each segment is one micro-batch: Spark's own Parquet stream source reads them one file per trigger. A segment never
-ends right after a -U, so an update's before- and after-image land in the same micro-batch. The
-file source takes files in modification-time order, so each segment's mtime is set to its
-ordinal: the order is the changelog's, whatever the clock did.
+unset about `stream.megabytes_per_batch` of rows), and each segment is one micro-batch: Spark's
+own Parquet stream source reads them one file per trigger. Files are parsed a block at a time and
+each block's rows go to their segments before the next block is read, so a file of millions of
+rows is never in memory whole.
 
 A file already staged must not change: appending to a changelog means adding files.
 """
@@ -25,9 +26,9 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -38,19 +39,15 @@ from pyspark.sql import SparkSession
 from jobs.changelog import partitions
 from jobs.changelog.columns import FILE, KIND, LINE, SEQ, WATERMARK
 from jobs.changelog.delta_source import new_versions, row_text
-from jobs.changelog.formats import BadRow, ParsedFile, parse_file
-from jobs.changelog.kinds import RowKind
+from jobs.changelog.formats import BadRow, ParsedFile, parse_blocks
 from jobs.changelog.live import LiveRows
 from jobs.changelog.quarantine import append_quarantine
 from jobs.changelog.schema import SourceSchema, parse_schema
+from jobs.changelog.segments import SEGMENTS, SegmentWriter, Watermark, clear_uncommitted
 from jobs.errors import InputError, RunStateError, place
-from jobs.spec.intervals import parse_interval
 from jobs.spec.model import SourceSpec, StreamSpec
 
 HIDDEN_PREFIXES = (".", "_")
-SEGMENTS = "segments"
-# Segment k's mtime is SEGMENT_EPOCH + k seconds (2001-09-09): ordered, and far from any real file.
-SEGMENT_EPOCH = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -156,7 +153,7 @@ class _Piece:
 
     name: str  # the file's path in the folder, or v<version>
     where: str  # how a message names it
-    parsed: ParsedFile
+    blocks: Iterable[ParsedFile]  # its rows a block at a time, parsed as they are asked for
     entry: dict  # what the manifest keeps to recognise it: a file's size, mtime and hash; a version
     raw_text: Callable[[set[int]], dict[int, str]]  # the text of some of its rows, by line
 
@@ -168,13 +165,14 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
     partitioned source) or, for a Delta source, its new versions (read with `spark`); return the
     result and a commit function.
 
-    Nothing is written until the commit function is called, so a bad row in fail mode leaves the
-    run folder exactly as it was.
+    Nothing the stream reads is written until the commit function is called, so a bad row in
+    fail mode leaves the run folder as it was (the segments written so far wait in pending/).
     """
     schema = parse_schema(spec.schema_ddl, where=f"source {name}: schema")
     directory.mkdir(parents=True, exist_ok=True)
     manifest = _read_manifest(directory) or _new_manifest(name, spec)
     _check_same_source(manifest, name, spec, directory)
+    clear_uncommitted(directory, manifest)
     if spec.format == "delta":
         pieces = _version_pieces(spark, name, spec, schema, manifest)
     else:
@@ -183,30 +181,42 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
     if manifest["live_state"]:
         live.load(directory / manifest["live_state"])
     result = StageResult(source=name, total_rows=manifest["rows"])
-    tables, entries = [], []
-    for piece in pieces:
-        rows, bad, kept = _validated_rows(piece, spec, live)
-        if bad and spec.on_bad_rows == "fail":
-            raise InputError(bad[0].reason, where=place(piece.where, bad[0].line))
-        result.quarantined += [Quarantined(name, piece.name, b.line, b.reason, b.raw) for b in bad]
-        result.anomalies += [Quarantined(name, piece.name, b.line, b.reason, b.raw) for b in kept]
-        first_seq = result.total_rows
-        rows = rows.append_column(SEQ, pa.array(np.arange(first_seq, first_seq + rows.num_rows, dtype=np.int64)))
-        rows = rows.append_column(FILE, pa.repeat(pa.scalar(piece.name, pa.string()), rows.num_rows))
-        tables.append(rows)
-        entries.append({"name": piece.name, **piece.entry, "first_seq": first_seq, "rows": rows.num_rows,
-                        "bad_rows": len(bad)})
-        result.new_files.append(piece.name)
-        result.new_rows += rows.num_rows
-        result.total_rows += rows.num_rows
-        result.absent_fields += piece.parsed.absent
+    writer = SegmentWriter(directory, len(manifest["segments"]), batch_size, Watermark.of(manifest))
+    try:
+        entries = [_stage_piece(piece, spec, live, writer, result) for piece in pieces]
+    except BaseException:
+        writer.discard()
+        raise
 
     def commit() -> None:
         if entries:
-            _write_generation(directory, manifest, pa.concat_tables(tables), entries, live,
-                              result, (quarantine, anomalies), batch_size)
+            _write_generation(directory, manifest, writer.finish(), entries, live, result, (quarantine, anomalies))
 
     return result, commit
+
+
+def _stage_piece(piece: _Piece, spec: SourceSpec, live: LiveRows, writer: SegmentWriter,
+                 result: StageResult) -> dict:
+    """Validate and number a file's (or version's) rows block by block and hand them to the
+    segment writer; what the manifest keeps of the piece."""
+    first_seq, bad_rows = result.total_rows, 0
+    for parsed in piece.blocks:
+        rows, bad, kept = _validated_rows(parsed, piece, spec, live)
+        if bad and spec.on_bad_rows == "fail":
+            raise InputError(bad[0].reason, where=place(piece.where, bad[0].line))
+        result.quarantined += [Quarantined(result.source, piece.name, b.line, b.reason, b.raw) for b in bad]
+        result.anomalies += [Quarantined(result.source, piece.name, b.line, b.reason, b.raw) for b in kept]
+        start = result.total_rows
+        rows = rows.append_column(SEQ, pa.array(np.arange(start, start + rows.num_rows, dtype=np.int64)))
+        rows = rows.append_column(FILE, pa.repeat(pa.scalar(piece.name, pa.string()), rows.num_rows))
+        writer.add(rows)
+        bad_rows += len(bad)
+        result.new_rows += rows.num_rows
+        result.total_rows += rows.num_rows
+        result.absent_fields += parsed.absent
+    result.new_files.append(piece.name)
+    return {"name": piece.name, **piece.entry, "first_seq": first_seq, "rows": result.total_rows - first_seq,
+            "bad_rows": bad_rows}
 
 
 def _file_pieces(name: str, spec: SourceSpec, schema: SourceSchema, manifest: dict,
@@ -225,7 +235,7 @@ def _file_pieces(name: str, spec: SourceSpec, schema: SourceSchema, manifest: di
                                  spec.path)
     for path in (p for p in files if _relative(p, spec.path) not in consumed):
         stat = path.stat()
-        yield _Piece(_relative(path, spec.path), _display(path), parse_file(path, spec.format, schema),
+        yield _Piece(_relative(path, spec.path), _display(path), parse_blocks(path, spec.format, schema),
                      {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": _digest(path)},
                      functools.partial(_lines_of, path))
 
@@ -234,19 +244,25 @@ def _version_pieces(spark: SparkSession | None, name: str, spec: SourceSpec, sch
                     manifest: dict) -> Iterator[_Piece]:
     staged = [f["version"] for f in manifest["files"]]
     for piece in new_versions(spark, name, spec, schema, staged):
-        yield _Piece(piece.name, f"{spec.path}@{piece.name}", piece.parsed, {"version": piece.version},
+        yield _Piece(piece.name, f"{spec.path}@{piece.name}", (piece.parsed,), {"version": piece.version},
                      functools.partial(row_text, piece.parsed))
 
 
 def _lines_of(path: Path, wanted: set[int]) -> dict[int, str]:
-    return {n: line for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"),
-                                              start=1) if n in wanted}
+    """Some lines' text, read line by line (the file may be larger than memory)."""
+    found, last = {}, max(wanted, default=0)
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if number > last:
+                break
+            if number in wanted:
+                found[number] = line.removesuffix(b"\n").decode("utf-8", errors="replace")
+    return found
 
 
-def _validated_rows(piece: _Piece, spec: SourceSpec, live: LiveRows
+def _validated_rows(parsed: ParsedFile, piece: _Piece, spec: SourceSpec, live: LiveRows
                     ) -> tuple[pa.Table, list[BadRow], list[BadRow]]:
     """(rows to stage, bad rows set aside, rows kept although they break the changelog protocol)."""
-    parsed = piece.parsed
     bad = list(parsed.bad)
     if bad and spec.on_bad_rows == "fail":
         return parsed.rows, bad, []
@@ -284,9 +300,8 @@ def _fill_raw(bad: list[BadRow], piece: _Piece) -> list[BadRow]:
     return [b if b.raw else BadRow(b.line, b.reason, text.get(b.line, "")) for b in bad]
 
 
-def _write_generation(directory: Path, manifest: dict, rows: pa.Table, file_entries: list[dict],
-                      live: LiveRows, result: StageResult, tables: tuple[Path, Path | None],
-                      batch_size: StreamSpec) -> None:
+def _write_generation(directory: Path, manifest: dict, segments: list[dict], file_entries: list[dict],
+                      live: LiveRows, result: StageResult, tables: tuple[Path, Path | None]) -> None:
     generation = manifest["generation"] + 1
     quarantine, anomalies = tables
     append_quarantine(quarantine, result.quarantined, app_id=f"lockstep-staging-{result.source}",
@@ -294,9 +309,6 @@ def _write_generation(directory: Path, manifest: dict, rows: pa.Table, file_entr
     if anomalies is not None:
         append_quarantine(anomalies, result.anomalies, app_id=f"lockstep-anomalies-{result.source}",
                           version=generation)
-    rows_per_batch = batch_size.rows_for(rows.num_rows, rows.nbytes)
-    segments = _write_segments(directory / SEGMENTS, rows, len(manifest["segments"]), rows_per_batch,
-                               _Watermark.of(manifest))
     live_file = f"live-{generation:06d}.parquet"
     live.save(directory / live_file)
     previous_live = manifest["live_state"]
@@ -309,61 +321,6 @@ def _write_generation(directory: Path, manifest: dict, rows: pa.Table, file_entr
     _write_json_atomically(directory / "manifest.json", manifest)
     if previous_live and previous_live != live_file:
         (directory / previous_live).unlink(missing_ok=True)
-
-
-class _Watermark:
-    """The watermark as the stream will see it: before a micro-batch, the largest event time of
-    all earlier micro-batches minus the allowed out-of-orderness. Computed here, where the
-    micro-batches are cut, so that lateness is decided once and the same way on every run."""
-
-    def __init__(self, column: str, delay_micros: int, max_seen: int | None, floor: int | None = None):
-        self.column, self.delay, self.max_seen, self.floor = column, delay_micros, max_seen, floor
-
-    @classmethod
-    def of(cls, manifest: dict) -> _Watermark | None:
-        if not manifest["event_time"]:
-            return None
-        delay = parse_interval(manifest["watermark"]) // timedelta(microseconds=1)
-        return cls(manifest["event_time"], delay, manifest.get("max_event_time"), manifest.get("watermark_floor"))
-
-    def current(self) -> int | None:
-        """The event-time watermark, never below the floor the end of a bounded input left."""
-        marks = [m for m in (None if self.max_seen is None else self.max_seen - self.delay, self.floor)
-                 if m is not None]
-        return max(marks) if marks else None
-
-    def stamp(self, piece: pa.Table) -> pa.Table:
-        """Add __wm (the watermark in effect for this micro-batch), then advance past it."""
-        current = self.current()
-        time_type = piece.schema.field(self.column).type
-        marks = pa.array([current] * piece.num_rows, pa.int64()).cast(time_type)
-        stamped = piece.append_column(WATERMARK, marks)
-        latest = pc.max(piece.column(self.column)).cast(pa.int64()).as_py()
-        if latest is not None:
-            self.max_seen = latest if self.max_seen is None else max(self.max_seen, latest)
-        return stamped
-
-
-def _write_segments(folder: Path, rows: pa.Table, ordinal: int, rows_per_batch: int,
-                    watermark: _Watermark | None) -> list[dict]:
-    folder.mkdir(parents=True, exist_ok=True)
-    kinds = rows.column(KIND).to_numpy()
-    written, start = [], 0
-    while start < rows.num_rows:
-        end = min(start + rows_per_batch, rows.num_rows)
-        while end < rows.num_rows and kinds[end - 1] == RowKind.UPDATE_BEFORE:
-            end += 1
-        piece = rows.slice(start, end - start)
-        entry = {"first_seq": piece.column(SEQ)[0].as_py(), "rows": piece.num_rows}
-        if watermark is not None:
-            piece = watermark.stamp(piece)
-            entry.update(watermark_after=watermark.current(), max_event_time=watermark.max_seen)
-        path = folder / f"seg-{entry['first_seq']:012d}.parquet"
-        pq.write_table(piece, path)
-        os.utime(path, (SEGMENT_EPOCH + ordinal, SEGMENT_EPOCH + ordinal))
-        written.append({"file": f"{SEGMENTS}/{path.name}", **entry})
-        ordinal, start = ordinal + 1, end
-    return written
 
 
 def raise_watermark_floor(directory: Path, micros: int) -> None:

@@ -3,7 +3,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from jobs.changelog.formats import parse_file
+from jobs.changelog.formats import parse_blocks, parse_file
 from jobs.changelog.schema import parse_schema
 from jobs.errors import SpecError
 
@@ -161,3 +161,25 @@ def test_rows_keep_their_line_numbers_among_blank_lines(entries, crlf, one_bad_l
     expected = [(n, e) for n, e in enumerate(entries, start=1) if not isinstance(e, str)]
     assert list(zip(parsed.rows.column("__line").to_pylist(), parsed.rows.column("income").to_pylist())) == expected
     assert [b.line for b in parsed.bad] == ([len(lines)] if one_bad_line else [])
+
+
+@pytest.mark.parametrize("block_bytes", [1, 40, 97, 1 << 20])
+def test_a_file_parsed_in_blocks_gives_the_rows_and_bad_rows_of_one_parse_with_file_line_numbers(
+        tmp_path, block_bytes):
+    image = {"order_id": 1, "pId": 1, "income": 5}
+    lines = [{"before": None, "after": image, "op": "c"}, "", "   ",
+             {"before": image, "after": {**image, "income": 9}, "op": "u"},
+             '{"before": null, "after": {"order_id": 2, "pId": 1', "",
+             {"before": None, "after": {"order_id": 3, "income": 1}, "op": "c"},  # pId left out
+             {"before": {**image, "income": 9}, "after": None, "op": "d"}]
+    path = write(tmp_path, lines)
+    one_parse = parse_file(path, "debezium-json", SCHEMA)
+    blocks = list(parse_blocks(path, "debezium-json", SCHEMA, block_bytes))
+    if block_bytes == 1:
+        assert len(blocks) == len(lines)  # each block one line: a line is never cut
+    else:
+        assert (len(blocks) > 1) == (block_bytes < path.stat().st_size)
+    assert [row for b in blocks for row in b.rows.to_pylist()] == one_parse.rows.to_pylist()
+    assert kinds_and_lines(one_parse) == [(0, 1), (1, 4), (2, 4), (0, 7), (3, 8)]
+    assert [(b.line, b.raw) for block in blocks for b in block.bad] == [(5, lines[4])]
+    assert sum(b.absent for b in blocks) == one_parse.absent == 1

@@ -1,9 +1,12 @@
 import json
 import os
 
+import pyarrow.parquet as pq
 import pytest
 
+from jobs.changelog import formats
 from jobs.changelog.quarantine import read_quarantine
+from jobs.changelog.segments import PENDING, SEGMENTS
 from jobs.changelog.staging import StagedChangelog, stage_source
 from jobs.errors import InputError
 from jobs.spec.model import SourceSpec, StreamSpec
@@ -207,3 +210,56 @@ def test_a_new_file_that_sorts_before_a_consumed_one_is_refused_with_its_name(tm
     write_changelog(tmp_path / "orders", "003.json", [change("+I", 3, 1, 5)])
     (tmp_path / "orders" / "001.json").unlink()
     assert stage(tmp_path, spec).new_files == ["003.json"]  # the rule: after every consumed file
+
+
+def _updates(orders: int, first: int = 0) -> list[dict]:
+    """Inserts, each followed by an update (-U, +U): cuts must never fall between the two."""
+    rows = []
+    for n in range(first, first + orders):
+        rows += [change("+I", n, n % 5, n), change("-U", n, n % 5, n), change("+U", n, n % 5, n + 1)]
+    return rows
+
+
+def _segments(folder) -> list[tuple[int, int, list]]:
+    staged = StagedChangelog(folder)
+    return [(s["first_seq"], s["rows"], pq.read_table(folder / s["file"]).to_pylist()) for s in staged.segments()]
+
+
+def test_a_file_staged_a_small_block_at_a_time_gives_the_segments_of_one_parse(tmp_path, monkeypatch):
+    whole, blocks = tmp_path / "whole", tmp_path / "blocks"
+    for folder in (whole, blocks):
+        write_changelog(folder / "orders", "a.json", _updates(40))
+        write_changelog(folder / "orders", "b.json", _updates(7, first=40))
+    stage(whole, source(whole), rows_per_batch=4)
+    monkeypatch.setattr(formats, "BLOCK_BYTES", 150)  # two or three lines a block
+    stage(blocks, source(blocks), rows_per_batch=4)
+    cut = _segments(whole / "staged")
+    assert cut == _segments(blocks / "staged")
+    assert sum(rows for _, rows, _ in cut) == 141 and len(cut) > 20
+    assert all(content[-1]["__kind"] != 1 for _, _, content in cut)  # no segment ends after a -U
+
+
+def test_a_bad_row_in_a_later_block_leaves_no_segment_behind(tmp_path, monkeypatch):
+    monkeypatch.setattr(formats, "BLOCK_BYTES", 150)
+    write_changelog(tmp_path / "orders", "a.json", _updates(20) + [{"order_id": 99, "op": "+X"}])
+    with pytest.raises(InputError, match="a.json:61"):
+        stage(tmp_path, source(tmp_path), rows_per_batch=4)
+    assert not (tmp_path / "staged" / PENDING).exists()
+    assert not list((tmp_path / "staged").rglob("*.parquet"))
+
+
+def test_what_a_crashed_staging_left_is_cleared_by_the_next(tmp_path):
+    spec = source(tmp_path)
+    write_changelog(tmp_path / "orders", "a.json", _updates(3))
+    stage(tmp_path, spec)
+    listed = sorted(p.name for p in (tmp_path / "staged" / SEGMENTS).iterdir())
+    # A crash mid-commit: a segment moved but not listed; another still pending.
+    (tmp_path / "staged" / SEGMENTS / "seg-000000000900.parquet").write_bytes(b"unlisted")
+    (tmp_path / "staged" / PENDING).mkdir()
+    (tmp_path / "staged" / PENDING / "seg-000000000901.parquet").write_bytes(b"pending")
+    write_changelog(tmp_path / "orders", "b.json", [change("+I", 7, 1, 1)])
+    assert stage(tmp_path, spec).new_rows == 1
+    assert not (tmp_path / "staged" / PENDING).exists()
+    names = sorted(p.name for p in (tmp_path / "staged" / SEGMENTS).iterdir())
+    assert names[:len(listed)] == listed and "seg-000000000900.parquet" not in names
+    assert names == sorted(s["file"].split("/")[-1] for s in StagedChangelog(tmp_path / "staged").segments())
