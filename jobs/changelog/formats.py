@@ -59,8 +59,13 @@ SHOWN_CHARS = 80  # how much of a value or line a message quotes
 def parse_file(path: Path, fmt: str, schema: SourceSchema) -> ParsedFile:
     """The whole file at once (its blocks put together): for callers that want one table."""
     blocks = list(parse_blocks(path, fmt, schema))
-    rows = pa.concat_tables([b.rows for b in blocks]) if blocks else _FORMATS[fmt](schema).empty()
-    return ParsedFile(rows, tuple(bad for b in blocks for bad in b.bad), sum(b.absent for b in blocks))
+    return joined(blocks) if blocks else ParsedFile(_FORMATS[fmt](schema).empty(), ())
+
+
+def joined(blocks: list[ParsedFile]) -> ParsedFile:
+    """Consecutive blocks of a file as one."""
+    return ParsedFile(pa.concat_tables([b.rows for b in blocks]), tuple(bad for b in blocks for bad in b.bad),
+                      sum(b.absent for b in blocks))
 
 
 def parse_blocks(path: Path, fmt: str, schema: SourceSchema, block_bytes: int | None = None) -> Iterator[ParsedFile]:

@@ -4,7 +4,7 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.changelog import formats
+from jobs.changelog import formats, staging
 from jobs.changelog.quarantine import read_quarantine
 from jobs.changelog.segments import PENDING, SEGMENTS
 from jobs.changelog.staging import StagedChangelog, stage_source
@@ -232,6 +232,7 @@ def test_a_file_staged_a_small_block_at_a_time_gives_the_segments_of_one_parse(t
         write_changelog(folder / "orders", "b.json", _updates(7, first=40))
     stage(whole, source(whole), rows_per_batch=4)
     monkeypatch.setattr(formats, "BLOCK_BYTES", 150)  # two or three lines a block
+    monkeypatch.setattr(staging, "CHECK_ROWS", 5)  # checked and handed on two blocks or so at a time
     stage(blocks, source(blocks), rows_per_batch=4)
     cut = _segments(whole / "staged")
     assert cut == _segments(blocks / "staged")
