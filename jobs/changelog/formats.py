@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import io
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,17 +83,19 @@ def parse_blocks(path: Path, fmt: str, schema: SourceSchema, block_bytes: int | 
 
 def _line_blocks(path: Path, block_bytes: int) -> Iterator[bytes]:
     """The file's bytes cut after a newline every `block_bytes` or so (a longer line stays whole;
-    a newline byte never occurs inside a UTF-8 character, so no character is split)."""
+    a newline byte never occurs inside a UTF-8 character, so no character is split). The part
+    after the last newline is read again with the next block rather than carried over, which
+    would copy every block once more."""
     with path.open("rb") as handle:
-        carry = b""
         while chunk := handle.read(block_bytes):
-            data = carry + chunk
-            cut = data.rfind(b"\n") + 1
-            carry = data[cut:]
-            if cut:
-                yield data[:cut]
-        if carry:
-            yield carry
+            cut = chunk.rfind(b"\n") + 1
+            while not cut and (more := handle.read(block_bytes)):  # a line longer than a block
+                chunk += more
+                cut = chunk.rfind(b"\n") + 1
+            if 0 < cut < len(chunk):
+                handle.seek(cut - len(chunk), os.SEEK_CUR)
+                chunk = chunk[:cut]
+            yield chunk
 
 
 def _parse_block(lines: _Lines, reader: _Reader) -> ParsedFile:
@@ -247,7 +250,7 @@ class _Reader:
                                   f"{MAX_LINE_BYTES // 2**20} MiB a row may have")
         options = pj.ParseOptions(explicit_schema=self.json_schema, unexpected_field_behavior=self.unknown_fields)
         block = pj.ReadOptions(block_size=max(1 << 20, 2 * longest_line + 2))
-        return pj.read_json(io.BytesIO(data), read_options=block, parse_options=options)
+        return pj.read_json(pa.BufferReader(data), read_options=block, parse_options=options)  # no copy
 
     def check_absent(self, rows: pa.Table, text: Callable[[int], bytes]) -> tuple[pa.Table, list[BadRow], int]:
         """Rows whose JSON leaves a column out: a bad row when the column is NOT NULL, else
