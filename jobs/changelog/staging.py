@@ -12,9 +12,9 @@ Layout under the run's state folder, per source:
 
 The staged rows are cut into segments (the spec's `stream.rows_per_batch` rows, or when that is
 unset about `stream.megabytes_per_batch` of rows), and each segment is one micro-batch: Spark's
-own Parquet stream source reads them one file per trigger. Files are parsed a block at a time and
-each block's rows go to their segments before the next block is read, so a file of millions of
-rows is never in memory whole.
+own Parquet stream source reads them one file per trigger. Files are parsed a block at a time, and
+the rows are checked and handed to their segments a few blocks (CHECK_ROWS rows) at a time, so a
+file of millions of rows is never in memory whole.
 
 A file already staged must not change: appending to a changelog means adding files.
 """
