@@ -27,7 +27,7 @@ from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
 from jobs.changelog.feed_spark import SparkFeedStager, stage_versions
 from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
 from jobs.changelog.schema import SourceSchema, schema_of_arrow
-from jobs.changelog.segments import SEGMENT_EPOCH, SEGMENTS
+from jobs.changelog.segments import SEGMENTS, put_in_order, segment_name
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, table_version
 
 def stage_change_feed(table: Path, directory: Path, name: str, columns: tuple[str, ...],
@@ -110,10 +110,9 @@ def _write_segment(directory: Path, manifest: dict, rows: pa.Table, version: int
     rows = rows.append_column(LINE, pa.array(np.zeros(n, np.int32)))
     rows = rows.append_column(SEQ, pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)))
     rows = rows.append_column(FILE, pa.array([f"v{version}"] * n, pa.string()))
-    path = directory / SEGMENTS / f"seg-{first_seq:012d}.parquet"
+    path = directory / SEGMENTS / segment_name(first_seq)
     pq.write_table(rows, path)
-    ordinal = len(manifest["segments"])
-    os.utime(path, (SEGMENT_EPOCH + ordinal, SEGMENT_EPOCH + ordinal))
+    put_in_order(path, len(manifest["segments"]))
     manifest["segments"].append({"file": f"{SEGMENTS}/{path.name}", "first_seq": first_seq, "rows": n,
                                  "version": version})
     manifest["rows"] += n

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
 from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
 from jobs.changelog.schema import SourceSchema
-from jobs.changelog.segments import SEGMENT_EPOCH, SEGMENTS
+from jobs.changelog.segments import SEGMENTS, put_in_order, segment_name
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION
 
 FEED_CHECKPOINT = "_feed_checkpoint"  # scratch: see the module docstring
@@ -53,7 +53,7 @@ class SparkFeedStager:
         n = rows.count()
         if n:
             self._write_segment(rows, version, first_seq)
-            self.manifest["segments"].append({"file": f"{SEGMENTS}/{_segment_name(first_seq)}",
+            self.manifest["segments"].append({"file": f"{SEGMENTS}/{segment_name(first_seq)}",
                                               "first_seq": first_seq, "rows": n, "version": version})
             self.manifest["rows"] += n
             self.new_rows += n
@@ -78,11 +78,10 @@ class SparkFeedStager:
         scratch = self.directory / f"_writing-{first_seq}"
         numbered.coalesce(1).write.mode("overwrite").parquet(str(scratch))
         part = next(scratch.glob("part-*.parquet"))
-        target = self.directory / SEGMENTS / _segment_name(first_seq)
+        target = self.directory / SEGMENTS / segment_name(first_seq)
         os.replace(part, target)
         shutil.rmtree(scratch)
-        ordinal = len(self.manifest["segments"])
-        os.utime(target, (SEGMENT_EPOCH + ordinal, SEGMENT_EPOCH + ordinal))
+        put_in_order(target, len(self.manifest["segments"]))
 
 
 def _expanded(rows: DataFrame, schema: SourceSchema) -> DataFrame:
@@ -99,10 +98,6 @@ def _expanded(rows: DataFrame, schema: SourceSchema) -> DataFrame:
 def _typed_columns(schema: SourceSchema) -> list:
     """The feed's columns as the stage's schema types them."""
     return [F.col(f"`{c.name}`").cast(c.spark_type).alias(c.name) for c in schema.columns]
-
-
-def _segment_name(first_seq: int) -> str:
-    return f"seg-{first_seq:012d}.parquet"
 
 
 def stage_versions(spark: SparkSession, table: Path, stager: SparkFeedStager) -> None:

@@ -34,6 +34,15 @@ PENDING = "pending"
 SEGMENT_EPOCH = 1_000_000_000
 
 
+def segment_name(first_seq: int) -> str:
+    return f"seg-{first_seq:012d}.parquet"
+
+
+def put_in_order(path: Path, ordinal: int) -> None:
+    """Give segment `ordinal` its place in the file source's modification-time order."""
+    os.utime(path, (SEGMENT_EPOCH + ordinal, SEGMENT_EPOCH + ordinal))
+
+
 class Watermark:
     """The watermark as the stream will see it: before a micro-batch, the largest event time of
     all earlier micro-batches minus the allowed out-of-orderness. Computed here, where the
@@ -123,9 +132,9 @@ class SegmentWriter:
             entry.update(watermark_after=self.watermark.current(), max_event_time=self.watermark.max_seen)
         pending = self.directory / PENDING
         pending.mkdir(parents=True, exist_ok=True)
-        path = pending / f"seg-{entry['first_seq']:012d}.parquet"
+        path = pending / segment_name(entry["first_seq"])
         pq.write_table(piece, path)
-        os.utime(path, (SEGMENT_EPOCH + self.ordinal, SEGMENT_EPOCH + self.ordinal))
+        put_in_order(path, self.ordinal)
         self.written.append({"file": f"{SEGMENTS}/{path.name}", **entry})
         self.ordinal += 1
 
