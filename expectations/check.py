@@ -116,7 +116,7 @@ def _check(spark: SparkSession, plan: Plan, settings: Settings, layout: RunLayou
         micro_batches=micro_batches(layout, point.last_batch),
         sink={"path": "stream", "primary_key": list(plan.sink_key), "version": point.sink_version},
         data_docs=DATA_DOCS, plan=explain(plan), checked_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        diagnosis=diagnose(evidence, settings.check.sample_rows),
+        diagnosis=diagnose(evidence, settings.check.sample_rows, agreed=_agree_row_for_row(outcomes)),
         differences=differences_section(sides.cols, outcomes),
         check_seconds=round(time.monotonic() - started, 2), logical_date=point.to_json()["logical_date"],
         rechecked_by_time_travel=past,
@@ -241,6 +241,14 @@ def _difference_counts(outcomes: list[ExpectationOutcome]) -> dict[str, int]:
     by_name = {o.name: o for o in outcomes}
     return {field: (by_name[rule.expectation_type].unexpected_rows or 0) if rule.expectation_type in by_name else 0
             for field, rule in DIFFERENCES.items()}
+
+
+def _agree_row_for_row(outcomes: list[ExpectationOutcome]) -> bool:
+    """Whether the unity suite ran all three of its comparisons and none found a row: a row
+    that differs is missing from one side, or on both with other values."""
+    by_name = {o.name: o for o in outcomes}
+    return all(rule.expectation_type in by_name and by_name[rule.expectation_type].unexpected_rows == 0
+               for rule in DIFFERENCES.values())
 
 
 def _changelog(feed: DataFrame) -> dict[str, int]:

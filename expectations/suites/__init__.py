@@ -10,14 +10,19 @@
 
 Each of lockstep's own expectations is one class, self-contained: its description says what a
 returned row means, and `rows_query` builds the query that returns the rows breaking it, for the
-given columns (Great Expectations runs it with the validated data as {batch}).
+given columns (Great Expectations runs it with the validated data as {batch}). They are judged
+by one metric (unexpected_rows.py) that brings the first rows and their count from one Spark job.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import great_expectations.expectations as gxe
+from great_expectations.core.result_format import ResultFormat
+
+from expectations.suites.unexpected_rows import METRIC
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,10 @@ class SuiteSpec:
 
 
 class LockstepExpectation(gxe.UnexpectedRowsExpectation):
-    """An UnexpectedRowsExpectation whose query its own class builds."""
+    """An UnexpectedRowsExpectation whose query its own class builds, judged from one Spark job
+    (Great Expectations' own runs the query twice: once to count, once for the rows)."""
+
+    metric_dependencies: ClassVar[tuple[str, ...]] = (METRIC,)
 
     @classmethod
     def rows_query(cls, *args) -> str:
@@ -43,3 +51,17 @@ class LockstepExpectation(gxe.UnexpectedRowsExpectation):
     @classmethod
     def build(cls, *args) -> LockstepExpectation:
         return cls(unexpected_rows_query=cls.rows_query(*args))
+
+    def _validate(self, metrics: dict, runtime_configuration: dict | None = None,
+                  execution_engine=None) -> dict:
+        # The result UnexpectedRowsExpectation gives, so Data Docs render it the same way.
+        rows, count = metrics[METRIC]
+        result_format = self._get_result_format(runtime_configuration=runtime_configuration)
+        if isinstance(result_format, dict):
+            result_format = result_format.get("result_format", ResultFormat.SUMMARY)
+        if result_format == ResultFormat.BOOLEAN_ONLY:
+            return {"success": count == 0}
+        result = {"observed_value": count}
+        if result_format == ResultFormat.COMPLETE:
+            result["details"] = {"unexpected_rows": rows}
+        return {"success": count == 0, "result": result}

@@ -114,3 +114,19 @@ def test_a_group_whose_rows_were_all_retracted_must_not_be_in_the_sink(run):
     report = run_check(plan, Settings(), layout).to_json()
     assert "expect_no_empty_group_in_sink" in names_failed(report)
     assert report["extra_rows"] == 1
+
+
+def test_an_expectations_first_rows_and_their_count_come_from_one_spark_job(spark):
+    from expectations.suites.unexpected_rows import first_rows_and_count
+    from jobs.runtime.small_work import sized_for
+
+    tracker = spark.sparkContext.statusTracker()
+    frame = spark.range(0, 450, numPartitions=3).selectExpr("id", "id % 7 AS g")
+    with sized_for(spark, rows=1, threshold=2):  # a check's settings for small work
+        jobs_before = set(tracker.getJobIdsForGroup(None))
+        rows, total = first_rows_and_count(frame.where("g = 3"), 20)
+        jobs = set(tracker.getJobIdsForGroup(None)) - jobs_before
+    assert total == sum(1 for i in range(450) if i % 7 == 3)
+    assert len(rows) == 20 and all(set(r) == {"id", "g"} and r["g"] == 3 for r in rows)
+    assert len(jobs) == 1
+    assert first_rows_and_count(frame.where("g = 9"), 20) == ([], 0)
