@@ -72,21 +72,22 @@ class Evidence:
     materializer: DataFrame | None
 
 
-AGREED = {"differing_rows": 0, "explained_rows": 0, "unexplained_rows": 0, "causes": [],
-          "summary": "stream and batch agree row for row"}
+def _agreed() -> dict:
+    return {"differing_rows": 0, "explained_rows": 0, "unexplained_rows": 0, "causes": [],
+            "summary": "stream and batch agree row for row"}
 
 
 def diagnose(evidence: Evidence, sample_rows: int, agreed: bool = False) -> dict:
     """The differing rows by cause. `agreed`: the unity suite found no missing, extra or
     mismatched row, so no row differs (and no Spark job need count them again)."""
     if agreed:
-        return AGREED
+        return _agreed()
     spark, cols = evidence.spark, evidence.cols
     differing = spark.sql(differing_rows(cols, STREAM_COMPARED_VIEW, BATCH_VIEW)).cache()
     total = differing.count()
     if total == 0:
         differing.unpersist()
-        return AGREED
+        return _agreed()
     remaining, causes = differing, []
     for name, title, find in CAUSES:
         found = find(evidence)

@@ -6,7 +6,8 @@ first rows, and the Spark engine runs the query once for each. A Spark job costs
 however small its data on two cores, and a check runs a dozen of these queries: half of its
 Spark jobs were the second run of a query already run. Here the count travels with the rows, as
 a window over the whole result (`COUNT(*) OVER ()`): when the query returns nothing (a passing
-expectation) the job returns nothing and the count is 0.
+expectation) the job returns nothing and the count is 0. A check that fails on millions of rows
+pays for it: the window gathers them in one partition, counted by one task.
 
 Registered with Great Expectations when this module is imported (its metric provider class
 does that), as every custom metric is.
