@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import great_expectations.expectations as gxe
-from great_expectations.core.result_format import ResultFormat
 
 from expectations.suites.unexpected_rows import METRIC
 
@@ -54,14 +53,8 @@ class LockstepExpectation(gxe.UnexpectedRowsExpectation):
 
     def _validate(self, metrics: dict, runtime_configuration: dict | None = None,
                   execution_engine=None) -> dict:
-        # The result UnexpectedRowsExpectation gives, so Data Docs render it the same way.
+        # Great Expectations' own judgement, from the two metrics it would have computed apart,
+        # so the result (and the Data Docs that render it) is the one it gives.
         rows, count = metrics[METRIC]
-        result_format = self._get_result_format(runtime_configuration=runtime_configuration)
-        if isinstance(result_format, dict):
-            result_format = result_format.get("result_format", ResultFormat.SUMMARY)
-        if result_format == ResultFormat.BOOLEAN_ONLY:
-            return {"success": count == 0}
-        result = {"observed_value": count}
-        if result_format == ResultFormat.COMPLETE:
-            result["details"] = {"unexpected_rows": rows}
-        return {"success": count == 0, "result": result}
+        return super()._validate({"unexpected_rows_query.table": rows, "unexpected_rows_query.row_count": count},
+                                 runtime_configuration, execution_engine)
