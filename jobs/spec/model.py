@@ -150,6 +150,10 @@ class StreamSpec(Strict):
     # number: exactly that many rows per micro-batch (tests set small ones to get many boundaries).
     rows_per_batch: int | None = Field(default=None, ge=1)
     megabytes_per_batch: int = Field(default=64, ge=1)
+    # Where Spark keeps a group aggregate's or a window's state (jobs/stream/state_store.py):
+    # memory (Spark's default) is fastest to build a state and to replay files; rocksdb costs in
+    # proportion to the change, not the state, once the state is large and the changes small.
+    state_store: Literal["memory", "rocksdb"] = "memory"
 
     def rows_for(self, rows: int, nbytes: int) -> int:
         """Rows per micro-batch for staged rows of this many rows and bytes."""

@@ -25,6 +25,7 @@ from jobs.stream.handler import MicroBatchHandler, StreamCounts
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.offsets import committed_batches
 from jobs.stream.rules import Context, streaming_frame
+from jobs.stream.state_store import state_store_for
 from jobs.stream.writers import TableWriter, open_writer
 from jobs.stream.windows import FinalWindowEmitter
 
@@ -52,7 +53,8 @@ def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayo
     handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals)
     progress.say("  streaming query started: micro-batches follow as Spark commits them")
     # The streaming query's session is a copy of this one taken at its start: set before it.
-    with sized_for(spark, handler.largest_micro_batch, small_work_rows):
+    with (sized_for(spark, handler.largest_micro_batch, small_work_rows),
+          state_store_for(spark, stage.spec.stream.state_store, own.checkpoint, progress)):
         _run_query(streaming.frame, stage, own, handler)
         if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
             _close_at_end_of_input(spark, emitter, stage, own, progress, totals)

@@ -1,0 +1,65 @@
+"""Which of Spark's state stores keeps a stage's aggregation state: `stream.state_store`.
+
+- memory (Spark's HDFS-backed store, its default): the state is a hash map on the JVM heap per
+  partition, with a file of changes per micro-batch. Each micro-batch starts from a copy of the
+  whole map, so its cost grows with the state (measured: a micro-batch updating 1 % of 1,000,000
+  groups costs 2.4-2.8 s in a running query, 0.7 s at 100,000 groups), and a restarted query
+  reads the state back from its files. Fastest to build a state: replays of large files.
+- rocksdb (Spark's RocksDB store): the state is on local disk, a micro-batch touches only the
+  keys it changes, and each commit saves the new files of a snapshot. About 1.5x slower to build
+  a large state, several times faster for small changes to it
+  (tests/benchmarks/bench_incremental.py; figures in the README).
+
+Spark records the store in the checkpoint when the query first runs and keeps it for the life of
+that checkpoint, whatever the settings later say: a run folder keeps the store it started with.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from pyspark.sql import SparkSession
+
+from jobs.runtime.progress import Progress
+
+PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
+PACKAGE = "org.apache.spark.sql.execution.streaming.state"
+PROVIDERS = {"memory": f"{PACKAGE}.HDFSBackedStateStoreProvider",
+             "rocksdb": f"{PACKAGE}.RocksDBStateStoreProvider"}
+
+
+def recorded_store(checkpoint: Path) -> str | None:
+    """The store a checkpoint's query keeps (its latest offset log entry's settings, which Spark
+    carries over from the first), by its spec name; None for a checkpoint without offsets yet."""
+    offsets = checkpoint / "offsets"
+    logged = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()] if offsets.is_dir() else []
+    if not logged:
+        return None
+    for line in (offsets / str(max(logged))).read_text().splitlines():
+        if line.startswith("{") and '"conf"' in line:
+            provider = json.loads(line)["conf"].get(PROVIDER_CONF)
+            return next((name for name, cls in PROVIDERS.items() if cls == provider), provider)
+    return None
+
+
+@contextmanager
+def state_store_for(spark: SparkSession, wanted: str, checkpoint: Path, progress: Progress) -> Iterator[str]:
+    """Run the block (a stage's streaming query) with the store this checkpoint keeps, or for a
+    new one the spec's; says so when the spec asks for another. Yields the store in effect."""
+    recorded = recorded_store(checkpoint)
+    store = recorded or wanted
+    if recorded is not None and recorded != wanted:
+        progress.say(f"  stream.state_store is {wanted}, but this run folder's state is kept in "
+                     f"{recorded} since its first run and stays there (a new --out folder starts with {wanted})")
+    saved = spark.conf.get(PROVIDER_CONF, None)
+    spark.conf.set(PROVIDER_CONF, PROVIDERS.get(store, store))
+    try:
+        yield store
+    finally:
+        if saved is None:
+            spark.conf.unset(PROVIDER_CONF)
+        else:
+            spark.conf.set(PROVIDER_CONF, saved)
