@@ -54,7 +54,8 @@ def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayo
     progress.say("  streaming query started: micro-batches follow as Spark commits them")
     # The streaming query's session is a copy of this one taken at its start: set before it.
     with (sized_for(spark, handler.largest_micro_batch, small_work_rows),
-          state_store_for(spark, stage.spec.stream.state_store, own.checkpoint, progress)):
+          state_store_for(spark, stage.spec.stream.state_store, own.checkpoint, progress,
+                          stateful=stage.aggregate is not None)):
         _run_query(streaming.frame, stage, own, handler)
         if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
             _close_at_end_of_input(spark, emitter, stage, own, progress, totals)

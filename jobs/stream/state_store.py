@@ -46,12 +46,14 @@ def recorded_store(checkpoint: Path) -> str | None:
 
 
 @contextmanager
-def state_store_for(spark: SparkSession, wanted: str, checkpoint: Path, progress: Progress) -> Iterator[str]:
+def state_store_for(spark: SparkSession, wanted: str, checkpoint: Path, progress: Progress,
+                    stateful: bool) -> Iterator[str]:
     """Run the block (a stage's streaming query) with the store this checkpoint keeps, or for a
-    new one the spec's; says so when the spec asks for another. Yields the store in effect."""
+    new one the spec's; says so when the spec asks for another and the stage keeps state in it
+    (a stateful stage: an aggregate or a window). Yields the store in effect."""
     recorded = recorded_store(checkpoint)
     store = recorded or wanted
-    if recorded is not None and recorded != wanted:
+    if stateful and recorded is not None and recorded != wanted:
         progress.say(f"  stream.state_store is {wanted}, but this run folder's state is kept in "
                      f"{recorded} since its first run and stays there (a new --out folder starts with {wanted})")
     saved = spark.conf.get(PROVIDER_CONF, None)

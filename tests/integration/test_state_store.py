@@ -53,3 +53,15 @@ def test_a_run_folder_keeps_the_store_of_its_first_run_and_says_so(spark, tmp_pa
     assert recorded_store(layout.checkpoint) == "memory"
     assert any("stream.state_store is rocksdb, but this run folder's state is kept in memory" in line
                for line in said)
+
+
+def test_a_query_without_aggregation_state_says_nothing_about_the_store(spark, tmp_path):
+    write_changelog(tmp_path / "orders", "001.json", FIRST)
+    projection = "SELECT order_id, pId, income FROM orders WHERE income > 2"
+    layout = RunLayout.for_query(tmp_path / "out", "q")
+    run_stream(plan_query(load_spec(orders_spec(tmp_path, projection))), Settings(), layout)
+    write_changelog(tmp_path / "orders", "002.json", SECOND)
+    said: list[str] = []
+    changed = orders_spec(tmp_path, projection, stream={"state_store": "rocksdb"})
+    run_stream(plan_query(load_spec(changed)), Settings(), layout, Progress(emit=said.append))
+    assert said and not any("state_store" in line for line in said)
