@@ -5,8 +5,10 @@ BIN := $(VENV)/bin
 .PHONY: setup demo test test-fast differential property chaos bench race airflow lock clean
 
 # make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
+# STATE_STORE=rocksdb: the same cases with Spark's RocksDB state store (stream.state_store).
 N ?= 300
 SEED ?= 1
+STATE_STORE ?= memory
 
 setup:
 	@scripts/setup.sh
@@ -21,7 +23,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
 
 differential: setup
-	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED)
+	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED) --state-store $(STATE_STORE)
 
 # make property SCALE=10: the stream-equals-batch properties (aggregates, joins, windows) on ten
 # times the examples make test runs.

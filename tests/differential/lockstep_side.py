@@ -43,7 +43,7 @@ def write_case(case: Case, folder: Path) -> Path:
     folder.mkdir(parents=True)
     spec = {"name": "q", "description": f"differential case {case.name}", "sql": case.spark_sql,
             "sources": {s.name: _source_spec(s, folder) for s in case.sources},
-            "stream": {"rows_per_batch": case.rows_per_batch}}
+            "stream": {"rows_per_batch": case.rows_per_batch, "state_store": case.state_store}}
     if case.sink:
         spec["sink"] = case.sink
     path = folder / "q.yaml"

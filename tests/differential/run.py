@@ -1,6 +1,7 @@
 """`make differential`: random cases, lockstep against Flink SQL.
 
     python -m tests.differential.run [--n 300] [--seed 1] [--classes window,join] [--no-shrink]
+        [--state-store rocksdb]
 
 Case i is built by the builders in turn (generate.BUILDERS) from seed*100000 + i, so a run is
 the same on every machine and a failure is named by its builder and seed (`window-100012`).
@@ -12,6 +13,7 @@ Flink). The run ends with a table per query class and the line `N passed, M fail
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, (builder, seed) in enumerate(cases):
             if i and i % args.restart_every == 0:
                 stop_session()
-            case = generate(builder, seed, args.max_rows)
+            case = dataclasses.replace(generate(builder, seed, args.max_rows), state_store=args.state_store)
             finding = _one(differential, case, i, len(cases), args)
             results[case.query_class].append((case.name, finding))
     print(_table(results))
@@ -128,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cases", default=None, help="comma-separated case names to run again (window-300003)")
     parser.add_argument("--classes", default=None, help=f"comma-separated builders (default all: {', '.join(BUILDERS)})")
     parser.add_argument("--max-rows", type=int, default=3000, help="largest changelog of a case (default 3000)")
+    parser.add_argument("--state-store", choices=["memory", "rocksdb"], default="memory",
+                        help="the cases' stream.state_store: where Spark keeps aggregation state (default memory)")
     parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="report failures without shrinking")
     parser.add_argument("--shrink-seconds", type=float, default=600, help="time to shrink one failure (default 600)")
     parser.add_argument("--restart-every", type=int, default=RESTART_EVERY,
