@@ -18,8 +18,18 @@ from jobs.errors import RunStateError
 
 def committed_batches(checkpoint: Path) -> list[int]:
     """The ids of the micro-batches Spark recorded as done, in order."""
-    commits = checkpoint / "commits"
-    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else []
+    return _batch_ids(checkpoint / "commits")
+
+
+def planned_batches(checkpoint: Path) -> list[int]:
+    """The ids of the micro-batches Spark wrote an offset log entry for (planned, perhaps not
+    done), in order."""
+    return _batch_ids(checkpoint / "offsets")
+
+
+def _batch_ids(log: Path) -> list[int]:
+    """The batch ids of one of the checkpoint's logs: a file per batch, named by its id."""
+    return sorted(int(p.name) for p in log.iterdir() if p.name.isdigit()) if log.exists() else []
 
 
 def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:

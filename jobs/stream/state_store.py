@@ -24,6 +24,7 @@ from typing import Iterator
 from pyspark.sql import SparkSession
 
 from jobs.runtime.progress import Progress
+from jobs.stream.offsets import planned_batches
 
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 PACKAGE = "org.apache.spark.sql.execution.streaming.state"
@@ -34,11 +35,10 @@ PROVIDERS = {"memory": f"{PACKAGE}.HDFSBackedStateStoreProvider",
 def recorded_store(checkpoint: Path) -> str | None:
     """The store a checkpoint's query keeps (its latest offset log entry's settings, which Spark
     carries over from the first), by its spec name; None for a checkpoint without offsets yet."""
-    offsets = checkpoint / "offsets"
-    logged = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()] if offsets.is_dir() else []
-    if not logged:
+    planned = planned_batches(checkpoint)
+    if not planned:
         return None
-    for line in (offsets / str(max(logged))).read_text().splitlines():
+    for line in (checkpoint / "offsets" / str(planned[-1])).read_text().splitlines():
         if line.startswith("{") and '"conf"' in line:
             provider = json.loads(line)["conf"].get(PROVIDER_CONF)
             return next((name for name, cls in PROVIDERS.items() if cls == provider), provider)
