@@ -144,6 +144,9 @@ class LookupSpec(Strict):
         return value
 
 
+StateStore = Literal["memory", "rocksdb"]  # stream.state_store's values (get_args for a CLI's choices)
+
+
 class StreamSpec(Strict):
     # Unset: micro-batches are cut by size, about `megabytes_per_batch` of staged rows each, so a
     # replay takes a few large micro-batches (each costs a fixed overhead, whatever its size). A
@@ -153,7 +156,7 @@ class StreamSpec(Strict):
     # Where Spark keeps a group aggregate's or a window's state (jobs/stream/state_store.py):
     # memory (Spark's default) is fastest to build a state and to replay files; rocksdb costs in
     # proportion to the change, not the state, once the state is large and the changes small.
-    state_store: Literal["memory", "rocksdb"] = "memory"
+    state_store: StateStore = "memory"
 
     def rows_for(self, rows: int, nbytes: int) -> int:
         """Rows per micro-batch for staged rows of this many rows and bytes."""

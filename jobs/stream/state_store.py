@@ -3,7 +3,7 @@
 - memory (Spark's HDFS-backed store, its default): the state is a hash map on the JVM heap per
   partition, with a file of changes per micro-batch. Each micro-batch starts from a copy of the
   whole map, so its cost grows with the state (measured: a micro-batch updating 1 % of 1,000,000
-  groups costs 2.4-2.8 s in a running query, 0.7 s at 100,000 groups), and a restarted query
+  groups costs 1-3 s in a running query, 0.7 s at 100,000 groups), and a restarted query
   reads the state back from its files. Fastest to build a state: replays of large files.
 - rocksdb (Spark's RocksDB store): the state is on local disk, a micro-batch touches only the
   keys it changes, and each commit saves the new files of a snapshot. About 1.5x slower to build

@@ -28,10 +28,12 @@ import random
 import shutil
 import time
 from pathlib import Path
+from typing import get_args
 
 import yaml
 
 from jobs.pipeline import Pipeline
+from jobs.spec.model import StateStore
 from tests.benchmarks.race import WORK, logged_batches
 
 SQL = "SELECT pId, SUM(income) AS total, COUNT(*) AS orders FROM orders GROUP BY pId"
@@ -114,7 +116,7 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=1_000_000, help="orders, one per pId (default 1,000,000)")
     parser.add_argument("--touched-percent", type=int, default=1, help="orders updated in runs 2 and 3 (default 1)")
-    parser.add_argument("--state-store", choices=["memory", "rocksdb"], default="memory",
+    parser.add_argument("--state-store", choices=get_args(StateStore), default="memory",
                         help="the spec's stream.state_store (default memory)")
     parser.add_argument("--settings", type=Path, default=None, help="lockstep settings file (default conf/settings.yaml)")
     return parser.parse_args()

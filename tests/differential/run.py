@@ -19,8 +19,10 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import get_args
 
 from jobs.runtime.spark import stop_session
+from jobs.spec.model import StateStore
 from tests.differential.case import Case
 from tests.differential.compare import Finding, compare
 from tests.differential.generate import BUILDERS, generate
@@ -130,7 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cases", default=None, help="comma-separated case names to run again (window-300003)")
     parser.add_argument("--classes", default=None, help=f"comma-separated builders (default all: {', '.join(BUILDERS)})")
     parser.add_argument("--max-rows", type=int, default=3000, help="largest changelog of a case (default 3000)")
-    parser.add_argument("--state-store", choices=["memory", "rocksdb"], default="memory",
+    parser.add_argument("--state-store", choices=get_args(StateStore), default="memory",
                         help="the cases' stream.state_store: where Spark keeps aggregation state (default memory)")
     parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="report failures without shrinking")
     parser.add_argument("--shrink-seconds", type=float, default=600, help="time to shrink one failure (default 600)")
