@@ -42,6 +42,7 @@ import psutil
 import yaml
 
 from jobs.changelog.generate import TIMED_SCHEMA, generate_changelog
+from tests.benchmarks.memory import tree_memory
 from tests.benchmarks.workloads import (ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, generate_order_events,
                                         generate_products)
 
@@ -58,7 +59,7 @@ DEDUP_SQL = ("SELECT company, COUNT(DISTINCT order_id) AS n FROM (SELECT order_i
 
 
 class PeakMemory(threading.Thread):
-    """Peak resident memory of this process plus its children (the Spark JVM)."""
+    """Peak memory of this process plus its children (the Spark JVM), see memory.py."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -68,11 +69,7 @@ class PeakMemory(threading.Thread):
     def run(self):
         me = psutil.Process()
         while not self._done.is_set():
-            try:
-                rss = me.memory_info().rss + sum(c.memory_info().rss for c in me.children(recursive=True))
-            except psutil.Error:
-                rss = 0
-            self.peak = max(self.peak, rss)
+            self.peak = max(self.peak, tree_memory(me))
             time.sleep(0.2)
 
     def stop(self) -> int:

@@ -13,11 +13,12 @@ events. Each engine runs as one process, timed from outside, start-up included:
 
 Measured per class and size: changelog rows (an update counts as two rows, -U and +U, as lockstep
 counts them), each engine's seconds and rows/s, the ratio lockstep / Flink, each engine's peak
-memory (the resident size of the whole process tree, Python and JVM, sampled every 0.1 s), and
-lockstep's micro-batches with the mean micro-batch seconds of the first and the last tenth of them
-(of the first and last micro-batch below ten), per stage for multi-stage queries: a flat time per
-micro-batch means the state does not slow the stream down as it grows. Per class, from the two
-sizes: each engine's marginal rate, the extra rows over the extra seconds, free of start-up.
+memory (the whole process tree, Python and JVM, sampled every 0.1 s; proportional set sizes, see
+memory.py), and lockstep's micro-batches with the mean micro-batch seconds of the first and the
+last tenth of them (of the first and last micro-batch below ten), per stage for multi-stage
+queries: a flat time per micro-batch means the state does not slow the stream down as it grows.
+Per class, from the two sizes: each engine's marginal rate, the extra rows over the extra
+seconds, free of start-up.
 
 Query classes: group_aggregate, window (tumbling one-minute window per pId over order_time, a
 watermark of one day so no order is late; lockstep's default emit: final, as Flink's window TVF),
@@ -57,6 +58,7 @@ import yaml
 from jobs.changelog.generate import TIMED_SCHEMA, generate_changelog
 from jobs.spec.load import load_settings
 from tests.benchmarks.bench_stream import DEDUP_SQL, GROUP_SQL, JOIN_SQL, LEFT_JOIN_SQL, WINDOW_SQL
+from tests.benchmarks.memory import tree_memory
 from tests.benchmarks.workloads import ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, generate_order_events, generate_products
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -312,8 +314,8 @@ def _last_line(path: Path) -> str:
 
 
 class PeakTreeMemory(threading.Thread):
-    """The largest resident size of a process and all its descendants (the JVM a Python driver
-    starts) together, sampled every SAMPLE_SECONDS until stop()."""
+    """The largest memory of a process and all its descendants (the JVM a Python driver starts)
+    together, sampled every SAMPLE_SECONDS until stop(): proportional set sizes, see memory.py."""
 
     def __init__(self, pid: int):
         super().__init__(daemon=True)
@@ -321,24 +323,13 @@ class PeakTreeMemory(threading.Thread):
 
     def run(self) -> None:
         while not self._done.is_set():
-            try:
-                tree = [self.root, *self.root.children(recursive=True)]
-            except psutil.Error:
-                return  # the root has ended
-            self.peak = max(self.peak, sum(_resident(p) for p in tree))
+            self.peak = max(self.peak, tree_memory(self.root))
             self._done.wait(SAMPLE_SECONDS)
 
     def stop(self) -> int:
         self._done.set()
         self.join()
         return self.peak
-
-
-def _resident(process: psutil.Process) -> int:
-    try:
-        return process.memory_info().rss
-    except psutil.Error:  # ended between listing and sampling
-        return 0
 
 
 # -- lockstep's micro-batches -------------------------------------------------------------------
