@@ -65,13 +65,13 @@ def _start(settings: SparkSettings | None):
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    # The parallel collector: the 6 M-row race's driver JVM peaked at 1.7 GB with it against 2.2-2.4 GB
-    # with G1 (the default), in the same time; lockstep's work is throughput, not pause-sensitive.
-    # GCTimeRatio=9 lets it spend up to a tenth of the time collecting (its default: 1 %) before it
-    # grows the heap: on that race the JVM stayed at 1.4 GB instead of 1.7 GB, about as fast, and
-    # the heap may still grow to driver_memory when the work needs it.
+    # The parallel collector: the 6 M-row race's driver JVM peaked at 1.5-1.6 GB with it against
+    # 2.1-2.2 GB with G1 (the default), in the same time; lockstep's work is throughput, not
+    # pause-sensitive. GCTimeRatio=4 lets it spend up to a fifth of the time collecting (its
+    # default: 1 %) before it grows the heap, which may still grow to driver_memory when the work
+    # needs it (README, the race: memory).
     java_opts = (f"-Dlog4j.configurationFile=file:{LOG_CONFIG} -Dlog4j2.configurationFile=file:{LOG_CONFIG} "
-                 f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'} -XX:+UseParallelGC -XX:GCTimeRatio=9 "
+                 f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'} -XX:+UseParallelGC -XX:GCTimeRatio=4 "
                  f"{jvm_classes.java_options()}").strip()
     builder = (SparkSession.builder.master(settings.master).appName("lockstep")
                .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
@@ -81,6 +81,10 @@ def _start(settings: SparkSettings | None):
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               # The in-memory state store keeps this many committed versions of each partition's
+               # map besides the one a micro-batch builds (Spark's default: 2). One is all a running
+               # query reads; a restarted or retried one loads from the checkpoint's files.
+               .config("spark.sql.streaming.maxBatchesToRetainInMemory", "1")
                .config("spark.driver.extraJavaOptions", java_opts))
     connector = connector_conf(connector_jars(), partitions=settings.shuffle_partitions)
     for key, value in {**connector, **_cluster_conf(settings), **settings.extra}.items():
