@@ -38,8 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a failure before a verdict is never exit 1 ("they disagree")
         if args.debug:
             traceback.print_exc()
-        print(f"lockstep: error: {one_line(exc)} ({_where_to_look()})", file=sys.stderr)
+        print(f"lockstep: error: {_failure(exc)} ({_where_to_look()})", file=sys.stderr)
         return EXIT_INVALID
+
+
+def _failure(exc: Exception) -> str:
+    from jobs.runtime.spark import out_of_memory
+
+    return out_of_memory() or one_line(exc)
 
 
 def _where_to_look() -> str:

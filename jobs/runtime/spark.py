@@ -25,6 +25,7 @@ LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _session = None
 _jvm_log: Path | None = None
 _started_log: Path | None = None  # the log the running JVM was started with
+_started_memory: str | None = None  # and its heap (spark.driver_memory)
 LOGS = "logs"  # the runs folder's folder of JVM logs: <runs>/logs/<query>.spark.log
 
 
@@ -39,6 +40,28 @@ def log_jvm_to(path: Path | None) -> None:
 def jvm_log() -> Path | None:
     """Where the running session's JVM writes its output (None: to this process's stderr)."""
     return _started_log if _session is not None else None
+
+
+def out_of_memory() -> str | None:
+    """What to tell a user whose driver JVM ran out of heap, if its log records that. Such a JVM
+    dies or fails its tasks, and the Python side is left with a refused connection or a lost task
+    to report, neither of which says what to change."""
+    log = jvm_log()
+    return out_of_memory_in(log, _started_memory) if log is not None else None
+
+
+def out_of_memory_in(log: Path, driver_memory: str | None) -> str | None:
+    """The advice for the first OutOfMemoryError a JVM log holds, or None."""
+    if not log.exists():
+        return None
+    with log.open(errors="replace") as lines:
+        error = next((line for line in lines if "java.lang.OutOfMemoryError" in line), None)
+    if error is None:
+        return None
+    cause = error.split("java.lang.", 1)[1].strip()
+    return (f"the Spark driver ran out of memory ({cause}; spark.driver_memory {driver_memory}): "
+            f"give it more in the settings, or keep a large aggregation state on disk with the "
+            f"spec's stream.state_store: rocksdb")
 
 
 def spark_session(settings: SparkSettings | None = None, progress: Progress | None = None):
@@ -56,7 +79,7 @@ def spark_session(settings: SparkSettings | None = None, progress: Progress | No
 
 
 def _start(settings: SparkSettings | None):
-    global _session, _started_log
+    global _session, _started_log, _started_memory
     settings = settings or SparkSettings()
     _launch_jvm_our_way()
     # Python workers (the changelog source's readers) must run this interpreter, with lockstep
@@ -90,7 +113,7 @@ def _start(settings: SparkSettings | None):
     for key, value in {**connector, **_cluster_conf(settings), **settings.extra}.items():
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
-    _started_log = _jvm_log
+    _started_log, _started_memory = _jvm_log, settings.driver_memory
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown chatter outlives stderr
     _session.sparkContext.setLogLevel("WARN" if _jvm_log else "ERROR")
     return _session
