@@ -8,6 +8,7 @@ failure before a verdict.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import traceback
 from pathlib import Path
@@ -38,14 +39,19 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a failure before a verdict is never exit 1 ("they disagree")
         if args.debug:
             traceback.print_exc()
-        print(f"lockstep: error: {_failure(exc)} ({_where_to_look()})", file=sys.stderr)
+        from jobs.runtime.spark import out_of_memory
+
+        out_of_heap = out_of_memory()
+        if not args.debug and (out_of_heap or _jvm_gone(exc)):
+            # A JVM that died leaves py4j's threads logging tracebacks of their lost connections
+            # until this process ends: the one line below says what happened.
+            logging.disable(logging.CRITICAL)
+        print(f"lockstep: error: {out_of_heap or one_line(exc)} ({_where_to_look()})", file=sys.stderr)
         return EXIT_INVALID
 
 
-def _failure(exc: Exception) -> str:
-    from jobs.runtime.spark import out_of_memory
-
-    return out_of_memory() or one_line(exc)
+def _jvm_gone(exc: Exception) -> bool:
+    return isinstance(exc, ConnectionError) or type(exc).__name__ == "Py4JNetworkError"
 
 
 def _where_to_look() -> str:
