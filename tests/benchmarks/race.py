@@ -283,24 +283,25 @@ def _last_json(path: Path) -> dict:
 
 # -- measuring a process from outside -----------------------------------------------------------
 
-def measure(command: list[str], logs: Path, env: dict) -> dict:
-    """Run one engine to its end: exit code, wall seconds, peak memory of its process tree, and
-    the last line of its error output when it failed. Output goes to <logs>.out / <logs>.err."""
+def measure(command: list[str], logs: Path, env: dict, timeout: float = RUN_TIMEOUT) -> dict:
+    """Run one engine to its end (killed after `timeout` seconds): exit code, wall seconds, peak
+    memory of its process tree, and the last line of its error output when it failed. Output goes
+    to <logs>.out / <logs>.err."""
     with open(f"{logs}.out", "w") as out, open(f"{logs}.err", "w") as err:
         started = time.monotonic()
         process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err, env=env, start_new_session=True)
         peak = PeakTreeMemory(process.pid)
         peak.start()
-        code = _wait(process)
+        code = _wait(process, timeout)
         seconds = time.monotonic() - started
     peak_bytes = peak.stop()
     error = None if code == 0 else _last_line(Path(f"{logs}.err")) or f"exit {code}"
     return {"exit": code, "seconds": round(seconds, 2), "peak_mib": round(peak_bytes / 2**20), "error": error}
 
 
-def _wait(process: subprocess.Popen) -> int:
+def _wait(process: subprocess.Popen, timeout: float) -> int:
     try:
-        return process.wait(RUN_TIMEOUT)
+        return process.wait(timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)  # its own session: the JVM child goes with it
         process.wait()
