@@ -9,8 +9,8 @@ files on disk afterwards.
 With `memory` (stream.state_store's default) the state lives on the JVM heap, each partition's
 map plus the committed version it keeps; once that outgrows the heap the run cannot finish. With
 `rocksdb` the state lives in RocksDB's files on local disk and the heap holds its caches: the run
-should finish, slower. The heap is made small rather than the state huge so that the comparison
-takes minutes (the defaults: 5,000,000 keys against 1 GiB, a state of about 2 GiB on the heap).
+should finish. The heap is made small rather than the state huge so that the comparison takes
+minutes (the defaults: 5,000,000 keys against 1 GiB, which the in-memory state outgrows).
 
     python -m tests.benchmarks.bench_spill [--keys 5000000] [--driver-memory 1g]
         [--stores memory,rocksdb] [--timeout 1800]

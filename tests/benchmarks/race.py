@@ -309,9 +309,11 @@ def _wait(process: subprocess.Popen, timeout: float) -> int:
 
 
 def _last_line(path: Path) -> str:
+    """lockstep's own error line if there is one, else a Java cause, else the last line."""
     lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    ours = [line.removeprefix("lockstep: error: ") for line in lines if line.startswith("lockstep: error: ")]
     causes = [line for line in lines if line.startswith("Caused by")]
-    return (causes or lines or [""])[-1][:300]
+    return (ours or causes or lines or [""])[-1][:300]
 
 
 class PeakTreeMemory(threading.Thread):
