@@ -21,10 +21,17 @@ def committed_batches(checkpoint: Path) -> list[int]:
     return _batch_ids(checkpoint / "commits")
 
 
-def planned_batches(checkpoint: Path) -> list[int]:
-    """The ids of the micro-batches Spark wrote an offset log entry for (planned, perhaps not
-    done), in order."""
-    return _batch_ids(checkpoint / "offsets")
+def recorded_conf(checkpoint: Path) -> dict[str, str] | None:
+    """The Spark settings the query's newest offset log entry records (Spark writes them at the
+    first micro-batch and carries them over to every later one); None before any micro-batch."""
+    offsets = checkpoint / "offsets"
+    planned = _batch_ids(offsets)
+    if not planned:
+        return None
+    for line in (offsets / str(planned[-1])).read_text().splitlines():
+        if line.startswith("{") and '"conf"' in line:
+            return json.loads(line)["conf"]
+    return None
 
 
 def _batch_ids(log: Path) -> list[int]:

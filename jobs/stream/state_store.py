@@ -16,7 +16,6 @@ that checkpoint, whatever the settings later say: a run folder keeps the store i
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -24,7 +23,7 @@ from typing import Iterator
 from pyspark.sql import SparkSession
 
 from jobs.runtime.progress import Progress
-from jobs.stream.offsets import planned_batches
+from jobs.stream.offsets import recorded_conf
 
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 PACKAGE = "org.apache.spark.sql.execution.streaming.state"
@@ -33,16 +32,13 @@ PROVIDERS = {"memory": f"{PACKAGE}.HDFSBackedStateStoreProvider",
 
 
 def recorded_store(checkpoint: Path) -> str | None:
-    """The store a checkpoint's query keeps (its latest offset log entry's settings, which Spark
-    carries over from the first), by its spec name; None for a checkpoint without offsets yet."""
-    planned = planned_batches(checkpoint)
-    if not planned:
+    """The store a checkpoint's query keeps (recorded at its first micro-batch), by its spec name;
+    None for a checkpoint without offsets yet."""
+    conf = recorded_conf(checkpoint)
+    if conf is None:
         return None
-    for line in (checkpoint / "offsets" / str(planned[-1])).read_text().splitlines():
-        if line.startswith("{") and '"conf"' in line:
-            provider = json.loads(line)["conf"].get(PROVIDER_CONF)
-            return next((name for name, cls in PROVIDERS.items() if cls == provider), provider)
-    return None
+    provider = conf.get(PROVIDER_CONF)
+    return next((name for name, cls in PROVIDERS.items() if cls == provider), provider)
 
 
 @contextmanager
