@@ -69,13 +69,17 @@ def joined(blocks: list[ParsedFile]) -> ParsedFile:
                       sum(b.absent for b in blocks))
 
 
-def parse_blocks(path: Path, fmt: str, schema: SourceSchema, block_bytes: int | None = None) -> Iterator[ParsedFile]:
+def parse_blocks(path: Path, fmt: str, schema: SourceSchema, block_bytes: int | None = None,
+                 seen: Callable[[bytes], None] | None = None) -> Iterator[ParsedFile]:
     """The file's change rows a block of whole lines at a time (BLOCK_BYTES unless given), in
     order, line numbers counted from the file's start: staging holds one block's bytes and rows,
-    not the whole file's."""
+    not the whole file's. `seen` gets each block's bytes before it is parsed (staging hashes the
+    file with them rather than reading it twice)."""
     reader = _FORMATS[fmt](schema)
     lines_before = 0
     for data in _line_blocks(path, block_bytes or BLOCK_BYTES):
+        if seen is not None:
+            seen(data)
         lines = _Lines(data)
         yield _numbered_from(_parse_block(lines, reader), lines_before)
         lines_before += lines.count

@@ -107,11 +107,18 @@ def key_codes(table: pa.Table, nulls_match: bool) -> np.ndarray:
     is a value like any other with `nulls_match`; without it a row with a null gets -1."""
     codes = None
     for column in table.columns:
-        encoded = pc.dictionary_encode(column.combine_chunks(),
-                                       null_encoding="encode" if nulls_match else "mask")
-        own = pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64)
+        own = _column_codes(column, nulls_match)
         codes = own if codes is None else _pair(codes, own)
     return codes
+
+
+def _column_codes(column: pa.ChunkedArray, nulls_match: bool) -> np.ndarray:
+    if column.null_count == 0 and pa.types.is_integer(column.type):
+        # The usual primary key: pandas' hash table takes a third of Arrow's dictionary
+        # encoding's time on millions of integers (the race's staging: 3 s of its 17).
+        return pd.factorize(column.to_numpy())[0].astype(np.int64, copy=False)
+    encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode" if nulls_match else "mask")
+    return pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64)
 
 
 def _pair(first: np.ndarray, second: np.ndarray) -> np.ndarray:
