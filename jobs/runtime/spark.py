@@ -2,18 +2,22 @@
 
 Starting Spark takes about 10 s on two cores (5-6 s with the class archive setup writes, see
 jvm_classes.py), so `lockstep run` shares one session across its stream, batch and check steps,
-and the tests share one across the whole run.
+and the tests share one across the whole run. The stream step starts it in the background
+(start_in_background) while it stages the sources, which on a large file takes as long again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 from jobs.runtime import jvm_classes
@@ -26,6 +30,8 @@ _session = None
 _jvm_log: Path | None = None
 _started_log: Path | None = None  # the log the running JVM was started with
 _started_memory: str | None = None  # and its heap (spark.driver_memory)
+_starting: "_BackgroundStart | None" = None  # a session being started by start_in_background
+_keeper: "_BackgroundStart | None" = None  # the thread that started the running session, if not the caller's
 LOGS = "logs"  # the runs folder's folder of JVM logs: <runs>/logs/<query>.spark.log
 
 
@@ -66,7 +72,10 @@ def out_of_memory_in(log: Path, driver_memory: str | None) -> str | None:
 
 def spark_session(settings: SparkSettings | None = None, progress: Progress | None = None):
     """The process's one SparkSession, started on first use (with a line before and after: the
-    JVM takes seconds to start, and nothing else shows meanwhile)."""
+    JVM takes seconds to start, and nothing else shows meanwhile), or the one start_in_background
+    is starting, once it is up."""
+    if _starting is not None:
+        return _adopt_background_start(progress)
     if _session is not None:
         return _session
     if progress is None:
@@ -75,6 +84,57 @@ def spark_session(settings: SparkSettings | None = None, progress: Progress | No
     with progress.waiting(f"starting Spark ({(settings or SparkSettings()).master}) ..."):
         session = _start(settings)
     progress.say(f"Spark started in {time.monotonic() - started:.1f} s")
+    return session
+
+
+class _BackgroundStart:
+    """A session started on a thread of its own, which then waits until the session stops: the
+    JVM's parent-death signal fires when the thread that started it ends, not the process."""
+
+    def __init__(self, settings: SparkSettings | None):
+        self.session: Future = Future()
+        self.started = time.monotonic()
+        self.finished: float | None = None
+        self.stopped = threading.Event()
+        threading.Thread(target=self._run, args=(settings,), name="lockstep-spark-start", daemon=True).start()
+
+    def _run(self, settings: SparkSettings | None) -> None:
+        try:
+            session = _start(settings)
+        except BaseException as exc:  # handed to the thread that asks for the session
+            self.session.set_exception(exc)
+            return
+        self.finished = time.monotonic()
+        self.session.set_result(session)
+        self.stopped.wait()
+
+
+def start_in_background(settings: SparkSettings | None = None) -> None:
+    """Start the process's session on another thread while this one goes on (staging a large
+    changelog takes as long as the JVM's start, and the two share two cores well); spark_session
+    waits for it. A failure to start is raised there. Nothing happens when a session is up."""
+    global _starting
+    if _session is None and _starting is None:
+        _starting = _BackgroundStart(settings)
+
+
+def _adopt_background_start(progress: Progress | None):
+    """The background start's session, waited for with a spinner, and made this thread's active
+    session too (the JVM keeps one per thread). The start's failure is raised here."""
+    global _starting, _keeper
+    start, _starting = _starting, None
+    asked = time.monotonic()
+    if progress is None or start.session.done():
+        session = start.session.result()
+    else:
+        with progress.waiting("starting Spark ..."):
+            session = start.session.result()
+    _keeper = start
+    if progress is not None:
+        waited = time.monotonic() - asked
+        progress.say(f"Spark started in {start.finished - start.started:.1f} s, in the background"
+                     + (f" ({waited:.1f} s of it waited for)" if waited >= 0.1 else ""))
+    session._jvm.SparkSession.setActiveSession(session._jsparkSession)
     return session
 
 
@@ -137,7 +197,7 @@ def _launch_jvm_our_way() -> None:
     A parent-death signal (Linux): when this process is killed (kill -9 leaves no time to stop
     Spark) the kernel kills the JVM too, instead of leaving it running. The signal follows the
     thread that started the JVM, so the session is started from the thread that runs the step
-    (every entry point does).
+    (every entry point does) or from one that lives as long as the session (_BackgroundStart).
 
     The JVM's output to the log file set by log_jvm_to, if any (read when the JVM starts)."""
     import pyspark.java_gateway as gateway
@@ -172,7 +232,13 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def stop_session() -> None:
-    global _session
+    global _session, _keeper
+    if _starting is not None:
+        with contextlib.suppress(Exception):  # a start that failed has nothing to stop
+            _adopt_background_start(None)
     if _session is not None:
         _session.stop()
         _session = None
+    if _keeper is not None:
+        _keeper.stopped.set()
+        _keeper = None

@@ -21,7 +21,7 @@ from jobs.point import ConsistencyPoint, latest_logical_date, write_point
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.memory import memory_returned
 from jobs.runtime.progress import Progress, counts
-from jobs.runtime.spark import spark_session
+from jobs.runtime.spark import spark_session, start_in_background
 from jobs.spec.model import Settings
 from jobs.stream.handler import StreamCounts
 from jobs.stream.point import consistency_point
@@ -66,12 +66,14 @@ def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Prog
     moved = follow_moved_run_folder(layout)
     if moved:
         progress.say(f"the run folder moved to {layout.root}: {moved} checkpoint log(s) now name it")
-    # Spark starts after the folder sources are validated (a bad row fails in a second), but
+    # Spark starts in the background while the folder sources are staged (a bad row still fails
+    # at once; the 6 M-row race's staging and start took 17 s and 6 s one after the other), but
     # before a Delta source, which is read through it.
     delta_sources = {name: s for name, s in plan.spec.sources.items() if s.format == "delta"}
     for name, source in delta_sources.items():
         check_table(name, source)
     early = spark_session(settings.spark) if delta_sources else None  # quiet: an unreadable table is one line
+    start_in_background(settings.spark)
     with memory_returned():
         result = StreamResult(staged=stage_sources(plan, layout, progress, until=logical_date, spark=early))
     spark = spark_session(settings.spark, progress)
