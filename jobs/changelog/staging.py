@@ -14,7 +14,7 @@ The staged rows are cut into segments (the spec's `stream.rows_per_batch` rows, 
 unset about `stream.megabytes_per_batch` of rows), and each segment is one micro-batch: Spark's
 own Parquet stream source reads them one file per trigger. Files are parsed a block at a time, and
 the rows are checked and handed to their segments a few blocks (CHECK_ROWS rows) at a time, so a
-file of millions of rows is never in memory whole.
+file of millions of rows is never in memory whole; the next block is parsed meanwhile (read_ahead.py).
 
 A file already staged must not change: appending to a changelog means adding files.
 """
@@ -42,6 +42,7 @@ from jobs.changelog.delta_source import new_versions, row_text
 from jobs.changelog.formats import BadRow, ParsedFile, joined, parse_blocks
 from jobs.changelog.live import LiveRows
 from jobs.changelog.quarantine import append_quarantine
+from jobs.changelog.read_ahead import read_ahead
 from jobs.changelog.schema import SourceSchema, parse_schema
 from jobs.changelog.segments import SEGMENTS, SegmentWriter, Watermark, clear_uncommitted
 from jobs.errors import InputError, RunStateError, place
@@ -205,7 +206,7 @@ def _stage_piece(piece: _Piece, spec: SourceSpec, live: LiveRows, writer: Segmen
     """Validate and number a file's (or version's) rows block by block and hand them to the
     segment writer; what the manifest keeps of the piece."""
     first_seq, bad_rows = result.total_rows, 0
-    for parsed in _check_batches(piece.blocks):
+    for parsed in _check_batches(read_ahead(piece.blocks)):
         rows, bad, kept = _validated_rows(parsed, piece, spec, live)
         if bad and spec.on_bad_rows == "fail":
             raise InputError(bad[0].reason, where=place(piece.where, bad[0].line))
