@@ -42,7 +42,7 @@ import psutil
 import yaml
 
 from jobs.changelog.generate import TIMED_SCHEMA, generate_changelog
-from tests.benchmarks.memory import tree_memory
+from tests.benchmarks.memory import SAMPLE_SECONDS, tree_memory
 from tests.benchmarks.workloads import (ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, generate_order_events,
                                         generate_products)
 
@@ -70,7 +70,7 @@ class PeakMemory(threading.Thread):
         me = psutil.Process()
         while not self._done.is_set():
             self.peak = max(self.peak, tree_memory(me))
-            time.sleep(0.2)
+            time.sleep(SAMPLE_SECONDS)
 
     def stop(self) -> int:
         self._done.set()

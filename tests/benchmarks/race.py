@@ -58,7 +58,7 @@ import yaml
 from jobs.changelog.generate import TIMED_SCHEMA, generate_changelog
 from jobs.spec.load import load_settings
 from tests.benchmarks.bench_stream import DEDUP_SQL, GROUP_SQL, JOIN_SQL, LEFT_JOIN_SQL, WINDOW_SQL
-from tests.benchmarks.memory import tree_memory
+from tests.benchmarks.memory import SAMPLE_SECONDS, tree_memory
 from tests.benchmarks.workloads import ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, generate_order_events, generate_products
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +68,6 @@ FLINK_SIDE = Path(__file__).with_name("flink_race.py")
 DEFAULT_SIZES = [60_000, 180_000]
 SMALL_SIZES = [20_000, 60_000]
 RUN_TIMEOUT = 1800  # seconds an engine may take for one run before the race gives up on it
-SAMPLE_SECONDS = 0.1
 
 FLINK_WINDOW_SQL = ("SELECT pId, window_start AS `minute`, SUM(income) AS total, COUNT(*) AS orders FROM TABLE("
                     "TUMBLE(TABLE orders, DESCRIPTOR(order_time), INTERVAL '1' MINUTE)) "
