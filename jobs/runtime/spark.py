@@ -93,6 +93,7 @@ class _BackgroundStart:
 
     def __init__(self, settings: SparkSettings | None):
         self.session: Future = Future()
+        self.master = (settings or SparkSettings()).master
         self.started = time.monotonic()
         self.finished: float | None = None
         self.stopped = threading.Event()
@@ -127,13 +128,13 @@ def _adopt_background_start(progress: Progress | None):
     if progress is None or start.session.done():
         session = start.session.result()
     else:
-        with progress.waiting("starting Spark ..."):
+        with progress.waiting(f"starting Spark ({start.master}) ..."):
             session = start.session.result()
     _keeper = start
     if progress is not None:
         waited = time.monotonic() - asked
         progress.say(f"Spark started in {start.finished - start.started:.1f} s, in the background"
-                     + (f" ({waited:.1f} s of it waited for)" if waited >= 0.1 else ""))
+                     + (f"; waited {waited:.1f} s for it" if waited >= 0.1 else ""))
     session._jvm.SparkSession.setActiveSession(session._jsparkSession)
     return session
 
