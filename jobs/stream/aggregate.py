@@ -133,19 +133,26 @@ def _slot(state: AggregateState, slot: int) -> Column:
     return F.when(F.col(state.multiset_calls[slot - 1][1].arg).isNotNull(), struct)
 
 
-def finalize(updated: DataFrame, state: AggregateState, values: DataFrame | None) -> DataFrame:
+def finalize(updated: DataFrame, state: AggregateState, values: DataFrame | None,
+             results: list[Column]) -> DataFrame:
     """Touched groups with their aggregate results (named as the plan names them) and __count.
 
-    `values` holds the live values of the touched groups' non-invertible aggregates.
+    `values` holds the live values of the touched groups' non-invertible aggregates; `results`
+    are result_columns(state), built once per query.
     """
     main = updated.where(F.col(SLOT) == 0) if state.has_slots else updated
     main = main.alias("m")
     if values is not None:
         recomputed = _recompute(values, state).alias("v")
         main = main.join(recomputed, null_safe_equal("m", "v", state.keys), "left")
+    return main.select(*results)
+
+
+def result_columns(state: AggregateState) -> list[Column]:
+    """finalize's output columns. Built once and reused by every micro-batch: each Column is a
+    round trip to the JVM, and the per-micro-batch cost is what a small change pays."""
     results = [_result(j, call, state) for j, call in enumerate(state.node.aggregates)]
-    return main.select(*[F.col(f"m.{k}").alias(k) for k in state.keys], *results,
-                       F.col(f"m.{COUNT}").alias(COUNT))
+    return [*[F.col(f"m.{k}").alias(k) for k in state.keys], *results, F.col(f"m.{COUNT}").alias(COUNT)]
 
 
 def _recompute(values: DataFrame, state: AggregateState) -> DataFrame:

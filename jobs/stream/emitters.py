@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from jobs.changelog.columns import COUNT, DELETE, OP, SEQ, SLOT, UPSERT, WEIGHT
 from jobs.plan import StagePlan
 from jobs.plan.nodes import Calc
-from jobs.stream.aggregate import AggregateState, finalize
+from jobs.stream.aggregate import AggregateState, finalize, result_columns
 from jobs.stream.keyed import SessionOperator
 from jobs.runtime.layout import RunLayout
 from jobs.stream.calc import apply_calc, projections
@@ -67,6 +67,9 @@ class AggregateEmitter:
         self.plan, self.state, self.multisets, self.output = plan, state, multisets, output
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
+        # The expressions are the same for every micro-batch: built once, reused by each.
+        self._results = result_columns(state)
+        self._outputs: dict[tuple[str, ...], list] = {}
 
     @property
     def reads_twice(self) -> bool:
@@ -87,7 +90,13 @@ class AggregateEmitter:
             self.multisets.apply(counts.toArrow(), batch.id)
             touched = updated.where(F.col(SLOT) == 0).select(*self.state.keys)
             values = self.multisets.live_values(spark, touched)
-        groups = finalize(updated, self.state, values)
+        groups = finalize(updated, self.state, values, self._results)
+        if hidden not in self._outputs:
+            self._outputs[hidden] = self._output_columns(hidden)
+        return groups.select(*self._outputs[hidden])
+
+    def _output_columns(self, hidden: tuple[str, ...]) -> list:
+        """The finalised groups' output columns, `hidden` and the upsert / delete tag."""
         alive = F.lit(True) if self.state.node.is_global else F.col(COUNT) > 0
         if self.post is not None:
             if self.post.condition is not None:
@@ -96,7 +105,7 @@ class AggregateEmitter:
         else:
             columns = [F.col(n) for n in self.state.node.output_names]
         op = F.when(alive, F.lit(UPSERT)).otherwise(F.lit(DELETE)).alias(OP)
-        return groups.select(*_typed(columns, self.output), *[F.col(h) for h in hidden], op)
+        return [*_typed(columns, self.output), *[F.col(h) for h in hidden], op]
 
 
 class ChangeRows:
@@ -107,17 +116,22 @@ class ChangeRows:
         names = tuple(f.name for f in output.fields)
         self.materializer = (UpsertMaterializer(plan.sink_key, names, layout.materializer)
                              if plan.materialize and plan.write_mode == "upsert" else None)
+        # Built once, reused by every micro-batch (each Column is a round trip to the JVM).
+        ordered = [F.col(ordered_by)] if ordered_by else []
+        self._typed = [*_typed([F.col(f"`{n}`") for n in plan.output_names], output), F.col(WEIGHT), *ordered]
+        self._names = [F.col(f"`{f.name}`") for f in output.fields if f.name != COUNT]
+        self._latest = _latest_first([F.col(f"`{k}`") for k in plan.sink_key],
+                                     F.col(ordered_by).desc() if ordered_by else F.col(WEIGHT).desc())
+        self._tagged = [*self._names, _tag()]
 
     def table(self, rows: DataFrame, batch_id: int) -> Changes:
-        columns = _typed([F.col(f"`{n}`") for n in self.plan.output_names], self.output)
-        typed = rows.select(*columns, F.col(WEIGHT), *([F.col(self.ordered_by)] if self.ordered_by else []))
-        names = [F.col(f"`{f.name}`") for f in self.output.fields if f.name != COUNT]
+        typed = rows.select(*self._typed)
         if self.plan.write_mode == "retract":
-            return Changes(frame=typed.groupBy(*names).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
+            return Changes(frame=typed.groupBy(*self._names).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
                            .where(F.col(COUNT) != 0))
         if self.materializer is not None:  # ordered, stateful, on the driver (materializer.py)
             return Changes(rows=self.materializer.apply(self._in_order(typed), batch_id))
-        return Changes(frame=self._net_per_key(typed, names))
+        return Changes(frame=self._net_per_key(typed))
 
     def _in_order(self, typed: DataFrame) -> pa.Table:
         """Arrival order where the rows have one; else retractions before additions (a
@@ -127,14 +141,19 @@ class ChangeRows:
                                                                    F.abs(F.col(WEIGHT)).cast("int"))))
         return copies.orderBy(*order).drop(*([self.ordered_by] if self.ordered_by else [])).toArrow()
 
-    def _net_per_key(self, typed: DataFrame, names: list) -> DataFrame:
+    def _net_per_key(self, typed: DataFrame) -> DataFrame:
         """Per sink key, the last change (arrival order), or an addition over a retraction."""
-        key = [F.col(f"`{k}`") for k in self.plan.sink_key]
-        order = [F.col(self.ordered_by).desc()] if self.ordered_by else [F.col(WEIGHT).desc()]
-        latest = Window.partitionBy(*key).orderBy(*order)
-        last = typed.withColumn("__last", F.row_number().over(latest)).where("__last = 1")
-        op = F.when(F.col(WEIGHT) > 0, F.lit(UPSERT)).otherwise(F.lit(DELETE)).alias(OP)
-        return last.select(*names, op)
+        return typed.withColumn("__last", self._latest).where("__last = 1").select(*self._tagged)
+
+
+def _latest_first(key: list[Column], order: Column) -> Column:
+    """1 for the row of its key that comes first in `order`."""
+    return F.row_number().over(Window.partitionBy(*key).orderBy(order))
+
+
+def _tag() -> Column:
+    """upsert for an addition, delete for a retraction."""
+    return F.when(F.col(WEIGHT) > 0, F.lit(UPSERT)).otherwise(F.lit(DELETE)).alias(OP)
 
 
 class ProjectionEmitter:
@@ -183,6 +202,9 @@ class SessionEmitter:
         self.plan, self.operator, self.output = plan, operator, output
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
+        # Built once, reused by every micro-batch (each Column is a round trip to the JVM).
+        self._latest = _latest_first([F.col(f"`{k}`") for k in plan.sink_key], F.col(WEIGHT).desc())
+        self._outputs: dict[tuple[str, ...], list] = {}
 
     def changes(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch) -> Changes:
         return Changes(frame=self.changed_groups(spark, frame, batch))
@@ -196,12 +218,11 @@ class SessionEmitter:
         rows = self.operator.changes(spark, frame, batch.id)
         if self.post is not None:
             rows = apply_calc(rows, self.post, [WEIGHT, *hidden])
-        key = [F.col(f"`{k}`") for k in self.plan.sink_key]
-        latest = Window.partitionBy(*key).orderBy(F.col(WEIGHT).desc())
-        last = rows.withColumn("__last", F.row_number().over(latest)).where("__last = 1")
-        op = F.when(F.col(WEIGHT) > 0, F.lit(UPSERT)).otherwise(F.lit(DELETE)).alias(OP)
-        columns = _typed([F.col(f"`{n}`") for n in self.plan.output_names], self.output)
-        return last.select(*columns, *[F.col(h) for h in hidden], op)
+        last = rows.withColumn("__last", self._latest).where("__last = 1")
+        if hidden not in self._outputs:
+            columns = _typed([F.col(f"`{n}`") for n in self.plan.output_names], self.output)
+            self._outputs[hidden] = [*columns, *[F.col(h) for h in hidden], _tag()]
+        return last.select(*self._outputs[hidden])
 
 
 def _typed(columns: list, output: StructType) -> list:
