@@ -178,6 +178,11 @@ def _start(settings: SparkSettings | None):
                # on a local disk, and the run lock keeps a second writer out of the folder.
                .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
                .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILES)
+               # pyspark records the Python call site of every DataFrame function it is given, for
+               # its error messages: four round trips to the JVM and a failed `import IPython`
+               # each, half of a keyed micro-batch's 1,900 round trips. lockstep's errors name
+               # their own place.
+               .config("spark.python.sql.dataFrameDebugging.enabled", "false")
                .config("spark.driver.extraJavaOptions", java_opts))
     connector = connector_conf(connector_jars(), partitions=settings.shuffle_partitions)
     for key, value in {**connector, **_cluster_conf(settings), **settings.extra}.items():
