@@ -170,13 +170,13 @@ def _start(settings: SparkSettings | None):
                # map besides the one a micro-batch builds (Spark's default: 2). One is all a running
                # query reads; a restarted or retried one loads from the checkpoint's files.
                .config("spark.sql.streaming.maxBatchesToRetainInMemory", "1")
-               # Local files without Hadoop's checksum layer, and the streaming logs written through
-               # the FileSystem API rather than FileContext. Without Hadoop's native library every
-               # FileContext rename runs `readlink` as a child process and every file created runs
-               # `chmod`: each log entry of a micro-batch (offsets, commits, the source's file
-               # list) took 50-60 ms, now 8 ms (README, micro-batch cost). A rename stays atomic
-               # on a local disk, and the run lock keeps a second writer out of the folder.
-               .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
+               # The streaming logs written through Hadoop's FileSystem API rather than FileContext.
+               # Without Hadoop's native library every FileContext rename runs `readlink` as a
+               # child process: each log entry of a micro-batch (offsets, commits, the source's
+               # file list) took 50-60 ms, now about 17 ms (README, micro-batch cost). A rename
+               # stays atomic on a local disk, and the run lock keeps a second writer out of the
+               # folder. (Hadoop's raw local file system, without `.crc` files, halves that again,
+               # but the RocksDB state store needs the checksummed one: it casts to it.)
                .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILES)
                # pyspark records the Python call site of every DataFrame function it is given, for
                # its error messages: four round trips to the JVM and a failed `import IPython`
