@@ -118,14 +118,16 @@ class ChangeRows:
                              if plan.materialize and plan.write_mode == "upsert" else None)
         # Built once, reused by every micro-batch (each Column is a round trip to the JVM).
         ordered = [F.col(ordered_by)] if ordered_by else []
-        self._typed = [*_typed([F.col(f"`{n}`") for n in plan.output_names], output), F.col(WEIGHT), *ordered]
+        self._selected = [*_typed([F.col(f"`{n}`") for n in plan.output_names], output), F.col(WEIGHT), *ordered]
+        self._arrival = ordered or [F.col(WEIGHT).asc()]
+        self._copies = F.explode(F.array_repeat(F.signum(WEIGHT).cast("int"), F.abs(F.col(WEIGHT)).cast("int")))
         self._names = [F.col(f"`{f.name}`") for f in output.fields if f.name != COUNT]
         self._latest = _latest_first([F.col(f"`{k}`") for k in plan.sink_key],
                                      F.col(ordered_by).desc() if ordered_by else F.col(WEIGHT).desc())
         self._tagged = [*self._names, _tag()]
 
     def table(self, rows: DataFrame, batch_id: int) -> Changes:
-        typed = rows.select(*self._typed)
+        typed = rows.select(*self._selected)
         if self.plan.write_mode == "retract":
             return Changes(frame=typed.groupBy(*self._names).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
                            .where(F.col(COUNT) != 0))
@@ -136,10 +138,8 @@ class ChangeRows:
     def _in_order(self, typed: DataFrame) -> pa.Table:
         """Arrival order where the rows have one; else retractions before additions (a
         difference has no order, and a retraction never follows the row that replaces it)."""
-        order = [F.col(self.ordered_by)] if self.ordered_by else [F.col(WEIGHT).asc()]
-        copies = typed.withColumn(WEIGHT, F.explode(F.array_repeat(F.signum(WEIGHT).cast("int"),
-                                                                   F.abs(F.col(WEIGHT)).cast("int"))))
-        return copies.orderBy(*order).drop(*([self.ordered_by] if self.ordered_by else [])).toArrow()
+        copies = typed.withColumn(WEIGHT, self._copies)
+        return copies.orderBy(*self._arrival).drop(*([self.ordered_by] if self.ordered_by else [])).toArrow()
 
     def _net_per_key(self, typed: DataFrame) -> DataFrame:
         """Per sink key, the last change (arrival order), or an addition over a retraction."""
