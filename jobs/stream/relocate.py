@@ -6,6 +6,11 @@ writes: the file source's log in each checkpoint (`checkpoint/sources/<n>/<batch
 absolute URI of every staged segment it read. Seen from a new place, those segments would look
 unread. So the run folder records where it was last streamed (`_state/root`), and before a
 stream starts in a new place, the logged URIs are rewritten to the new one.
+
+Spark writes those logs through Hadoop's checksummed local file system, which keeps a
+`.<name>.crc` beside each file and refuses a file that no longer matches it. A rewritten log's
+checksum file is removed first (Hadoop reads a file without one unchecked): a crash between the
+two steps leaves the old log without its checksum, which still reads, and is rewritten next time.
 """
 
 from __future__ import annotations
@@ -38,9 +43,15 @@ def _rewrite_source_logs(root: Path, old: Path, new: Path) -> int:
             continue
         text = log.read_text()
         if old_uri in text:
+            _checksum_of(log).unlink(missing_ok=True)
             _write_atomically(log, text.replace(old_uri, new_uri))
             rewritten += 1
     return rewritten
+
+
+def _checksum_of(path: Path) -> Path:
+    """Hadoop's checksum file for `path`."""
+    return path.with_name(f".{path.name}.crc")
 
 
 def _write_atomically(path: Path, text: str) -> None:
