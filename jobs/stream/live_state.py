@@ -88,9 +88,11 @@ class LiveState:
         """Compute `rows` (live rows or net changes, small: touched keys only) once, and go on
         from the result: Spark would otherwise recompute the whole lineage in every action."""
         table = rows.toArrow()
-        if table.num_rows == 0:
-            return self.no_rows(spark), table
-        return spark.createDataFrame(table), table
+        return self.frame(spark, table), table
+
+    def frame(self, spark: SparkSession, table: pa.Table) -> DataFrame:
+        """Rows computed on the driver (in the state's columns) as a frame to go on from."""
+        return spark.createDataFrame(table) if table.num_rows else self.no_rows(spark)
 
     def _compact(self, spark: SparkSession, snapshot: int) -> None:
         """Write snapshot-<snapshot>: every live row before that micro-batch, sorted by key so
