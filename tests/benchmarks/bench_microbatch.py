@@ -2,9 +2,9 @@
 
 Three query shapes (a group aggregate, a deduplication, an inner join: the three kinds of
 emitter), each over a small changelog streamed with --rows-per-batch rows per micro-batch, on
-one SparkSession (each shape runs once to warm the JVM, then is measured in a fresh run folder).
-Per shape, the median micro-batch, split as Spark reports it (a StreamingQueryListener's
-durationMs) and as the foreachBatch handler logs it:
+one SparkSession (each shape runs once to warm the JVM, then --repeats times, each in a fresh
+run folder). Per shape and run, the median micro-batch, split as Spark reports it (a
+StreamingQueryListener's durationMs) and as the foreachBatch handler logs it:
 
 - bookkeeping: Spark's work around the batch: finding the new segment file (latestOffset,
   getBatch), writing the offset log (walCommit) and the commit log (commitOffsets), planning;
@@ -12,8 +12,11 @@ durationMs) and as the foreachBatch handler logs it:
   of it, the MERGE and the commit of the Delta sink;
 - trigger: the whole micro-batch, as Spark times it.
 
+Each column is the median over the runs; `trigger range` is the lowest and highest run's trigger,
+the run-to-run noise a change has to beat to show.
+
     python -m tests.benchmarks.bench_microbatch [--rows-per-batch 4] [--events 80]
-        [--settings conf/settings.yaml]
+        [--repeats 3] [--settings conf/settings.yaml]
 """
 
 from __future__ import annotations
@@ -64,14 +67,15 @@ class Durations(StreamingQueryListener):
 def main() -> None:
     args = _arguments()
     print(f"{args.events} order changes, {args.rows_per_batch} rows per micro-batch; median milliseconds "
-          f"per micro-batch")
+          f"per micro-batch, median of {args.repeats} run(s) after a warm-up run")
     print(f"{'query':<18}{'batches':>8}{'trigger':>9}{'bookkeeping':>13}{'handler':>9}{'of it MERGE':>13}"
-          f"{'other':>7}")
+          f"{'other':>7}{'trigger range':>15}")
     listener = None
     for name, (sql, joined) in SHAPES.items():
         folder = WORK / "microbatch" / name.replace(" ", "_")
         spec = _write_inputs(folder, sql, joined, args)
-        for run in ("warm", "measured"):
+        runs = []
+        for run in range(1 + args.repeats):  # the first run warms the JVM and is not counted
             shutil.rmtree(folder / "runs", ignore_errors=True)
             pipeline = Pipeline.open(spec, runs_dir=folder / "runs", settings_path=args.settings)
             if listener is None:
@@ -79,16 +83,28 @@ def main() -> None:
                 spark_session(pipeline.settings.spark).streams.addListener(listener)
             listener.batches.clear()
             pipeline.stream()
-        _print_row(name, listener.batches, logged_batches(pipeline.layout.batches_log))
+            if run:
+                runs.append(_medians(listener.batches, logged_batches(pipeline.layout.batches_log)))
+        _print_row(name, runs)
 
 
-def _print_row(name: str, spark_side: list[dict], handler: list[dict]) -> None:
+def _medians(spark_side: list[dict], handler: list[dict]) -> dict[str, float]:
+    """One run's median micro-batch, in milliseconds, split as the table prints it."""
     trigger = _median(b.get("triggerExecution", 0) for b in spark_side)
     bookkeeping = _median(sum(b.get(k, 0) for k in BOOKKEEPING) for b in spark_side)
     ours = _median(1000 * e["seconds"] for e in handler)
-    merge = _median(1000 * e["merge_seconds"] for e in handler)
-    other = trigger - bookkeeping - ours
-    print(f"{name:<18}{len(handler):>8}{trigger:>9.0f}{bookkeeping:>13.0f}{ours:>9.0f}{merge:>13.0f}{other:>7.0f}")
+    return {"batches": len(handler), "trigger": trigger, "bookkeeping": bookkeeping, "handler": ours,
+            "merge": _median(1000 * e["merge_seconds"] for e in handler),
+            "other": trigger - bookkeeping - ours}
+
+
+def _print_row(name: str, runs: list[dict[str, float]]) -> None:
+    """The median over the measured runs, and the spread of their triggers (the run-to-run noise
+    a change must beat to show)."""
+    of = {key: _median(run[key] for run in runs) for key in runs[0]}
+    low, high = min(r["trigger"] for r in runs), max(r["trigger"] for r in runs)
+    print(f"{name:<18}{of['batches']:>8.0f}{of['trigger']:>9.0f}{of['bookkeeping']:>13.0f}{of['handler']:>9.0f}"
+          f"{of['merge']:>13.0f}{of['other']:>7.0f}{f'{low:.0f}-{high:.0f}':>15}")
 
 
 def _median(values) -> float:
@@ -130,8 +146,13 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows-per-batch", type=int, default=4, help="changelog rows per micro-batch (default 4)")
     parser.add_argument("--events", type=int, default=80, help="order changes (default 80)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="measured runs per query shape, after one warm-up run (default 3)")
     parser.add_argument("--settings", type=Path, default=None, help="lockstep settings file (default conf/settings.yaml)")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats: at least one measured run")
+    return args
 
 
 if __name__ == "__main__":
