@@ -145,8 +145,7 @@ def net_changes_per_side(delta: DataFrame, left_cols: tuple[str, ...],
     """Both join inputs' net changes from one Spark job (a job per side would cost as much again
     on a small micro-batch): the tagged rows summed per side and row, then split on the driver.
     Spark groups a struct's floating fields as it groups plain columns (-0.0 as 0.0)."""
-    summed = delta.groupBy(SIDE, LEFT, RIGHT).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
-    table = summed.where(F.col(COUNT) != 0).toArrow()
+    table = net_changes(delta, (SIDE, LEFT, RIGHT)).toArrow()
     return _one_side(table, LEFT, left_cols), _one_side(table, RIGHT, right_cols)
 
 
