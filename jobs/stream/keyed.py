@@ -33,57 +33,90 @@ from jobs.changelog.schema import all_nullable
 from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
 from jobs.stream.live_state import LiveState
+from jobs.stream.row_counts import live_rows, net_rows
 
 
 
-def net_changes(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
-    """Per distinct row, the sum of its weights (rows whose changes cancel out are gone)."""
-    cols = [F.col(f"`{c}`") for c in columns]
-    return rows.groupBy(*cols).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT)).where(F.col(COUNT) != 0)
+# Each Column below is built once per operator and reused by every micro-batch: building one is a
+# round trip to the JVM, and a micro-batch of a few rows spent more time building its plan
+# (about 150 ms for a deduplication) than running it.
 
 
-def expand(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+class NetChanges:
+    """The micro-batch's rows of `columns`, each with its weight as COUNT, brought to the driver
+    by one Spark job; there, per distinct row, the sum of its weights."""
+
+    def __init__(self, columns: tuple[str, ...]):
+        self._selected = [*_cols(columns), F.col(WEIGHT).cast("bigint").alias(COUNT)]
+
+    def rows(self, delta: DataFrame) -> pa.Table:
+        """Every change row, its weight as COUNT (not summed)."""
+        return delta.select(*self._selected).toArrow()
+
+    def __call__(self, delta: DataFrame) -> pa.Table:
+        return net_rows(self.rows(delta))
+
+
+class Expand:
     """Each row as many times as its count: what the batch operator sees."""
-    cols = [F.col(f"`{c}`") for c in columns]
-    return rows.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col(COUNT)))).select(*cols)
+
+    def __init__(self, columns: tuple[str, ...]):
+        self._copies = F.explode(F.sequence(F.lit(1), F.col(COUNT)))
+        self._columns = _cols(columns)
+
+    def __call__(self, rows: DataFrame) -> DataFrame:
+        return rows.withColumn("__copy", self._copies).select(*self._columns)
 
 
-def difference(after: DataFrame, before: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+class Difference:
     """after - before as weighted rows: weight +n for rows added, -n for rows retracted."""
-    cols = [F.col(f"`{c}`") for c in columns]
-    both = after.select(*cols, F.lit(1).alias(WEIGHT)).unionByName(before.select(*cols, F.lit(-1).alias(WEIGHT)))
-    return both.groupBy(*cols).agg(F.sum(WEIGHT).cast("int").alias(WEIGHT)).where(F.col(WEIGHT) != 0)
+
+    def __init__(self, columns: tuple[str, ...]):
+        self._rows = _cols(columns)
+        self._added, self._retracted = [*self._rows, F.lit(1).alias(WEIGHT)], [*self._rows, F.lit(-1).alias(WEIGHT)]
+        self._weight = F.sum(WEIGHT).cast("int").alias(WEIGHT)
+        self._changed = F.col(WEIGHT) != 0
+
+    def __call__(self, after: DataFrame, before: DataFrame) -> DataFrame:
+        both = after.select(*self._added).unionByName(before.select(*self._retracted))
+        return both.groupBy(*self._rows).agg(self._weight).where(self._changed)
+
+
+def _cols(names: tuple[str, ...]) -> list[Column]:
+    return [F.col(f"`{n}`") for n in names]
 
 
 class DedupOperator:
     """A deduplication or a Top-N: the first `limit` rows of each touched partition, before and
-    after the micro-batch."""
+    after the micro-batch. Ranked by ROW_NUMBER() <= limit per key, ties broken by the other
+    columns (as the batch SQL of the stage); every copy of a duplicated row ranks on its own, as
+    in the batch."""
 
     def __init__(self, node: Deduplicate, state_dir: Path, input_ddl: str):
         self.node = node
-        self.columns = node.input.output_names
         self.state = LiveState(state_dir / "input", input_ddl, node.keys)
+        self._net_changes = NetChanges(node.input.output_names)
+        self._expand = Expand(node.input.output_names) if node.is_top_n else None
+        ordering = [F.col(f"`{c}`").desc() if node.descending else F.col(f"`{c}`").asc() for c in node.ordering]
+        self._rank = F.row_number().over(Window.partitionBy(*_cols(node.keys)).orderBy(*ordering))
+        self._ranked_in = F.col("__rn") <= node.limit
+        self._selected = [*_cols(node.selected), F.col("__rn").cast("int").alias(node.row_number)]
+        self._difference = Difference(node.output_names)
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
-        net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
-        before = self.state.live_before(spark, batch_id, net_rows, net_rows.schema)
-        after = _plus(before, net, self.columns)
-        self.state.record(spark, net_rows, batch_id)
-        return difference(self._top(after), self._top(before), self.node.output_names)
+        net = self._net_changes(delta)
+        before = self.state.rows_before(batch_id, net, net.schema)
+        after = live_rows(pa.concat_tables([before, net]))
+        self.state.record(spark, net, batch_id)
+        return self._difference(self._top(self.state.frame(spark, after)), self._top(self.state.frame(spark, before)))
 
     def _top(self, rows: DataFrame) -> DataFrame:
-        """ROW_NUMBER() <= limit per key, ties broken by the other columns (as the batch SQL of
-        the stage); every copy of a duplicated row ranks on its own, as in the batch."""
-        ordering = [F.col(f"`{c}`").desc() if self.node.descending else F.col(f"`{c}`").asc()
-                    for c in self.node.ordering]
-        window = Window.partitionBy(*[F.col(f"`{k}`") for k in self.node.keys]).orderBy(*ordering)
-        copies = expand(rows, self.columns) if self.node.is_top_n else rows
-        ranked = copies.withColumn("__rn", F.row_number().over(window)).where(F.col("__rn") <= self.node.limit)
-        return ranked.select(*[F.col(f"`{c}`") for c in self.node.selected],
-                             F.col("__rn").cast("int").alias(self.node.row_number))
+        copies = self._expand(rows) if self._expand else rows
+        return copies.withColumn("__rn", self._rank).where(self._ranked_in).select(*self._selected)
 
 
 SIDE, LEFT, RIGHT = "__side", "__left", "__right"
+_HOW = {"inner": "inner", "left": "left", "right": "right", "full": "full", "semi": "left_semi", "anti": "left_anti"}
 
 
 class JoinOperator:
@@ -92,37 +125,34 @@ class JoinOperator:
         self.left_cols, self.right_cols = node.left.output_names, node.right.output_names
         self.left_state = LiveState(state_dir / "left", left_ddl, node.left_keys)
         self.right_state = LiveState(state_dir / "right", right_ddl, node.right_keys)
+        self._net_changes = NetChanges((SIDE, LEFT, RIGHT))
+        self._expand_left, self._expand_right = Expand(self.left_cols), Expand(self.right_cols)
+        on = reduce(lambda a, b: a & b, [F.col(f"l.`{a}`") == F.col(f"r.`{b}`")
+                                         for a, b in zip(node.left_keys, node.right_keys)])
+        self._on = on if node.condition is None else on & F.expr(join_condition_sql(node))
+        right = [] if node.filters_left else [F.col(f"r.`{c}`").alias(c) for c in self.right_cols]
+        self._selected = [*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols], *right]
+        self._difference = Difference(node.output)
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         node = self.node
-        left_rows, right_rows = net_changes_per_side(delta, self.left_cols, self.right_cols)
-        left_net = self.left_state.frame(spark, left_rows)
-        right_net = self.right_state.frame(spark, right_rows)
+        left_net, right_net = per_side(self._net_changes.rows(delta), self.left_cols, self.right_cols)
         # A key is touched when either side's changes carry it: both sides' rows of it are read.
-        left_touched = _touched(left_rows, node.left_keys, right_rows, node.right_keys)
-        right_touched = _touched(right_rows, node.right_keys, left_rows, node.left_keys)
-        left_before = self.left_state.live_before(spark, batch_id, left_touched, left_rows.schema)
-        right_before = self.right_state.live_before(spark, batch_id, right_touched, right_rows.schema)
-        left_after = _plus(left_before, left_net, self.left_cols)
-        right_after = _plus(right_before, right_net, self.right_cols)
-        self.left_state.record(spark, left_rows, batch_id)
-        self.right_state.record(spark, right_rows, batch_id)
-        before = self._join(left_before, right_before)
-        after = self._join(left_after, right_after)
-        return difference(after, before, node.output)
+        left_touched = _touched(left_net, node.left_keys, right_net, node.right_keys)
+        right_touched = _touched(right_net, node.right_keys, left_net, node.left_keys)
+        left_before = self.left_state.rows_before(batch_id, left_touched, left_net.schema)
+        right_before = self.right_state.rows_before(batch_id, right_touched, right_net.schema)
+        left_after = live_rows(pa.concat_tables([left_before, left_net]))
+        right_after = live_rows(pa.concat_tables([right_before, right_net]))
+        self.left_state.record(spark, left_net, batch_id)
+        self.right_state.record(spark, right_net, batch_id)
+        before = self._join(self.left_state.frame(spark, left_before), self.right_state.frame(spark, right_before))
+        after = self._join(self.left_state.frame(spark, left_after), self.right_state.frame(spark, right_after))
+        return self._difference(after, before)
 
     def _join(self, left: DataFrame, right: DataFrame) -> DataFrame:
-        node = self.node
-        l, r = expand(left, self.left_cols).alias("l"), expand(right, self.right_cols).alias("r")
-        on = reduce(lambda a, b: a & b, [F.col(f"l.`{a}`") == F.col(f"r.`{b}`")
-                                         for a, b in zip(node.left_keys, node.right_keys)])
-        if node.condition is not None:
-            on = on & F.expr(join_condition_sql(node))
-        how = {"inner": "inner", "left": "left", "right": "right", "full": "full",
-               "semi": "left_semi", "anti": "left_anti"}[node.kind]
-        joined = l.join(r, on, how)
-        right = [] if node.filters_left else [F.col(f"r.`{c}`").alias(c) for c in self.right_cols]
-        return joined.select(*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols], *right)
+        l, r = self._expand_left(left).alias("l"), self._expand_right(right).alias("r")
+        return l.join(r, self._on, _HOW[self.node.kind]).select(*self._selected)
 
 
 def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table,
@@ -140,25 +170,18 @@ def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table,
     return pa.concat_tables([mine, theirs])
 
 
-def net_changes_per_side(delta: DataFrame, left_cols: tuple[str, ...],
-                         right_cols: tuple[str, ...]) -> tuple[pa.Table, pa.Table]:
-    """Both join inputs' net changes from one Spark job (a job per side would cost as much again
-    on a small micro-batch): the tagged rows summed per side and row, then split on the driver.
-    Spark groups a struct's floating fields as it groups plain columns (-0.0 as 0.0)."""
-    table = net_changes(delta, (SIDE, LEFT, RIGHT)).toArrow()
-    return _one_side(table, LEFT, left_cols), _one_side(table, RIGHT, right_cols)
+def per_side(changes: pa.Table, left_cols: tuple[str, ...],
+             right_cols: tuple[str, ...]) -> tuple[pa.Table, pa.Table]:
+    """Both join inputs' net changes out of the tagged change rows (each side's columns packed in
+    a struct, so that the two streams could be unioned), which one Spark job brought back."""
+    return _one_side(changes, LEFT, left_cols), _one_side(changes, RIGHT, right_cols)
 
 
-def _one_side(summed: pa.Table, side: str, columns: tuple[str, ...]) -> pa.Table:
-    """One side's net changes out of both sides' sums: its struct's fields as columns, and the count."""
-    rows = summed.filter(pc.equal(summed.column(SIDE), side))
+def _one_side(changes: pa.Table, side: str, columns: tuple[str, ...]) -> pa.Table:
+    """One side's net changes: its struct's fields as columns, summed with the count."""
+    rows = changes.filter(pc.equal(changes.column(SIDE), side))
     fields = rows.column(side).combine_chunks().flatten()
-    return pa.table([*fields, rows.column(COUNT).combine_chunks()], names=[*columns, COUNT])
-
-
-def _plus(before: DataFrame, net: DataFrame, columns: tuple[str, ...]) -> DataFrame:
-    cols = [F.col(f"`{c}`") for c in columns]
-    return before.unionByName(net).groupBy(*cols).agg(F.sum(COUNT).alias(COUNT)).where(F.col(COUNT) > 0)
+    return net_rows(pa.table([*fields, rows.column(COUNT).combine_chunks()], names=[*columns, COUNT]))
 
 
 def tag_side(frame: DataFrame, side: str, columns: tuple[str, ...], other: str, other_ddl: str) -> DataFrame:
@@ -176,24 +199,28 @@ class SessionOperator:
 
     def __init__(self, node: SessionAggregate, state_dir: Path, input_ddl: str):
         self.node = node
-        self.columns = node.input.output_names
         self.state = LiveState(state_dir / "input", input_ddl, node.group_keys)
+        self._net_changes = NetChanges(node.input.output_names)
+        self._expand = Expand(node.input.output_names)
+        self._session = F.session_window(F.col(f"`{node.window.time_col}`"), node.window.size_sql).alias("__session")
+        self._keys = _cols(node.group_keys)
+        self._aggregates = [_aggregate(call) for call in node.aggregates]
+        self._selected = [F.col("__session.start").alias(WINDOW_START), F.col("__session.end").alias(WINDOW_END),
+                          *self._keys, *_cols(tuple(call.name for call in node.aggregates))]
+        self._difference = Difference(node.output_names)
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
-        net, net_rows = self.state.local(spark, net_changes(delta, self.columns))
+        net = self._net_changes(delta)
         # No group keys: one key, every session.
-        before = self.state.live_before(spark, batch_id, net_rows if self.node.group_keys else None, net_rows.schema)
-        after = _plus(before, net, self.columns)
-        self.state.record(spark, net_rows, batch_id)
-        return difference(self._sessions(after), self._sessions(before), self.node.output_names)
+        before = self.state.rows_before(batch_id, net if self.node.group_keys else None, net.schema)
+        after = live_rows(pa.concat_tables([before, net]))
+        self.state.record(spark, net, batch_id)
+        return self._difference(self._sessions(self.state.frame(spark, after)),
+                                self._sessions(self.state.frame(spark, before)))
 
     def _sessions(self, rows: DataFrame) -> DataFrame:
-        node = self.node
-        window = F.session_window(F.col(f"`{node.window.time_col}`"), node.window.size_sql).alias("__session")
-        keys = [F.col(f"`{k}`") for k in node.group_keys]
-        grouped = expand(rows, self.columns).groupBy(window, *keys).agg(*[_aggregate(call) for call in node.aggregates])
-        return grouped.select(F.col("__session.start").alias(WINDOW_START), F.col("__session.end").alias(WINDOW_END),
-                              *keys, *[F.col(f"`{call.name}`") for call in node.aggregates])
+        grouped = self._expand(rows).groupBy(self._session, *self._keys).agg(*self._aggregates)
+        return grouped.select(*self._selected)
 
 
 def _aggregate(call: AggCall) -> Column:

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT
 from jobs.changelog.schema import all_nullable
-from jobs.changelog.live_columnar import key_codes
+from jobs.stream.row_counts import live_rows, row_codes, spark_normalized
 
 # Logs folded into a snapshot: more logs make each micro-batch read more small files, fewer make
 # the snapshot be rewritten more often.
@@ -51,24 +51,17 @@ class LiveState:
         (a row may appear more than once; its live count is the sum)."""
         return self._read(spark, self._paths_before(batch_id))
 
-    def live_before(self, spark: SparkSession, batch_id: int, touched: pa.Table | None,
-                    like: pa.Schema) -> DataFrame:
+    def rows_before(self, batch_id: int, touched: pa.Table | None, like: pa.Schema) -> pa.Table:
         """The live rows before `batch_id` (with their counts) whose keys are among `touched`'s
-        rows (None: every key), as a frame over rows read on the driver: the state files are
-        read by Arrow, filtered by key there (the snapshot is sorted by key, so most of its row
-        groups are skipped), and no Spark job runs. `like` is the schema of the net changes
-        (toArrow's types), which the files' columns are cast to. A row may come from several
-        files; the frame sums them (lazily, in the job that reads it)."""
+        rows (None: every key), summed on the driver: the state files are read by Arrow, filtered
+        by key there (the snapshot is sorted by key, so most of its row groups are skipped), and
+        no Spark job runs. `like` is the schema of the net changes (toArrow's types), which the
+        files' columns are cast to and the result has."""
         paths = self._paths_before(batch_id)
         if not paths:
-            return self.no_rows(spark)
+            return like.empty_table()
         wanted = _keys_as(touched, self.keys, like)
-        rows = _with_keys(_read_arrow(paths, like, wanted), wanted)
-        if rows.num_rows == 0:
-            return self.no_rows(spark)
-        columns = [F.col(f"`{c}`") for c in rows.column_names if c != COUNT]
-        return (spark.createDataFrame(rows).groupBy(*columns).agg(F.sum(COUNT).alias(COUNT))
-                .where(F.col(COUNT) > 0))
+        return live_rows(_with_keys(_read_arrow(paths, like, wanted), wanted))
 
     def no_rows(self, spark: SparkSession) -> DataFrame:
         return spark.createDataFrame([], self.ddl)
@@ -83,12 +76,6 @@ class LiveState:
         since = self._snapshot_for(batch_id) or 0
         if len([b for b in self._logs() if since <= b <= batch_id]) >= COMPACT_EVERY:
             self._compact(spark, batch_id + 1)
-
-    def local(self, spark: SparkSession, rows: DataFrame) -> tuple[DataFrame, pa.Table]:
-        """Compute `rows` (live rows or net changes, small: touched keys only) once, and go on
-        from the result: Spark would otherwise recompute the whole lineage in every action."""
-        table = rows.toArrow()
-        return self.frame(spark, table), table
 
     def frame(self, spark: SparkSession, table: pa.Table) -> DataFrame:
         """Rows computed on the driver (in the state's columns) as a frame to go on from."""
@@ -210,12 +197,6 @@ def _with_keys(rows: pa.Table, wanted: pa.Table | None) -> pa.Table:
     # toArrow keeps a NOT NULL column's nullability, the wanted keys' table has none: Arrow
     # concatenates only equal schemas.
     both = pa.concat_tables([all_nullable(rows.select(wanted.column_names)), wanted])
-    codes = key_codes(_zero_signless(both), nulls_match=True)
+    codes = row_codes(spark_normalized(both))
     return rows.filter(pa.array(np.isin(codes[:rows.num_rows], codes[rows.num_rows:])))
 
-
-def _zero_signless(keys: pa.Table) -> pa.Table:
-    """Floating key columns with -0.0 made 0.0 (adding 0.0 does it), as Spark normalises join
-    and grouping keys; NaN already equals NaN in Arrow's dictionary encoding, as in Spark."""
-    return pa.table([pc.add(c, pa.scalar(0.0, c.type)) if pa.types.is_floating(c.type) else c
-                     for c in keys.columns], names=keys.column_names)

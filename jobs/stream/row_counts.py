@@ -1,0 +1,93 @@
+"""Rows with counts, summed on the driver exactly as Spark's aggregation would sum them.
+
+A keyed operator's micro-batch works on the micro-batch's net changes and the touched keys' live
+rows: a few rows, which the driver has anyway (the changes come back by toArrow, the state is read
+by Arrow). Summing them there, rather than in Spark aggregations, takes a shuffle out of the job
+that reads the micro-batch and two per input out of the job that computes the difference.
+
+The grouping must be Spark's: two rows are one when every column is equal, a null equal to a
+null, -0.0 equal to 0.0 and any NaN equal to any NaN (Spark normalises floating grouping keys
+so, NormalizeFloatingNumbers), and the summed rows carry the normalised values, as Spark's
+aggregation outputs them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.changelog.columns import COUNT
+from jobs.changelog.live_columnar import key_codes
+
+
+def live_rows(rows: pa.Table) -> pa.Table:
+    """Per distinct row (every column but COUNT), the sum of its counts, for the rows whose sum
+    is above zero: the live rows. Same schema as `rows`."""
+    return _summed(rows, lambda sums: sums > 0)
+
+
+def net_rows(rows: pa.Table) -> pa.Table:
+    """Per distinct row, the sum of its counts (weights), for the rows whose changes do not
+    cancel out. Same schema as `rows`."""
+    return _summed(rows, lambda sums: sums != 0)
+
+
+def _summed(rows: pa.Table, kept) -> pa.Table:
+    if rows.num_rows == 0:
+        return rows
+    values = spark_normalized(rows.drop_columns([COUNT]))
+    codes = row_codes(values)
+    sums = np.zeros(int(codes.max()) + 1, np.int64)
+    np.add.at(sums, codes, rows.column(COUNT).to_numpy())
+    # Each distinct row's first occurrence (numpy does not say which of repeated writes wins).
+    first = np.full(len(sums), len(codes))
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    rows_kept = np.flatnonzero(kept(sums))
+    columns = [*values.take(first[rows_kept]).columns, pa.array(sums[rows_kept], pa.int64())]
+    return pa.Table.from_arrays(columns, schema=rows.schema)
+
+
+def spark_normalized(table: pa.Table) -> pa.Table:
+    """Floating columns with -0.0 as 0.0 and every NaN as one NaN (Arrow's dictionary encoding
+    tells NaNs with different payloads apart; Spark does not)."""
+    return pa.Table.from_arrays([_normalized(c) if pa.types.is_floating(c.type) else c for c in table.columns],
+                                schema=table.schema)
+
+
+def _normalized(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    signless = pc.add(column, pa.scalar(0.0, column.type))  # -0.0 + 0.0 is 0.0
+    return pc.if_else(pc.is_nan(signless), pa.scalar(math.nan, column.type), signless)
+
+
+def row_codes(values: pa.Table) -> np.ndarray:
+    """One integer per row, equal exactly when the rows are equal in every column (a null equal
+    to a null). Floating columns are compared as stored: normalise them first."""
+    codes = [_nested_codes(c) if pa.types.is_nested(c.type) else None for c in values.columns]
+    if not any(code is not None for code in codes):
+        return key_codes(values, nulls_match=True)
+    flat = [pa.array(code) if code is not None else column for code, column in zip(codes, values.columns)]
+    return key_codes(pa.table(flat, names=values.column_names), nulls_match=True)
+
+
+def _nested_codes(column: pa.ChunkedArray) -> np.ndarray:
+    """Codes of a list, struct or map column, which Arrow cannot dictionary-encode: its values
+    made hashable on the Python side, floats inside them normalised as Spark does."""
+    return pd.factorize(pd.Series([_hashable(v) for v in column.to_pylist()], dtype=object),
+                        use_na_sentinel=False)[0].astype(np.int64)
+
+
+_NAN = ("NaN",)  # one key for every NaN: float('nan') is not equal to itself
+
+
+def _hashable(value):
+    if isinstance(value, float):
+        return _NAN if math.isnan(value) else value + 0.0
+    if isinstance(value, dict):
+        return tuple((k, _hashable(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    return value
