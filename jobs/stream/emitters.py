@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -119,7 +120,6 @@ class ChangeRows:
         # Built once, reused by every micro-batch (each Column is a round trip to the JVM).
         ordered = [F.col(ordered_by)] if ordered_by else []
         self._selected = [*_typed([F.col(f"`{n}`") for n in plan.output_names], output), F.col(WEIGHT), *ordered]
-        self._arrival = ordered or [F.col(WEIGHT).asc()]
         self._copies = F.explode(F.array_repeat(F.signum(WEIGHT).cast("int"), F.abs(F.col(WEIGHT)).cast("int")))
         self._names = [F.col(f"`{f.name}`") for f in output.fields if f.name != COUNT]
         self._latest = _latest_first([F.col(f"`{k}`") for k in plan.sink_key],
@@ -137,9 +137,13 @@ class ChangeRows:
 
     def _in_order(self, typed: DataFrame) -> pa.Table:
         """Arrival order where the rows have one; else retractions before additions (a
-        difference has no order, and a retraction never follows the row that replaces it)."""
-        copies = typed.withColumn(WEIGHT, self._copies)
-        return copies.orderBy(*self._arrival).drop(*([self.ordered_by] if self.ordered_by else [])).toArrow()
+        difference has no order, and a retraction never follows the row that replaces it).
+        Sorted on the driver, where the rows go anyway: Spark's sort would first sample the
+        rows in a job of its own to pick its range partitions."""
+        copies = typed.withColumn(WEIGHT, self._copies).toArrow()
+        order = pc.sort_indices(copies, sort_keys=[(self.ordered_by or WEIGHT, "ascending", "at_start")])
+        in_order = copies.take(order)
+        return in_order.drop_columns([self.ordered_by]) if self.ordered_by else in_order
 
     def _net_per_key(self, typed: DataFrame) -> DataFrame:
         """Per sink key, the last change (arrival order), or an addition over a retraction."""
@@ -174,7 +178,7 @@ class ProjectionEmitter:
 class KeyedEmitter:
     """A deduplication or a join, then the Calc above it (if any)."""
 
-    reads_twice = True  # the micro-batch feeds both the touched keys and the state log
+    reads_twice = False  # read once, by the net changes' toArrow: the rest works on driver rows
 
     def __init__(self, plan: StagePlan, operator, output: StructType, layout: RunLayout):
         self.operator = operator
@@ -196,7 +200,7 @@ class SessionEmitter:
     """Session windows: the sessions the operator re-formed, then the Calc above them, one row per
     sink key (an addition over a retraction). With emit: final, FinalWindowEmitter wraps it."""
 
-    reads_twice = True  # the micro-batch feeds both the touched keys and the state log
+    reads_twice = False  # read once, by the net changes' toArrow: the rest works on driver rows
 
     def __init__(self, plan: StagePlan, operator, output: StructType):
         self.plan, self.operator, self.output = plan, operator, output
