@@ -16,6 +16,11 @@ change, so they are never read.
 State is each input's live rows (live_state.py): a compacted snapshot plus short logs of net
 changes, so a micro-batch reads the state, not the history, and a replayed one reads what it read
 the first time.
+
+Only f and the difference run in Spark. The micro-batch's change rows come to the driver in one
+Spark job; there they are summed into net changes, the touched keys' live rows are read from the
+state by Arrow, and `after` is summed from the two (row_counts.py, grouping exactly as Spark
+groups); `before` and `after` go back to Spark as local frames.
 """
 
 from __future__ import annotations
@@ -34,8 +39,6 @@ from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
 from jobs.stream.live_state import LiveState
 from jobs.stream.row_counts import live_rows, net_rows
-
-
 
 # Each Column below is built once per operator and reused by every micro-batch: building one is a
 # round trip to the JVM, and a micro-batch of a few rows spent more time building its plan
