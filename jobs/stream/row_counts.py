@@ -1,8 +1,7 @@
 """Rows with counts, summed on the driver exactly as Spark's aggregation would sum them.
 
 A keyed operator's micro-batch works on the micro-batch's net changes and the touched keys' live
-rows: a few rows, which the driver has anyway (the changes come back by toArrow, the state is read
-by Arrow). Summing them there, rather than in Spark aggregations, takes a shuffle out of the job
+rows, which the driver has anyway (the changes come back by toArrow, the state is read by Arrow). Summing them there, rather than in Spark aggregations, takes a shuffle out of the job
 that reads the micro-batch and two per input out of the job that computes the difference.
 
 The grouping must be Spark's: two rows are one when every column is equal, a null equal to a
@@ -53,7 +52,8 @@ def _summed(rows: pa.Table, kept) -> pa.Table:
 
 def spark_normalized(table: pa.Table) -> pa.Table:
     """Floating columns with -0.0 as 0.0 and every NaN as one NaN (Arrow's dictionary encoding
-    tells NaNs with different payloads apart; Spark does not)."""
+    tells NaNs with different payloads apart; Spark does not). Floats inside list or struct
+    columns keep their bytes here; row_codes compares them normalised."""
     return pa.Table.from_arrays([_normalized(c) if pa.types.is_floating(c.type) else c for c in table.columns],
                                 schema=table.schema)
 
