@@ -51,14 +51,15 @@ def spark_sums(spark, table: pa.Table, live: bool) -> pa.Table:
 
 
 def canonical(table: pa.Table) -> list:
-    """The rows as comparable, order-free values (NaN as a string: it is not equal to itself)."""
-    def value(v):
+    """The rows as sorted tuples of strings (NaN spelled out: it is not equal to itself; nested
+    values spelled out too, so that a NULL and a struct compare)."""
+    def value(v) -> str:
         if isinstance(v, float):
             return "NaN" if math.isnan(v) else repr(v + 0.0)
         if isinstance(v, dict):
-            return tuple((k, value(x)) for k, x in v.items())
+            return "{" + ", ".join(f"{k}: {value(x)}" for k, x in v.items()) + "}"
         if isinstance(v, list):
-            return tuple(value(x) for x in v)
+            return "[" + ", ".join(value(x) for x in v) + "]"
         return repr(v)
     return sorted(tuple(value(v) for v in row.values()) for row in table.to_pylist())
 
