@@ -1,8 +1,9 @@
 """Rows with counts, summed on the driver exactly as Spark's aggregation would sum them.
 
 A keyed operator's micro-batch works on the micro-batch's net changes and the touched keys' live
-rows, which the driver has anyway (the changes come back by toArrow, the state is read by Arrow). Summing them there, rather than in Spark aggregations, takes a shuffle out of the job
-that reads the micro-batch and two per input out of the job that computes the difference.
+rows, which the driver has anyway (the changes come back by toArrow, the state is read by
+Arrow). Summing them there, rather than in Spark aggregations, takes a shuffle out of the job that
+reads the micro-batch and two per input out of the job that computes the difference.
 
 The grouping must be Spark's: two rows are one when every column is equal, a null equal to a
 null, -0.0 equal to 0.0 and any NaN equal to any NaN (Spark normalises floating grouping keys
@@ -42,9 +43,7 @@ def _summed(rows: pa.Table, kept) -> pa.Table:
     codes = row_codes(values)
     sums = np.zeros(int(codes.max()) + 1, np.int64)
     np.add.at(sums, codes, rows.column(COUNT).to_numpy())
-    # Each distinct row's first occurrence (numpy does not say which of repeated writes wins).
-    first = np.full(len(sums), len(codes))
-    np.minimum.at(first, codes, np.arange(len(codes)))
+    _, first = np.unique(codes, return_index=True)  # each code's first row (codes are 0..n-1)
     rows_kept = np.flatnonzero(kept(sums))
     columns = [*values.take(first[rows_kept]).columns, pa.array(sums[rows_kept], pa.int64())]
     return pa.Table.from_arrays(columns, schema=rows.schema)
@@ -66,10 +65,7 @@ def _normalized(column: pa.ChunkedArray) -> pa.ChunkedArray:
 def row_codes(values: pa.Table) -> np.ndarray:
     """One integer per row, equal exactly when the rows are equal in every column (a null equal
     to a null). Floating columns are compared as stored: normalise them first."""
-    codes = [_nested_codes(c) if pa.types.is_nested(c.type) else None for c in values.columns]
-    if not any(code is not None for code in codes):
-        return key_codes(values, nulls_match=True)
-    flat = [pa.array(code) if code is not None else column for code, column in zip(codes, values.columns)]
+    flat = [pa.array(_nested_codes(c)) if pa.types.is_nested(c.type) else c for c in values.columns]
     return key_codes(pa.table(flat, names=values.column_names), nulls_match=True)
 
 
