@@ -39,3 +39,39 @@ def test_first_content_of_every_demo_stage_is_the_result_on_empty_input(spark, s
 def test_a_global_aggregate_keeps_its_row_on_empty_input(spark, tmp_path, sql, rows):
     found = _same_as_running_it(spark, orders_spec(tmp_path, sql))
     assert found[0] == 1 and (rows is None or found == rows)
+
+
+def _types_table():
+    """One row of every column kind a sink can hold, one column declared NOT NULL."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    schema = pa.schema([
+        pa.field("id", pa.int64(), nullable=False), ("small", pa.int32()), ("f", pa.float32()),
+        ("d", pa.decimal128(10, 2)), ("s", pa.string()), ("b", pa.binary()), ("day", pa.date32()),
+        ("at", pa.timestamp("us", "UTC")), ("flag", pa.bool_()), ("xs", pa.list_(pa.float64())),
+        ("st", pa.struct([("a", pa.int64()), ("b", pa.string())])), ("m", pa.map_(pa.string(), pa.int64())),
+    ])
+    values = [1, 1, 1.5, Decimal("1.25"), "x", b"x", dt.date(2026, 1, 1), dt.datetime(2026, 1, 1),
+              True, [1.0, None], {"a": 1, "b": "y"}, [("k", 1)]]
+    return pa.Table.from_pydict({f.name: [v] for f, v in zip(schema, values)}, schema=schema)
+
+
+def test_the_sink_schema_is_the_one_spark_gives_the_rows(spark):
+    from jobs.stream.stage import spark_schema
+
+    rows = _types_table()
+    assert spark_schema(spark, rows) == spark.createDataFrame(rows.slice(0, 0)).schema
+    assert not spark_schema(spark, rows)["id"].nullable  # a NOT NULL column stays so
+
+
+@pytest.mark.parametrize("spec_path", DEMO_SPECS, ids=lambda p: p.stem)
+def test_the_sink_schema_of_every_demo_stage_is_the_one_spark_gives(spark, spec_path):
+    from jobs.stream.stage import spark_schema, with_sink_columns
+
+    plan = plan_query(load_spec(spec_path))
+    for stage in plan.stages:
+        initial = with_sink_columns(first_content(spark, plan, stage), stage)
+        assert spark_schema(spark, initial) == spark.createDataFrame(initial.slice(0, 0)).schema, stage.name
