@@ -85,7 +85,7 @@ class MicroBatchHandler:
         entry = {"batch": batch.id, "start_seq": batch.start, "end_seq": batch.end, "rows": batch.rows,
                  "changelog": merged.changelog(), "seconds": round(seconds, 3),
                  "merge_seconds": round(merged.seconds, 3),
-                 "replayed": merged.skipped_replay}
+                 "replayed": merged.skipped_replay, "finished_at": round(time.time(), 3)}
         with open(self.layout.batches_log, "a") as out:
             out.write(json.dumps(entry) + "\n")
         replay = " (replayed: already committed, skipped)" if merged.skipped_replay else ""

@@ -44,6 +44,7 @@ def test_lockstep_reads_every_row_in_logged_micro_batches(raced):
         assert stage["count"] >= 1 and stage["rows"] == row["rows"]
         assert 0 < stage["first_tenth_seconds"] and 0 < stage["last_tenth_seconds"]
         assert "note" not in row["lockstep"]
+        assert 0 < row["lockstep"]["first_batch_seconds"] < row["lockstep"]["seconds"]  # ended inside the run
 
 
 def test_lockstep_sink_holds_the_aggregate_of_the_debezium_file(raced):
