@@ -54,14 +54,26 @@ def _logical_date(text: str):
 
 
 def _pipeline(args):
-    from jobs.pipeline import Pipeline
-    from jobs.runtime.spark import LOGS, log_jvm_to
+    """The step's pipeline, with Spark's JVM starting in the background as soon as the spec has
+    planned: the second of imports that follows (pandas, Arrow, delta-rs) and the staging run
+    while it starts, instead of before it. A spec that does not load or plan starts no JVM. The
+    size of the sources' files chooses the JVM's compilers (jobs/runtime/jit.py)."""
+    from jobs.plan import plan_query
+    from jobs.runtime.jit import input_bytes
+    from jobs.runtime.layout import RunLayout
+    from jobs.runtime.spark import LOGS, log_jvm_to, start_in_background
+    from jobs.spec import load_settings, load_spec, with_master, with_writer
 
-    pipeline = Pipeline.open(args.spec, settings_path=args.settings, runs_dir=getattr(args, "out", None),
-                             progress=Progress(quiet=args.quiet), writer=getattr(args, "writer", None),
-                             master=args.master)
-    log_jvm_to(pipeline.layout.root.parent / LOGS / f"{pipeline.layout.root.name}.spark.log")
-    return pipeline
+    progress = Progress(quiet=args.quiet)  # its clock starts with the step
+    settings = with_master(load_settings(args.settings), args.master)
+    plan = plan_query(with_writer(load_spec(args.spec), getattr(args, "writer", None)))
+    runs_dir = getattr(args, "out", None)
+    layout = RunLayout.for_query(Path(runs_dir or settings.runs_dir), plan.spec.name)
+    log_jvm_to(layout.root.parent / LOGS / f"{layout.root.name}.spark.log")
+    start_in_background(settings.spark, input_bytes(plan.spec))
+    from jobs.pipeline import Pipeline
+
+    return Pipeline.of(plan, settings, runs_dir, progress)
 
 
 def cmd_explain(args) -> int:

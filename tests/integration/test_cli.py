@@ -121,3 +121,32 @@ def test_a_python_worker_failure_reads_as_the_error_the_worker_raised(spark):
     assert "ZeroDivisionError" not in str(info.value).strip().splitlines()[0]  # Spark's first line
     assert one_line(info.value) == ("PythonException in a Spark Python worker: "
                                     "ZeroDivisionError: integer division or modulo by zero")
+
+
+JVM_ARGUMENTS = """
+import sys
+from jobs.cli import commands
+from jobs.cli.main import _parser
+from jobs.runtime.spark import spark_session
+commands._pipeline(_parser().parse_args(sys.argv[1:]))
+runtime = spark_session()._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+print(" ".join(runtime.getInputArguments()))
+"""
+
+
+@pytest.mark.parametrize("quick_jit_below_mib, quick", [(256, True), (0, False)])
+def test_a_small_input_starts_the_driver_jvm_with_its_quick_compiler_alone(tmp_path, quick_jit_below_mib, quick):
+    write_changelog(tmp_path / "orders", "001.json", GOOD)
+    spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId")
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"spark:\n  quick_jit_below_mib: {quick_jit_below_mib}\n")
+    result = subprocess.run([sys.executable, "-c", JVM_ARGUMENTS, "stream", str(spec), "--settings", str(settings),
+                             "--out", str(tmp_path / "runs")], cwd=tmp_path, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert ("-XX:TieredStopAtLevel=1" in result.stdout.split()) is quick
+
+
+def test_a_session_started_without_knowing_its_input_keeps_both_compilers(spark):
+    runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert "-XX:TieredStopAtLevel=1" not in list(runtime.getInputArguments())

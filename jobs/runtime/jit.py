@@ -1,0 +1,53 @@
+"""Which of its compilers the driver JVM runs, chosen by the size of the run's input.
+
+A JVM compiles hot code twice by default: first quickly (C1), then, for code that stays hot,
+again with a profile, slowly and well (C2). On 2 cores the second compiler's work competes with
+Spark's for the first seconds of every run, and most of a small run is those first seconds: its
+plans are new (Spark generates Java for each), so little code gets hot enough to pay back C2.
+With C1 alone (`-XX:TieredStopAtLevel=1`) a short run finishes sooner and a long one later,
+measured 2026-11-27 on 2 cores, C1 alone against the default, alternated:
+
+- `lockstep run` of conf/queries/seed_003_join.yaml: 26.4 and 29.1 s against 33.8 and 32.9 s;
+- the race's 75,005-row group aggregate, first micro-batch done 2-3 s sooner;
+- its 1,500,010-row file (161 MiB): 14.2 and 17.4 s against 19.6 and 18.2 s;
+- its 6,001,162-row file (649 MiB): 47.0, 53.1, 47.8 s against 47.7, 48.8, 45.4 s, the
+  micro-batches' JVM work about a fifth slower;
+- `bench_microbatch` in one warm session: 392-612 ms per micro-batch against 338-514 ms.
+
+So a step that streams (the CLI's steps, whose JVM starts as soon as the spec has planned, and
+an Airflow stream task) asks for C1 alone when its sources' files total less than
+`spark.quick_jit_below_mib` (default 256 MiB); a session started without that knowledge (a batch
+or check task alone, the test suite's one session) keeps the JVM's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+QUICK_ONLY = "-XX:TieredStopAtLevel=1"
+
+
+def jit_options(input_bytes: int | None, quick_below_mib: int) -> str:
+    """C1 alone when the run's input is known and under `quick_below_mib` MiB (0: never)."""
+    if input_bytes is None or quick_below_mib <= 0 or input_bytes >= quick_below_mib * 2**20:
+        return ""
+    return QUICK_ONLY
+
+
+def input_bytes(spec) -> int:
+    """The bytes of a query spec's sources' files, all of them (new or not, any date): what the
+    JVM's choice is made on, before the run has read anything."""
+    return files_bytes(source.path for source in spec.sources.values())
+
+
+def files_bytes(paths: Iterable[Path]) -> int:
+    """The bytes of every file at or under `paths` (a path that does not exist counts nothing)."""
+    total = 0
+    for path in paths:
+        path = Path(path)
+        if path.is_file():
+            total += path.stat().st_size
+        elif path.is_dir():
+            total += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return total
