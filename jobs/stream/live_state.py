@@ -78,8 +78,10 @@ class LiveState:
             self._compact(spark, batch_id + 1)
 
     def frame(self, spark: SparkSession, table: pa.Table) -> DataFrame:
-        """Rows computed on the driver (in the state's columns) as a frame to go on from."""
-        return spark.createDataFrame(table) if table.num_rows else self.no_rows(spark)
+        """Rows computed on the driver (in the state's columns) as a frame to go on from: a local
+        relation, even with no rows, which Spark's optimizer then drops from joins and unions (an
+        empty frame of an RDD cost a first micro-batch's join two shuffle jobs over nothing)."""
+        return spark.createDataFrame(table)
 
     def _compact(self, spark: SparkSession, snapshot: int) -> None:
         """Write snapshot-<snapshot>: every live row before that micro-batch, sorted by key so
