@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from jobs.spec.model import QuerySpec
+
 QUICK_ONLY = "-XX:TieredStopAtLevel=1"
 
 
@@ -35,7 +37,7 @@ def jit_options(input_bytes: int | None, quick_below_mib: int) -> str:
     return QUICK_ONLY
 
 
-def input_bytes(spec) -> int:
+def input_bytes(spec: QuerySpec) -> int:
     """The bytes of a query spec's sources' files, all of them (new or not, any date): what the
     JVM's choice is made on, before the run has read anything."""
     return files_bytes(source.path for source in spec.sources.values())

@@ -98,6 +98,7 @@ class _BackgroundStart:
         settings = settings or SparkSettings()
         self.master = settings.master
         self.quick_jit = bool(jit_options(input_bytes, settings.quick_jit_below_mib))
+        self.quick_below_mib = settings.quick_jit_below_mib
         self.started = time.monotonic()
         self.finished: float | None = None
         self.stopped = threading.Event()
@@ -146,7 +147,8 @@ def _adopt_background_start(progress: Progress | None):
         waited = time.monotonic() - asked
         progress.say(f"Spark started in {start.finished - start.started:.1f} s, in the background"
                      + (f"; waited {waited:.1f} s for it" if waited >= 0.1 else "")
-                     + ("; a small input: its JVM compiles with C1 alone" if start.quick_jit else ""))
+                     + (f"; input under {start.quick_below_mib} MiB: the JVM compiles with C1 alone"
+                        if start.quick_jit else ""))
     session._jvm.SparkSession.setActiveSession(session._jsparkSession)
     return session
 

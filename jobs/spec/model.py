@@ -220,8 +220,9 @@ class SparkSettings(Strict):
     # A micro-batch, batch job or check over fewer input rows than this runs without whole-stage
     # code generation and adaptive execution (jobs/runtime/small_work.py); 0 never switches them.
     small_work_rows: int = Field(default=10_000, ge=0)
-    # A CLI run whose sources' files total fewer MiB than this starts the driver JVM with its quick
-    # compiler alone (jobs/runtime/jit.py: seconds sooner on small input, slower once warm); 0 never.
+    # A stream step whose sources' files total fewer MiB than this starts the driver JVM with its
+    # quick compiler alone (jobs/runtime/jit.py: seconds sooner on small input, slower once warm);
+    # 0 never.
     quick_jit_below_mib: int = Field(default=256, ge=0)
     extra: dict[str, str] = {}
 
