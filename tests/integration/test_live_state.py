@@ -132,3 +132,13 @@ def test_a_not_null_key_column_is_read_like_any_other(spark, tmp_path):
     state.record(spark, pa.table({"k": [1, 2], "v": ["a", "b"], COUNT: [1, 1]}, schema=schema), 0)
     found = state.rows_before(1, pa.table({"k": pa.array([2], pa.int64())}), schema).to_pylist()
     assert [(row["k"], row["v"]) for row in found] == [(2, "b")]
+
+
+def test_no_rows_before_is_a_frame_spark_drops_from_a_join_without_a_job(spark, tmp_path):
+    state = LiveState(tmp_path / "state", DDL, ("k",))
+    empty = state.frame(spark, _table(Counter()))
+    other = state.frame(spark, _table(Counter({(1, "v0"): 1}))).alias("o")
+    joined = empty.alias("e").join(other, "k")
+    # an empty local relation: the optimizer replaces the join with no rows, so no shuffle runs
+    assert joined._jdf.queryExecution().optimizedPlan().toString().startswith("LocalRelation <empty>")
+    assert joined.count() == 0 and empty.columns == ["k", "v", COUNT]
