@@ -1,11 +1,17 @@
 """A stage table's first content, taken from the query's schema alone where the result on empty
-input has no row, is exactly what running that result would give (schema, types and rows)."""
+input has no row, is exactly what running that result would give (schema, types and rows); and
+the sink's Spark schema, derived from it without Spark, is the one Spark would give."""
 
+import datetime as dt
+from decimal import Decimal
+
+import pyarrow as pa
 import pytest
 
 from jobs.plan import plan_query
 from jobs.spark_sql import first_content, result_on_empty_input
 from jobs.spec import load_spec
+from jobs.stream.stage import spark_schema, with_sink_columns
 from tests.conftest import ROOT, orders_spec
 
 DEMO_SPECS = sorted((ROOT / "conf" / "queries").glob("*.yaml"))
@@ -43,11 +49,6 @@ def test_a_global_aggregate_keeps_its_row_on_empty_input(spark, tmp_path, sql, r
 
 def _types_table():
     """One row of every column kind a sink can hold, one column declared NOT NULL."""
-    import datetime as dt
-    from decimal import Decimal
-
-    import pyarrow as pa
-
     schema = pa.schema([
         pa.field("id", pa.int64(), nullable=False), ("small", pa.int32()), ("f", pa.float32()),
         ("d", pa.decimal128(10, 2)), ("s", pa.string()), ("b", pa.binary()), ("day", pa.date32()),
@@ -60,8 +61,6 @@ def _types_table():
 
 
 def test_the_sink_schema_is_the_one_spark_gives_the_rows(spark):
-    from jobs.stream.stage import spark_schema
-
     rows = _types_table()
     assert spark_schema(spark, rows) == spark.createDataFrame(rows.slice(0, 0)).schema
     assert not spark_schema(spark, rows)["id"].nullable  # a NOT NULL column stays so
@@ -69,8 +68,6 @@ def test_the_sink_schema_is_the_one_spark_gives_the_rows(spark):
 
 @pytest.mark.parametrize("spec_path", DEMO_SPECS, ids=lambda p: p.stem)
 def test_the_sink_schema_of_every_demo_stage_is_the_one_spark_gives(spark, spec_path):
-    from jobs.stream.stage import spark_schema, with_sink_columns
-
     plan = plan_query(load_spec(spec_path))
     for stage in plan.stages:
         initial = with_sink_columns(first_content(spark, plan, stage), stage)
