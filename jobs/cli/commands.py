@@ -59,7 +59,6 @@ def _pipeline(args):
     while it starts, instead of before it. A spec that does not load or plan starts no JVM. The
     size of the sources' files chooses the JVM's compilers (jobs/runtime/jit.py)."""
     from jobs.plan import plan_query
-    from jobs.runtime.jit import input_bytes
     from jobs.runtime.layout import RunLayout
     from jobs.runtime.spark import LOGS, log_jvm_to, start_in_background
     from jobs.spec import load_settings, load_spec, with_master, with_writer
@@ -70,7 +69,7 @@ def _pipeline(args):
     runs_dir = getattr(args, "out", None)
     layout = RunLayout.for_query(Path(runs_dir or settings.runs_dir), plan.spec.name)
     log_jvm_to(layout.root.parent / LOGS / f"{layout.root.name}.spark.log")
-    start_in_background(settings.spark, input_bytes(plan.spec))
+    start_in_background(settings.spark, plan.spec)
     from jobs.pipeline import Pipeline
 
     return Pipeline.of(plan, settings, runs_dir, progress)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from jobs.runtime import jvm_classes
 from jobs.runtime.delta_connector import connector_conf, connector_jars
-from jobs.runtime.jit import jit_options
+from jobs.runtime.jit import input_bytes, jit_options
 from jobs.runtime.progress import Progress
-from jobs.spec.model import SparkSettings
+from jobs.spec.model import QuerySpec, SparkSettings
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _session = None
@@ -93,12 +93,10 @@ class _BackgroundStart:
     """A session started on a thread of its own, which then waits until the session stops: the
     JVM's parent-death signal fires when the thread that started it ends, not the process."""
 
-    def __init__(self, settings: SparkSettings | None, input_bytes: int | None):
+    def __init__(self, settings: SparkSettings | None, spec: QuerySpec | None):
         self.session: Future = Future()
-        settings = settings or SparkSettings()
-        self.master = settings.master
-        self.quick_jit = bool(jit_options(input_bytes, settings.quick_jit_below_mib))
-        self.quick_below_mib = settings.quick_jit_below_mib
+        self.settings = settings or SparkSettings()
+        self.jit = jit_options(input_bytes(spec) if spec else None, self.settings.quick_jit_below_mib)
         self.started = time.monotonic()
         self.finished: float | None = None
         self.stopped = threading.Event()
@@ -107,12 +105,11 @@ class _BackgroundStart:
         import pyspark.java_gateway  # noqa: F401
         from pyspark.sql import SparkSession  # noqa: F401
 
-        threading.Thread(target=self._run, args=(settings, input_bytes), name="lockstep-spark-start",
-                         daemon=True).start()
+        threading.Thread(target=self._run, name="lockstep-spark-start", daemon=True).start()
 
-    def _run(self, settings: SparkSettings, input_bytes: int | None) -> None:
+    def _run(self) -> None:
         try:
-            session = _start(settings, input_bytes)
+            session = _start(self.settings, self.jit)
         except BaseException as exc:  # handed to the thread that asks for the session
             self.session.set_exception(exc)
             return
@@ -121,14 +118,15 @@ class _BackgroundStart:
         self.stopped.wait()
 
 
-def start_in_background(settings: SparkSettings | None = None, input_bytes: int | None = None) -> None:
+def start_in_background(settings: SparkSettings | None = None, spec: QuerySpec | None = None) -> None:
     """Start the process's session on another thread while this one goes on (the race's 6 M-row
     file: staging 16 s, and the JVM's start, 6-9 s, now inside it); spark_session waits for it. A
     failure to start is raised there. Nothing happens when a session is up or starting.
-    `input_bytes`, the size of the run's input when known, chooses the JIT (jobs/runtime/jit.py)."""
+    The size of `spec`'s sources, when given, chooses the JVM's compilers (jobs/runtime/jit.py);
+    it is measured only when a session is started here."""
     global _starting
     if _session is None and _starting is None:
-        _starting = _BackgroundStart(settings, input_bytes)
+        _starting = _BackgroundStart(settings, spec)
 
 
 def _adopt_background_start(progress: Progress | None):
@@ -140,20 +138,20 @@ def _adopt_background_start(progress: Progress | None):
     if progress is None or start.session.done():
         session = start.session.result()
     else:
-        with progress.waiting(f"starting Spark ({start.master}) ..."):
+        with progress.waiting(f"starting Spark ({start.settings.master}) ..."):
             session = start.session.result()
     _keeper = start
     if progress is not None:
         waited = time.monotonic() - asked
         progress.say(f"Spark started in {start.finished - start.started:.1f} s, in the background"
                      + (f"; waited {waited:.1f} s for it" if waited >= 0.1 else "")
-                     + (f"; input under {start.quick_below_mib} MiB: the JVM compiles with C1 alone"
-                        if start.quick_jit else ""))
+                     + (f"; input under {start.settings.quick_jit_below_mib} MiB: the JVM compiles with C1 alone"
+                        if start.jit else ""))
     session._jvm.SparkSession.setActiveSession(session._jsparkSession)
     return session
 
 
-def _start(settings: SparkSettings | None, input_bytes: int | None = None):
+def _start(settings: SparkSettings | None, jit: str = ""):
     global _session, _started_log, _started_memory
     settings = settings or SparkSettings()
     _launch_jvm_our_way()
@@ -170,7 +168,7 @@ def _start(settings: SparkSettings | None, input_bytes: int | None = None):
     # needs it (README, the race: memory).
     java_opts = (f"-Dlog4j.configurationFile=file:{LOG_CONFIG} -Dlog4j2.configurationFile=file:{LOG_CONFIG} "
                  f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'} -XX:+UseParallelGC -XX:GCTimeRatio=4 "
-                 f"{jvm_classes.java_options()} {jit_options(input_bytes, settings.quick_jit_below_mib)}").strip()
+                 f"{jvm_classes.java_options()} {jit}").strip()
     builder = (SparkSession.builder.master(settings.master).appName("lockstep")
                .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
                .config("spark.default.parallelism", str(settings.shuffle_partitions))

@@ -18,7 +18,6 @@ from jobs.errors import RunStateError
 from jobs.plan import Plan
 from jobs.plan.nodes import SessionAggregate
 from jobs.point import ConsistencyPoint, latest_logical_date, write_point
-from jobs.runtime.jit import input_bytes
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.memory import memory_returned
 from jobs.runtime.progress import Progress, counts
@@ -74,7 +73,7 @@ def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Prog
     for name, source in delta_sources.items():
         check_table(name, source)
     early = spark_session(settings.spark) if delta_sources else None  # quiet: an unreadable table is one line
-    start_in_background(settings.spark, input_bytes(plan.spec))
+    start_in_background(settings.spark, plan.spec)
     with memory_returned():
         result = StreamResult(staged=stage_sources(plan, layout, progress, until=logical_date, spark=early))
     spark = spark_session(settings.spark, progress)
