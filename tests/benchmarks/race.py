@@ -342,15 +342,19 @@ class PeakTreeMemory(threading.Thread):
 def micro_batches(run: Path) -> list[dict]:
     """Per stage, in the order they ran (intermediate stages first, the sink's stage last): its
     micro-batches, the rows they read, and the mean seconds of the first and the last tenth."""
+    return [_stage_figures(name, log) for name, log in _batch_logs(run)]
+
+
+def _batch_logs(run: Path) -> list[tuple[str, Path]]:
+    """Each stage's batches log that exists, (stage, path), in the order the stages ran."""
     stage_logs = sorted(run.glob("stages/*/_state/batches.jsonl"), key=lambda p: p.stat().st_mtime)
     logs = [(p.parents[1].name, p) for p in stage_logs] + [("final", run / "_state" / "batches.jsonl")]
-    return [_stage_figures(name, log) for name, log in logs if log.exists()]
+    return [(name, log) for name, log in logs if log.exists()]
 
 
 def first_batch_seconds(run: Path, result: dict) -> float | None:
     """Seconds from the command to the end of lockstep's first micro-batch (of any stage)."""
-    ends = [e["finished_at"] for log in [run / "_state" / "batches.jsonl", *run.glob("stages/*/_state/batches.jsonl")]
-            if log.exists() for e in logged_batches(log)[:1] if "finished_at" in e]
+    ends = [e["finished_at"] for _, log in _batch_logs(run) for e in logged_batches(log)[:1] if "finished_at" in e]
     return round(min(ends) - result["started_at"], 2) if ends and "started_at" in result else None
 
 
