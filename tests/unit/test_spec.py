@@ -23,7 +23,7 @@ def test_a_valid_spec_resolves_paths_against_its_own_folder_and_knows_where_its_
     assert spec.sources["orders"].path == (tmp_path / "data/orders").resolve()
     assert spec.sql_line == 3
     assert spec.sink.upsert_materialize == "auto" and spec.sink.primary_key is None
-    assert spec.stream.rows_per_batch is None and spec.stream.megabytes_per_batch == 64
+    assert spec.stream.rows_per_batch is None and spec.stream.megabytes_per_batch == 256
 
 
 @pytest.mark.parametrize("change, message", [

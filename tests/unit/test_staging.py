@@ -154,7 +154,7 @@ def test_without_a_row_count_segments_are_cut_by_size(tmp_path):
     sizes = [s["rows"] for s in StagedChangelog(tmp_path / "staged").segments()]
     assert sum(sizes) == result.new_rows == 40_000
     assert len(sizes) > 1 and len(set(sizes[:-1])) == 1 and sizes[-1] <= sizes[0]
-    assert StreamSpec().rows_for(rows=3000, nbytes=3000 * 100) == 64 * 2**20 // 100
+    assert StreamSpec(megabytes_per_batch=64).rows_for(rows=3000, nbytes=3000 * 100) == 64 * 2**20 // 100
     assert StreamSpec(rows_per_batch=7).rows_for(rows=3000, nbytes=1) == 7
 
 
