@@ -156,7 +156,8 @@ class StreamSpec(Strict):
     # 256 MiB (about 4 M of the race's rows) replayed the race's 6 M-row group aggregate in 30-33 s
     # against 44-46 s at 64 MiB, in no more memory; larger gained little more (30-32 s at 512), and
     # a keyed operator holds its micro-batch on the driver and in the driver's heap, so the
-    # micro-batch is kept to a sixteenth of the default 4 GiB heap (README, the race: micro-batch size).
+    # micro-batch is kept to a sixteenth of the default 4 GiB heap; a smaller heap wants a smaller
+    # one (README, the race: micro-batch size).
     rows_per_batch: int | None = Field(default=None, ge=1)
     megabytes_per_batch: int = Field(default=256, ge=1)
     # Where Spark keeps a group aggregate's or a window's state (jobs/stream/state_store.py):
