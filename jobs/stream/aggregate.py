@@ -133,18 +133,17 @@ def _slot(state: AggregateState, slot: int) -> Column:
     return F.when(F.col(state.multiset_calls[slot - 1][1].arg).isNotNull(), struct)
 
 
-def finalize(updated: DataFrame, state: AggregateState, values: DataFrame | None,
+def finalize(updated: DataFrame, state: AggregateState, recomputed: DataFrame | None,
              results: list[Column]) -> DataFrame:
     """Touched groups with their aggregate results (named as the plan names them) and __count.
 
-    `values` holds the live values of the touched groups' non-invertible aggregates; `results`
-    are result_columns(state), built once per query.
+    `recomputed` holds the touched groups' non-invertible aggregates (recompute(), or
+    multiset.py's own on the driver); `results` are result_columns(state), built once per query.
     """
     main = updated.where(F.col(SLOT) == 0) if state.has_slots else updated
     main = main.alias("m")
-    if values is not None:
-        recomputed = _recompute(values, state).alias("v")
-        main = main.join(recomputed, null_safe_equal("m", "v", state.keys), "left")
+    if recomputed is not None:
+        main = main.join(recomputed.alias("v"), null_safe_equal("m", "v", state.keys), "left")
     return main.select(*results)
 
 
@@ -155,7 +154,8 @@ def result_columns(state: AggregateState) -> list[Column]:
     return [*[F.col(f"m.{k}").alias(k) for k in state.keys], *results, F.col(f"m.{COUNT}").alias(COUNT)]
 
 
-def _recompute(values: DataFrame, state: AggregateState) -> DataFrame:
+def recompute(values: DataFrame, state: AggregateState) -> DataFrame:
+    """Per group, the non-invertible aggregates over its live values (the value-multiset rows)."""
     funcs = {"MIN": F.min, "MAX": F.max, "COUNT": F.count, "SUM": F.sum, "AVG": F.avg}
     results = [funcs[c.func](F.col(value_column(j))).alias(c.name) for j, c in state.multiset_calls]
     return values.groupBy(*[F.col(k) for k in state.keys]).agg(*results)

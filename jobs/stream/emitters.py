@@ -26,7 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from jobs.changelog.columns import COUNT, DELETE, OP, SEQ, SLOT, UPSERT, WEIGHT
+from jobs.changelog.columns import COUNT, DELETE, OP, SEQ, UPSERT, WEIGHT
 from jobs.plan import StagePlan
 from jobs.plan.nodes import Calc
 from jobs.stream.aggregate import AggregateState, finalize, result_columns
@@ -85,13 +85,11 @@ class AggregateEmitter:
     def changed_groups(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch,
                        hidden: tuple[str, ...] = ()) -> DataFrame:
         """The touched groups as output rows tagged upsert / delete (plus `hidden` state columns)."""
-        values = None
+        recomputed = None
         if self.multisets is not None:
-            counts = updated.where(F.col(SLOT) > 0).select(*self.state.slot_key, COUNT)
-            self.multisets.apply(counts.toArrow(), batch.id)
-            touched = updated.where(F.col(SLOT) == 0).select(*self.state.keys)
-            values = self.multisets.live_values(spark, touched)
-        groups = finalize(updated, self.state, values, self._results)
+            counts = updated.select(*self.state.slot_key, COUNT).toArrow()
+            recomputed = self.multisets.recomputed(spark, counts, batch.id)
+        groups = finalize(updated, self.state, recomputed, self._results)
         if hidden not in self._outputs:
             self._outputs[hidden] = self._output_columns(hidden)
         return groups.select(*self._outputs[hidden])
