@@ -17,7 +17,7 @@ micro-batch to the full one (target: at most 10 %), and each run's whole time (`
 as a function call: the Spark session is started by run 1).
 
     python -m tests.benchmarks.bench_incremental [--keys 1000000] [--touched-percent 1]
-        [--state-store memory|rocksdb]
+        [--state-store memory|rocksdb] [--with-max]
 """
 
 from __future__ import annotations
@@ -37,13 +37,16 @@ from jobs.spec.model import StateStore
 from tests.benchmarks.race import WORK, logged_batches
 
 SQL = "SELECT pId, SUM(income) AS total, COUNT(*) AS orders FROM orders GROUP BY pId"
+# --with-max: a MAX beside them, which keeps every group's live values (jobs/stream/multiset.py).
+SQL_WITH_MAX = "SELECT pId, SUM(income) AS total, COUNT(*) AS orders, MAX(income) AS top FROM orders GROUP BY pId"
 
 
 def main() -> None:
     args = _arguments()
-    folder = WORK / f"incremental-{args.keys}-{args.state_store}"
+    folder = WORK / f"incremental-{args.keys}-{args.state_store}{'-max' if args.with_max else ''}"
     touched = max(1, args.keys * args.touched_percent // 100)
-    spec = _write_spec(folder, args.state_store)
+    sql = SQL_WITH_MAX if args.with_max else SQL
+    spec = _write_spec(folder, args.state_store, sql)
     shutil.rmtree(folder / "orders", ignore_errors=True)
     shutil.rmtree(folder / "runs", ignore_errors=True)
     _write_changes(folder / "orders" / "part-0.json", _inserts(args.keys))
@@ -56,7 +59,7 @@ def main() -> None:
         runs.append(_streamed(pipeline, f"run {run}: update {touched:,} of {args.keys:,} orders"))
     _write_changes(folder / "orders" / "part-3.json",
                    (row for income, orders in enumerate(updates[2:], 4) for row in _updates(orders, income)))
-    one_update = Pipeline.open(_write_spec(folder, args.state_store, rows_per_batch=2 * touched), runs_dir=folder / "runs",
+    one_update = Pipeline.open(_write_spec(folder, args.state_store, sql, rows_per_batch=2 * touched), runs_dir=folder / "runs",
                                settings_path=args.settings)
     runs.append(_streamed(one_update, f"run 4: three updates of {touched:,} orders, one per micro-batch"))
     batches = logged_batches(pipeline.layout.batches_log)
@@ -90,10 +93,10 @@ def _write_changes(path: Path, rows) -> None:
         out.writelines(json.dumps(row, separators=(",", ":")) + "\n" for row in rows)
 
 
-def _write_spec(folder: Path, state_store: str, rows_per_batch: int | None = None) -> Path:
+def _write_spec(folder: Path, state_store: str, sql: str, rows_per_batch: int | None = None) -> Path:
     """The query's spec; with rows_per_batch, a second spec file for the same query (and run
     folder) that cuts micro-batches of that many rows."""
-    spec = {"name": "incremental", "sql": SQL, "sources": {"orders": {
+    spec = {"name": "incremental", "sql": sql, "sources": {"orders": {
         "path": str(folder / "orders"), "format": "changelog-json",
         "schema": "order_id BIGINT, pId BIGINT, income BIGINT", "primary_key": ["order_id"]}}}
     spec["stream"] = {"state_store": state_store}
@@ -118,6 +121,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--touched-percent", type=int, default=1, help="orders updated in runs 2 and 3 (default 1)")
     parser.add_argument("--state-store", choices=get_args(StateStore), default="memory",
                         help="the spec's stream.state_store (default memory)")
+    parser.add_argument("--with-max", action="store_true",
+                        help="add MAX(income) per group: a MIN / MAX / DISTINCT aggregate's value state too")
     parser.add_argument("--settings", type=Path, default=None, help="lockstep settings file (default conf/settings.yaml)")
     return parser.parse_args()
 
