@@ -15,7 +15,7 @@ from pyspark import SparkContext
 
 from jobs.pipeline import Pipeline
 from jobs.runtime.jvm_classes import ARCHIVE, DUMP_TO
-from jobs.runtime.spark import spark_session, stop_session
+from jobs.runtime.spark import stop_session
 
 TRAINING_QUERY = Path(__file__).resolve().parents[2] / "conf" / "queries" / "income_per_product.yaml"
 
@@ -40,10 +40,6 @@ def write_archive(archive: Path = ARCHIVE) -> bool:
 
 def _workload() -> None:
     """What a run loads: the bundled query streamed, batched and checked with each writer."""
-    # Started here, on the thread that waits for the JVM below: the stream step would otherwise
-    # start it on a background thread, whose end at stop_session kills the JVM (its parent-death
-    # signal, see spark.py) before it has written the archive.
-    spark_session()
     with tempfile.TemporaryDirectory(prefix="lockstep-jvm-classes-") as folder:
         queries = Path(folder) / "queries"
         shutil.copytree(TRAINING_QUERY.parent, queries, ignore=shutil.ignore_patterns("generated"))

@@ -32,7 +32,6 @@ _jvm_log: Path | None = None
 _started_log: Path | None = None  # the log the running JVM was started with
 _started_memory: str | None = None  # and its heap (spark.driver_memory)
 _starting: "_BackgroundStart | None" = None  # a session being started by start_in_background
-_keeper: "_BackgroundStart | None" = None  # the thread that started the running session, if not the caller's
 LOGS = "logs"  # the runs folder's folder of JVM logs: <runs>/logs/<query>.spark.log
 CHECKPOINT_FILES = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 
@@ -90,8 +89,11 @@ def spark_session(settings: SparkSettings | None = None, progress: Progress | No
 
 
 class _BackgroundStart:
-    """A session started on a thread of its own, which then waits until the session stops: the
-    JVM's parent-death signal fires when the thread that started it ends, not the process."""
+    """A session started on a thread of its own, which then waits for as long as the process
+    lives: the JVM's parent-death signal fires when the thread that started it ends, not the
+    process, and the JVM outlives a stopped session (pyspark keeps one gateway per process and
+    starts the next session on it: a JVM killed with the thread left the next session a dead
+    gateway, and the differential run's fresh session every 50 cases crashed)."""
 
     def __init__(self, settings: SparkSettings | None, spec: QuerySpec | None):
         self.session: Future = Future()
@@ -99,7 +101,6 @@ class _BackgroundStart:
         self.jit = jit_options(input_bytes(spec) if spec else None, self.settings.quick_jit_below_mib)
         self.started = time.monotonic()
         self.finished: float | None = None
-        self.stopped = threading.Event()
         # Imported here, not on the thread: two threads importing pyspark.sql at once can each
         # see the other's half-initialised module (an ImportError naming SQLContext).
         import pyspark.java_gateway  # noqa: F401
@@ -115,7 +116,7 @@ class _BackgroundStart:
             return
         self.finished = time.monotonic()
         self.session.set_result(session)
-        self.stopped.wait()
+        threading.Event().wait()  # never set: this thread is the JVM's parent until the process ends
 
 
 def start_in_background(settings: SparkSettings | None = None, spec: QuerySpec | None = None) -> None:
@@ -132,7 +133,7 @@ def start_in_background(settings: SparkSettings | None = None, spec: QuerySpec |
 def _adopt_background_start(progress: Progress | None):
     """The background start's session, waited for with a spinner, and made this thread's active
     session too (the JVM keeps one per thread). The start's failure is raised here."""
-    global _starting, _keeper
+    global _starting
     start, _starting = _starting, None
     asked = time.monotonic()
     if progress is None or start.session.done():
@@ -140,7 +141,6 @@ def _adopt_background_start(progress: Progress | None):
     else:
         with progress.waiting(f"starting Spark ({start.settings.master}) ..."):
             session = start.session.result()
-    _keeper = start
     if progress is not None:
         waited = time.monotonic() - asked
         progress.say(f"Spark started in {start.finished - start.started:.1f} s, in the background"
@@ -223,7 +223,7 @@ def _launch_jvm_our_way() -> None:
     A parent-death signal (Linux): when this process is killed (kill -9 leaves no time to stop
     Spark) the kernel kills the JVM too, instead of leaving it running. The signal follows the
     thread that started the JVM, so the session is started from the thread that runs the step
-    (every entry point does) or from one that lives as long as the session (_BackgroundStart).
+    (every entry point does) or from one that lives as long as the process (_BackgroundStart).
 
     The JVM's output to the log file set by log_jvm_to, if any (read when the JVM starts)."""
     import pyspark.java_gateway as gateway
@@ -258,13 +258,10 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def stop_session() -> None:
-    global _session, _keeper
+    global _session
     if _starting is not None:
         with contextlib.suppress(Exception):  # a start that failed has nothing to stop
             _adopt_background_start(None)
     if _session is not None:
         _session.stop()
         _session = None
-    if _keeper is not None:
-        _keeper.stopped.set()
-        _keeper = None
