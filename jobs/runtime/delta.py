@@ -17,6 +17,8 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.runtime.arrow_frames import frame_of
+
 CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = "_change_type", "_commit_version", "_commit_timestamp"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
@@ -51,7 +53,7 @@ def read_snapshot(spark: SparkSession, path: Path, version: int | None = None, *
     files = table.file_uris()
     if files:
         return spark.read.parquet(*files)
-    return spark.createDataFrame(table.to_pyarrow_table())
+    return frame_of(spark, table.to_pyarrow_table())
 
 
 def read_change_feed(path: Path, starting_version: int = 0, ending_version: int | None = None) -> pa.Table:

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT
 from jobs.changelog.schema import all_nullable
+from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.row_counts import live_rows, row_codes, spark_normalized
 
 # Logs folded into a snapshot: more logs make each micro-batch read more small files, fewer make
@@ -81,7 +82,7 @@ class LiveState:
         """Rows computed on the driver (in the state's columns) as a frame to go on from: a local
         relation, even with no rows, which Spark's optimizer then drops from joins and unions (an
         empty frame of an RDD cost a first micro-batch's join two shuffle jobs over nothing)."""
-        return spark.createDataFrame(table)
+        return frame_of(spark, table)
 
     def _compact(self, spark: SparkSession, snapshot: int) -> None:
         """Write snapshot-<snapshot>: every live row before that micro-batch, sorted by key so

@@ -25,6 +25,7 @@ from pyspark.sql.pandas.types import from_arrow_type
 from jobs.changelog.columns import COUNT, SLOT
 from jobs.changelog.schema import all_nullable
 from jobs.errors import RunStateError
+from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.aggregate import AggregateState, recompute, value_column
 from jobs.stream.live_state import LiveState
 from jobs.stream.row_counts import row_codes, spark_normalized
@@ -41,7 +42,7 @@ class ValueMultisets:
         touched group."""
         after = self._values_after(spark, updated, batch_id)
         if exact_on_driver(self.state, after.schema):
-            return spark.createDataFrame(driver_results(after, self.state))
+            return frame_of(spark, driver_results(after, self.state))
         return recompute(self._live.frame(spark, after), self.state)
 
     def _values_after(self, spark: SparkSession, updated: pa.Table, batch_id: int) -> pa.Table:

@@ -21,6 +21,8 @@ from typing import Protocol
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.runtime.arrow_frames import frame_of
+
 
 @dataclass(frozen=True)
 class Changes:
@@ -35,7 +37,7 @@ class Changes:
         return self.rows if self.rows is not None else self.frame.toArrow()
 
     def dataframe(self, spark: SparkSession) -> DataFrame:
-        return self.frame if self.frame is not None else spark.createDataFrame(self.rows)
+        return self.frame if self.frame is not None else frame_of(spark, self.rows)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT
+from jobs.runtime.arrow_frames import frame_of
 from jobs.runtime.delta import is_committed, table_version
 from jobs.runtime.delta_connector import require_connector
 from jobs.stream.writers import Changes, MergeCounts
@@ -42,7 +43,7 @@ class DeltaSparkWriter:
         return SparkDeltaTable.isDeltaTable(self.spark, self.path)
 
     def create(self, initial: pa.Table, description: str) -> None:
-        writer = self.spark.createDataFrame(initial).write.format("delta").mode("errorifexists")
+        writer = frame_of(self.spark, initial).write.format("delta").mode("errorifexists")
         writer.options(**TABLE_OPTIONS).option("description", description).save(self.path)
 
     def committed(self, batch_id: int) -> bool:
