@@ -6,9 +6,10 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from tests.integration.conftest import run_both, same_rows
+from jobs.spec.model import Settings
 from tests.strategies import SCHEMA, changelogs, examples, queries, small_work_settings
 
 
@@ -46,8 +47,27 @@ def replay(feed) -> list[dict]:
     return list(live.values())
 
 
+# Found by this test (as Hypothesis shrank it): group (3, 'c') appears in the last micro-batch,
+# and its values, in an Arrow table with an empty batch before them, were dropped by pyspark's
+# createDataFrame (arrow_frames.py). Fails without frame_of.
+LOST_VALUES = [(6, None, None, None, "+I"), (0, None, None, None, "+I"), (5, None, 4, "a", "+I"),
+               (5, None, 4, "a", "-U"), (5, 3, None, "a", "+U"), (4, None, -4, "a", "+I"), (3, 3, None, None, "+I"),
+               (6, None, None, None, "-D"), (3, 3, None, None, "-D"), (2, None, -1, "a", "+I"),
+               (0, None, None, None, "-D"), (2, None, -1, "a", "-U"), (2, None, None, "a", "+U"), (1, 2, None, "c", "+I"),
+               (5, 3, None, "a", "-D"), (6, 0, 5, None, "+I"), (1, 2, None, "c", "-D"), (4, None, -4, "a", "-D"),
+               (1, None, None, None, "+I"), (0, None, None, "c", "+I"), (4, 3, 0, "c", "+I")]
+LOST_Y = {9: 0.5, 11: 0.5, 12: 0.001, 13: 1.25, 15: 1.25, 16: 1.25}  # y by event position
+
+
+def _lost_values() -> list[dict]:
+    return [{"id": i, "g": g, "x": x, "y": LOST_Y.get(n), "s": s, "op": op}
+            for n, (i, g, x, s, op) in enumerate(LOST_VALUES)]
+
+
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
 @given(changelogs(), queries, st.integers(1, 6), st.integers(1, 3), small_work_settings())
+@example(_lost_values(), ("SELECT g, s, MAX(x) AS a0, SUM(DISTINCT x) AS a1, MIN(x) AS a2 FROM t GROUP BY g, s", None),
+         5, 3, Settings())
 def test_stream_equals_batch_for_random_changelogs_and_queries(spark, events, query, rows_per_batch, files,
                                                                small_work):
     sql, key = query
