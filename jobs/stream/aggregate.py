@@ -7,8 +7,8 @@ output mode) keeps:
     __s<j>  = SUM(w > 0 ? x : -x)           SUM(x); AVG(x) = __s / __n
 That covers SUM, COUNT and AVG: a retraction is a subtraction. MIN, MAX and DISTINCT aggregates
 are not invertible: for those, each row is also emitted into a "slot" keyed by (group, slot,
-value), so Spark counts every live value; the counts also go to a value-multiset table (see
-multiset.py), from which the touched groups' results are recomputed in each micro-batch.
+value), so Spark counts every live value; the counts also go to the value multisets, a keyed
+state (see multiset.py), from which the touched groups' results are recomputed in each micro-batch.
 """
 
 from __future__ import annotations
