@@ -33,6 +33,7 @@ from jobs.stream.row_counts import row_codes, spark_normalized
 
 class ValueMultisets:
     def __init__(self, directory: Path, state: AggregateState):
+        refuse_old_layout(directory)
         self.directory, self.state = directory, state
         self._live: LiveState | None = None
 
@@ -120,10 +121,10 @@ def overlay(before: pa.Table, counts: pa.Table) -> tuple[pa.Table, pa.Table]:
     return after, change
 
 
-def refuse_old_layout(state_folder: Path, where: Path) -> None:
+def refuse_old_layout(directory: Path) -> None:
     """A run folder whose value multisets are a Delta table (lockstep before the keyed state)
     cannot go on: its values are not where this version reads them."""
-    if (state_folder / "_delta_log").is_dir():
+    if (directory / "_delta_log").is_dir():
         raise RunStateError("this run folder keeps its MIN / MAX / DISTINCT values in the format of an "
                             "earlier lockstep; `lockstep rebuild` replays it into the current one, or "
-                            "start a new --out folder", where=str(where))
+                            "start a new --out folder", where=str(directory))

@@ -24,7 +24,7 @@ from jobs.runtime.small_work import sized_for
 from jobs.spark_sql import first_content
 from jobs.stream.emitters import Emitter, emitter_for
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
-from jobs.stream.multiset import ValueMultisets, refuse_old_layout
+from jobs.stream.multiset import ValueMultisets
 from jobs.stream.offsets import committed_batches
 from jobs.stream.rules import Context, streaming_frame
 from jobs.stream.state_store import state_store_for
@@ -88,10 +88,7 @@ def _close_at_end_of_input(spark: SparkSession, emitter: FinalWindowEmitter, sta
 def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: TableWriter,
              initial: pa.Table) -> Emitter:
     state = streaming.state
-    multisets = None
-    if state and state.has_slots:
-        refuse_old_layout(layout.agg_values, layout.root)
-        multisets = ValueMultisets(layout.agg_values, state)
+    multisets = ValueMultisets(layout.agg_values, state) if state and state.has_slots else None
     emitter = emitter_for(stage, state, multisets, output, streaming.operator, layout)
     if stage.window is not None and stage.window.emit == "final":
         emitter = FinalWindowEmitter(emitter, layout.pending, stage.sink_key, sink.app_id)

@@ -69,6 +69,6 @@ def test_a_value_spark_names_differently_signed_or_payloaded_is_the_same_value()
 def test_a_run_folder_with_the_earlier_delta_table_is_refused_with_its_place(tmp_path):
     (tmp_path / "agg_values" / "_delta_log").mkdir(parents=True)
     with pytest.raises(RunStateError, match="rebuild") as raised:
-        refuse_old_layout(tmp_path / "agg_values", tmp_path)
+        refuse_old_layout(tmp_path / "agg_values")
     assert str(tmp_path) in str(raised.value)
-    refuse_old_layout(tmp_path / "elsewhere", tmp_path)  # a new folder goes on
+    refuse_old_layout(tmp_path / "elsewhere")  # a new folder goes on
