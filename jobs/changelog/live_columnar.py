@@ -124,6 +124,8 @@ def _column_codes(column: pa.ChunkedArray, nulls_match: bool) -> np.ndarray:
 def _pair(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """Codes of the pairs (first, second): each input code is below the row count, so the pair
     fits one int64 before factorize makes it small again."""
+    if not len(first):
+        return first
     missing = (first < 0) | (second < 0)
     codes = pd.factorize(first * (int(second.max()) + 1) + second)[0]
     codes[missing] = -1

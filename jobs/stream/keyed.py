@@ -37,8 +37,10 @@ from jobs.changelog.columns import COUNT, WEIGHT, WINDOW_END, WINDOW_START
 from jobs.changelog.schema import all_nullable
 from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
+from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.live_state import LiveState
 from jobs.stream.row_counts import live_rows, net_rows
+from jobs.stream.top_rows import difference, ranks_on_driver, top_rows
 
 # Each Column below is built once per operator and reused by every micro-batch: building one is a
 # round trip to the JVM, and a micro-batch of a few rows spent more time building its plan
@@ -93,7 +95,8 @@ class DedupOperator:
     """A deduplication or a Top-N: the first `limit` rows of each touched partition, before and
     after the micro-batch. Ranked by ROW_NUMBER() <= limit per key, ties broken by the other
     columns (as the batch SQL of the stage); every copy of a duplicated row ranks on its own, as
-    in the batch."""
+    in the batch. Ranked on the driver where Arrow orders the rows as Spark does (top_rows.py),
+    else by Spark's window."""
 
     def __init__(self, node: Deduplicate, state_dir: Path, input_ddl: str):
         self.node = node
@@ -111,6 +114,8 @@ class DedupOperator:
         before = self.state.rows_before(batch_id, net, net.schema)
         after = live_rows(pa.concat_tables([before, net]))
         self.state.record(spark, net, batch_id)
+        if ranks_on_driver(self.node, before, after):
+            return frame_of(spark, difference(top_rows(after, self.node), top_rows(before, self.node)))
         return self._difference(self._top(self.state.frame(spark, after)), self._top(self.state.frame(spark, before)))
 
     def _top(self, rows: DataFrame) -> DataFrame:
