@@ -39,8 +39,9 @@ from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
 from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.live_state import LiveState
-from jobs.stream.row_counts import live_rows, net_rows
-from jobs.stream.top_rows import difference, ranks_on_driver, top_rows
+from jobs.stream.join_rows import joined, joins_on_driver
+from jobs.stream.row_counts import difference, live_rows, net_rows
+from jobs.stream.top_rows import ranks_on_driver, top_rows
 
 # Each Column below is built once per operator and reused by every micro-batch: building one is a
 # round trip to the JVM, and a micro-batch of a few rows spent more time building its plan
@@ -128,6 +129,9 @@ _HOW = {"inner": "inner", "left": "left", "right": "right", "full": "full", "sem
 
 
 class JoinOperator:
+    """A regular join: the touched keys' rows of both sides joined before and after the
+    micro-batch, on the driver where Arrow joins as Spark does (join_rows.py), else by Spark."""
+
     def __init__(self, node: Join, state_dir: Path, left_ddl: str, right_ddl: str):
         self.node = node
         self.left_cols, self.right_cols = node.left.output_names, node.right.output_names
@@ -154,6 +158,8 @@ class JoinOperator:
         right_after = live_rows(pa.concat_tables([right_before, right_net]))
         self.left_state.record(spark, left_net, batch_id)
         self.right_state.record(spark, right_net, batch_id)
+        if joins_on_driver(node, left_net.schema, right_net.schema):
+            return frame_of(spark, difference(joined(node, left_after, right_after), joined(node, left_before, right_before)))
         before = self._join(self.left_state.frame(spark, left_before), self.right_state.frame(spark, right_before))
         after = self._join(self.left_state.frame(spark, left_after), self.right_state.frame(spark, right_after))
         return self._difference(after, before)

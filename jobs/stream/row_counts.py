@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.changelog.columns import COUNT
+from jobs.changelog.columns import COUNT, WEIGHT
 from jobs.changelog.live_columnar import key_codes
 
 
@@ -34,6 +34,15 @@ def net_rows(rows: pa.Table) -> pa.Table:
     """Per distinct row, the sum of its counts (weights), for the rows whose changes do not
     cancel out. Same schema as `rows`."""
     return _summed(rows, lambda sums: sums != 0)
+
+
+def difference(after: pa.Table, before: pa.Table) -> pa.Table:
+    """after - before as weighted rows: both hold rows with their COUNT of copies; per distinct
+    row, the copies gained (WEIGHT +n) or lost (-n), rows in both equally often left out. WEIGHT
+    is an int, as keyed.Difference's."""
+    lost = before.set_column(before.schema.get_field_index(COUNT), COUNT, pc.negate(before.column(COUNT)))
+    net = net_rows(pa.concat_tables([after, lost.cast(after.schema)]))
+    return net.drop_columns([COUNT]).append_column(pa.field(WEIGHT, pa.int32()), pc.cast(net.column(COUNT), pa.int32()))
 
 
 def _summed(rows: pa.Table, kept) -> pa.Table:

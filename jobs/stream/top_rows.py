@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.changelog.columns import COUNT, WEIGHT
+from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Deduplicate
-from jobs.stream.row_counts import net_rows, row_codes, spark_normalized
+from jobs.stream.row_counts import row_codes, spark_normalized
 
 _KEY = "__key"
 
@@ -48,9 +48,9 @@ def _orderable(column: pa.ChunkedArray) -> bool:
 
 def top_rows(rows: pa.Table, node: Deduplicate) -> pa.Table:
     """Per key, the first node.limit rows of `rows` (live rows with their counts) in the node's
-    order, each with its row number: node.output_names, the row number an int as Spark's. A
-    Top-N ranks every copy of a row on its own (as the batch job sees them); a deduplication
-    keeps one copy of its first row."""
+    order, each with its row number: node.output_names, the row number an int as Spark's, and
+    COUNT 1 (each row one copy). A Top-N ranks every copy of a row on its own (as the batch job
+    sees them); a deduplication keeps one copy of its first row."""
     if node.is_top_n:
         rows = rows.take(pa.array(np.repeat(np.arange(rows.num_rows), rows.column(COUNT).to_numpy())))
     keys = row_codes(spark_normalized(rows.select(list(node.keys)))) if node.keys else np.zeros(rows.num_rows, np.int64)
@@ -60,8 +60,9 @@ def top_rows(rows: pa.Table, node: Deduplicate) -> pa.Table:
     ordered = rows.take(order)
     rank = _rank_within(keys[order.to_numpy()])
     kept = rank <= node.limit
-    return ordered.select(list(node.selected)).filter(pa.array(kept)).append_column(
-        pa.field(node.row_number, pa.int32()), pa.array(rank[kept], pa.int32()))
+    top = ordered.select(list(node.selected)).filter(pa.array(kept))
+    return top.append_column(pa.field(node.row_number, pa.int32()), pa.array(rank[kept], pa.int32())).append_column(
+        pa.field(COUNT, pa.int64()), pa.array(np.ones(top.num_rows, np.int64)))
 
 
 def _rank_within(sorted_keys: np.ndarray) -> np.ndarray:
@@ -70,14 +71,3 @@ def _rank_within(sorted_keys: np.ndarray) -> np.ndarray:
     starts = np.ones(len(sorted_keys), bool)
     starts[1:] = sorted_keys[1:] != sorted_keys[:-1]
     return position - np.maximum.accumulate(np.where(starts, position, 0)) + 1
-
-
-def difference(after: pa.Table, before: pa.Table) -> pa.Table:
-    """after - before as weighted rows (WEIGHT an int, as keyed.Difference gives): +n for a row
-    added n times, -n for one retracted, nothing for a row in both."""
-    def weighted(table: pa.Table, weight: int) -> pa.Table:
-        return table.append_column(pa.field(COUNT, pa.int64()), pa.array(np.full(table.num_rows, weight, np.int64)))
-
-    net = net_rows(pa.concat_tables([weighted(after, 1), weighted(before, -1)]))
-    weights = pc.cast(net.column(COUNT), pa.int32())
-    return net.drop_columns([COUNT]).append_column(pa.field(WEIGHT, pa.int32()), weights)

@@ -14,8 +14,8 @@ from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Deduplicate
 from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.keyed import DedupOperator
-from jobs.stream.row_counts import live_rows
-from jobs.stream.top_rows import difference, ranks_on_driver, top_rows
+from jobs.stream.row_counts import difference, live_rows
+from jobs.stream.top_rows import ranks_on_driver, top_rows
 from tests.strategies import examples
 
 COLUMNS = ("k", "h", "o", "s", "d", "t", "x")
