@@ -32,7 +32,9 @@ from jobs.plan.nodes import Calc
 from jobs.stream.aggregate import AggregateState, finalize, result_columns
 from jobs.stream.keyed import SessionOperator
 from jobs.runtime.layout import RunLayout
+from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.calc import apply_calc, projections
+from jobs.stream.driver_rows import picked_columns, upsert_rows
 from jobs.stream.materializer import UpsertMaterializer
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.writers import Changes
@@ -133,6 +135,15 @@ class ChangeRows:
             return Changes(rows=self.materializer.apply(self._in_order(typed), batch_id))
         return Changes(frame=self._net_per_key(typed))
 
+    def on_driver(self, difference: pa.Table, post: Calc | None) -> Changes | None:
+        """The upsert rows of a difference on the driver, when only picking columns is left to
+        do (driver_rows.py); None when Spark must compute the rest."""
+        if self.plan.write_mode != "upsert" or self.materializer is not None or self.ordered_by:
+            return None
+        columns = picked_columns(difference, post, self.plan.output_names)
+        rows = None if columns is None else upsert_rows(difference, columns, self.output, self.plan.sink_key)
+        return None if rows is None else Changes(rows=rows)
+
     def _in_order(self, typed: DataFrame) -> pa.Table:
         """Arrival order where the rows have one; else retractions before additions (a
         difference has no order, and a retraction never follows the row that replaces it).
@@ -189,6 +200,11 @@ class KeyedEmitter:
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch: MicroBatch) -> Changes:
         difference = self.operator.changes(spark, delta, batch.id)
+        if isinstance(difference, pa.Table):  # computed on the driver: finished there if it can be
+            finished = self.rows.on_driver(difference, self.post)
+            if finished is not None:
+                return finished
+            difference = frame_of(spark, difference)
         if self.post is not None:
             difference = apply_calc(difference, self.post, [WEIGHT])
         return self.rows.table(difference, batch.id)

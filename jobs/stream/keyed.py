@@ -37,7 +37,6 @@ from jobs.changelog.columns import COUNT, WEIGHT, WINDOW_END, WINDOW_START
 from jobs.changelog.schema import all_nullable
 from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
-from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.live_state import LiveState
 from jobs.stream.join_rows import joined, joins_on_driver
 from jobs.stream.row_counts import difference, live_rows, net_rows
@@ -110,13 +109,14 @@ class DedupOperator:
         self._selected = [*_cols(node.selected), F.col("__rn").cast("int").alias(node.row_number)]
         self._difference = Difference(node.output_names)
 
-    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
+    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> pa.Table | DataFrame:
+        """The difference as weighted rows: an Arrow table when ranked on the driver."""
         net = self._net_changes(delta)
         before = self.state.rows_before(batch_id, net, net.schema)
         after = live_rows(pa.concat_tables([before, net]))
         self.state.record(spark, net, batch_id)
         if ranks_on_driver(self.node, before, after):
-            return frame_of(spark, difference(top_rows(after, self.node), top_rows(before, self.node)))
+            return difference(top_rows(after, self.node), top_rows(before, self.node))
         return self._difference(self._top(self.state.frame(spark, after)), self._top(self.state.frame(spark, before)))
 
     def _top(self, rows: DataFrame) -> DataFrame:
@@ -146,7 +146,8 @@ class JoinOperator:
         self._selected = [*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols], *right]
         self._difference = Difference(node.output)
 
-    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
+    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> pa.Table | DataFrame:
+        """The difference as weighted rows: an Arrow table when joined on the driver."""
         node = self.node
         left_net, right_net = per_side(self._net_changes.rows(delta), self.left_cols, self.right_cols)
         # A key is touched when either side's changes carry it: both sides' rows of it are read.
@@ -159,7 +160,7 @@ class JoinOperator:
         self.left_state.record(spark, left_net, batch_id)
         self.right_state.record(spark, right_net, batch_id)
         if joins_on_driver(node, left_net.schema, right_net.schema):
-            return frame_of(spark, difference(joined(node, left_after, right_after), joined(node, left_before, right_before)))
+            return difference(joined(node, left_after, right_after), joined(node, left_before, right_before))
         before = self._join(self.left_state.frame(spark, left_before), self.right_state.frame(spark, right_before))
         after = self._join(self.left_state.frame(spark, left_after), self.right_state.frame(spark, right_after))
         return self._difference(after, before)

@@ -1,0 +1,51 @@
+"""A keyed operator's difference made into the sink's upsert rows on the driver, when it is there.
+
+A deduplication's or a join's difference is computed on the driver (top_rows.py, join_rows.py).
+When the SELECT above the operator only picks and renames columns, and the columns already have
+the sink's types, nothing is left for Spark to compute: the rows are picked, and per sink key the
+addition wins over a retraction, as emitters.ChangeRows does in Spark. Sending the difference to
+Spark and back cost 12 of the 23 s of a 2.4 M-row inner join's micro-batch (the race). Anything
+else (an expression, a filter, a cast) goes to Spark as before.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.pandas.types import from_arrow_type
+from pyspark.sql.types import StructType
+from sqlglot import exp
+
+from jobs.changelog.columns import COUNT, DELETE, OP, UPSERT, WEIGHT
+from jobs.plan.nodes import Calc
+from jobs.stream.row_counts import row_codes, spark_normalized
+
+
+def picked_columns(rows: pa.Table, calc: Calc | None, names: tuple[str, ...]) -> list[str] | None:
+    """The columns of `rows` that the SELECT `calc` (None: the rows as they are) picks for the
+    output `names`, or None when the SELECT computes anything (an expression, a filter)."""
+    if calc is None:
+        return list(names) if all(n in rows.column_names for n in names) else None
+    if calc.condition is not None:
+        return None
+    picked = dict(calc.projections)
+    sources = [picked.get(n) for n in names]
+    if not all(isinstance(e, exp.Column) and not e.table and e.name in rows.column_names for e in sources):
+        return None
+    return [e.name for e in sources]
+
+
+def upsert_rows(rows: pa.Table, columns: list[str], output: StructType, key: tuple[str, ...]) -> pa.Table | None:
+    """Per sink key, the last change: an addition (upsert) over a retraction (delete), the
+    output's columns and OP. None when a column's type is not already the output's."""
+    fields = [f for f in output.fields if f.name != COUNT]
+    if any(from_arrow_type(rows.schema.field(c).type) != f.dataType for c, f in zip(columns, fields)):
+        return None
+    picked = pa.table([rows.column(c) for c in columns], names=[f.name for f in fields])
+    weights = rows.column(WEIGHT).to_numpy()
+    keys = row_codes(spark_normalized(picked.select(list(key)))) if key else np.zeros(rows.num_rows, np.int64)
+    order = np.lexsort((-weights, keys))  # by key, then additions first
+    first = order[np.r_[True, keys[order][1:] != keys[order][:-1]]] if len(order) else order
+    tags = pa.array(np.where(weights[first] > 0, UPSERT, DELETE), pa.string())
+    return picked.take(pa.array(first)).append_column(OP, tags)
