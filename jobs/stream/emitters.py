@@ -17,7 +17,9 @@ emit final results, FinalWindowEmitter (windows.py) wraps the aggregate's emitte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import pyarrow as pa
@@ -48,6 +50,8 @@ class MicroBatch:
     watermark_after: int | None  # microseconds since the epoch, for sources with event time
     rows: int = 0  # changelog rows this micro-batch read, over all sources
     consumed: int = 0  # changelog rows read up to and including it, over all sources
+    # The staged segment files it read, per input table (Spark's checkpoint names them).
+    segments: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
 
 
 class Emitter(Protocol):
@@ -199,7 +203,7 @@ class KeyedEmitter:
         pass
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch: MicroBatch) -> Changes:
-        difference = self.operator.changes(spark, delta, batch.id)
+        difference = self.operator.changes(spark, delta, batch.id, batch.segments)
         if isinstance(difference, pa.Table):  # computed on the driver: finished there if it can be
             finished = self.rows.on_driver(difference, self.post)
             if finished is not None:

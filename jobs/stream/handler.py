@@ -100,10 +100,12 @@ class MicroBatchHandler:
         it; and a check that each input's segment follows the one the previous batch read."""
         start = end = rows = consumed = 0
         watermark = None
-        for index, staged in enumerate(self.staged):
+        files = {}
+        for index, (node, staged) in enumerate(zip(self.stage.inputs, self.staged)):
             taken = logged_files(self.layout.checkpoint, index)
             consumed += consumed_rows(taken, batch_id, staged)
             segments = batch_segments(taken, batch_id, staged)
+            files[node.table] = tuple(staged.directory / s["file"] for s in segments)
             if not segments:
                 continue
             lo = segments[0]["first_seq"]
@@ -116,7 +118,7 @@ class MicroBatchHandler:
             start, end, rows = start + lo, end + hi, rows + hi - lo
             marks = [s["watermark_after"] for s in segments if s.get("watermark_after") is not None]
             watermark = max(marks + ([watermark] if watermark is not None else []), default=None)
-        return MicroBatch(batch_id, start, end, watermark, rows, consumed)
+        return MicroBatch(batch_id, start, end, watermark, rows, consumed, files)
 
     def record_state_sizes(self, progress_entries) -> None:
         """Spark's state rows after each micro-batch, for the report's chart."""

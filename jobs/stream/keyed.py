@@ -25,6 +25,7 @@ groups); `before` and `after` go back to Spark as local frames.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import reduce
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from jobs.changelog.columns import COUNT, WEIGHT, WINDOW_END, WINDOW_START
 from jobs.changelog.schema import all_nullable
 from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
+from jobs.stream.driver_input import DriverInput
 from jobs.stream.live_state import LiveState
 from jobs.stream.join_rows import joined, joins_on_driver
 from jobs.stream.row_counts import difference, live_rows, net_rows
@@ -98,8 +100,8 @@ class DedupOperator:
     in the batch. Ranked on the driver where Arrow orders the rows as Spark does (top_rows.py),
     else by Spark's window."""
 
-    def __init__(self, node: Deduplicate, state_dir: Path, input_ddl: str):
-        self.node = node
+    def __init__(self, node: Deduplicate, state_dir: Path, input_ddl: str, direct: DriverInput | None = None):
+        self.node, self.direct = node, direct
         self.state = LiveState(state_dir / "input", input_ddl, node.keys)
         self._net_changes = NetChanges(node.input.output_names)
         self._expand = Expand(node.input.output_names) if node.is_top_n else None
@@ -109,9 +111,13 @@ class DedupOperator:
         self._selected = [*_cols(node.selected), F.col("__rn").cast("int").alias(node.row_number)]
         self._difference = Difference(node.output_names)
 
-    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> pa.Table | DataFrame:
-        """The difference as weighted rows: an Arrow table when ranked on the driver."""
-        net = self._net_changes(delta)
+    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int,
+                segments: Mapping[str, Sequence[Path]] | None = None) -> pa.Table | DataFrame:
+        """The difference as weighted rows: an Arrow table when ranked on the driver. The
+        change rows are `delta`'s, or the `segments` files' when `direct` reads them."""
+        net = _read_on_driver(self.direct, segments)
+        if net is None:
+            net = self._net_changes(delta)
         before = self.state.rows_before(batch_id, net, net.schema)
         after = live_rows(pa.concat_tables([before, net]))
         self.state.record(spark, net, batch_id)
@@ -132,8 +138,9 @@ class JoinOperator:
     """A regular join: the touched keys' rows of both sides joined before and after the
     micro-batch, on the driver where Arrow joins as Spark does (join_rows.py), else by Spark."""
 
-    def __init__(self, node: Join, state_dir: Path, left_ddl: str, right_ddl: str):
-        self.node = node
+    def __init__(self, node: Join, state_dir: Path, left_ddl: str, right_ddl: str,
+                 direct: tuple[DriverInput, DriverInput] | None = None):
+        self.node, self.direct = node, direct
         self.left_cols, self.right_cols = node.left.output_names, node.right.output_names
         self.left_state = LiveState(state_dir / "left", left_ddl, node.left_keys)
         self.right_state = LiveState(state_dir / "right", right_ddl, node.right_keys)
@@ -146,10 +153,16 @@ class JoinOperator:
         self._selected = [*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols], *right]
         self._difference = Difference(node.output)
 
-    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> pa.Table | DataFrame:
-        """The difference as weighted rows: an Arrow table when joined on the driver."""
+    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int,
+                segments: Mapping[str, Sequence[Path]] | None = None) -> pa.Table | DataFrame:
+        """The difference as weighted rows: an Arrow table when joined on the driver. The
+        change rows are `delta`'s, or the `segments` files' when `direct` reads both sides."""
         node = self.node
-        left_net, right_net = per_side(self._net_changes.rows(delta), self.left_cols, self.right_cols)
+        sides = [_read_on_driver(d, segments) for d in self.direct] if self.direct else [None]
+        if all(side is not None for side in sides):
+            left_net, right_net = sides
+        else:
+            left_net, right_net = per_side(self._net_changes.rows(delta), self.left_cols, self.right_cols)
         # A key is touched when either side's changes carry it: both sides' rows of it are read.
         left_touched = _touched(left_net, node.left_keys, right_net, node.right_keys)
         right_touched = _touched(right_net, node.right_keys, left_net, node.left_keys)
@@ -168,6 +181,14 @@ class JoinOperator:
     def _join(self, left: DataFrame, right: DataFrame) -> DataFrame:
         l, r = self._expand_left(left).alias("l"), self._expand_right(right).alias("r")
         return l.join(r, self._on, _HOW[self.node.kind]).select(*self._selected)
+
+
+def _read_on_driver(direct: DriverInput | None, segments: Mapping[str, Sequence[Path]] | None) -> pa.Table | None:
+    """The net changes read from the micro-batch's segment files, if `direct` can read them."""
+    if direct is None or not segments:
+        return None
+    rows = direct.rows(segments)
+    return None if rows is None else net_rows(rows)
 
 
 def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table,

@@ -28,6 +28,7 @@ from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate,
 from jobs.runtime.layout import RunLayout
 from jobs.stream.aggregate import AggregateState, streaming_aggregate
 from jobs.stream.calc import apply_calc
+from jobs.stream.driver_input import driver_input
 from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, SessionOperator, tag_side
 from jobs.stream.source import changelog_stream, staged_input
 from jobs.stream.windows import stream_window_assign
@@ -93,7 +94,8 @@ def _group_aggregate(node: GroupAggregate, ctx: Context) -> Streaming:
 def _deduplicate(node: Deduplicate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
     ddl = _ddl(child.frame, node.input.output_names)
-    return Streaming(child.frame, operator=DedupOperator(node, ctx.layout.operator_state, ddl))
+    direct = driver_input(node.input, child.frame.schema)
+    return Streaming(child.frame, operator=DedupOperator(node, ctx.layout.operator_state, ddl, direct))
 
 
 def _session_aggregate(node: SessionAggregate, ctx: Context) -> Streaming:
@@ -109,7 +111,9 @@ def _join(node: Join, ctx: Context) -> Streaming:
     left_names, right_names = node.left.output_names, node.right.output_names
     tagged = tag_side(left, LEFT, left_names, RIGHT, _struct_ddl(right, right_names))
     tagged = tagged.unionByName(tag_side(right, RIGHT, right_names, LEFT, _struct_ddl(left, left_names)))
-    operator = JoinOperator(node, ctx.layout.operator_state, _ddl(left, left_names), _ddl(right, right_names))
+    direct = driver_input(node.left, left.schema), driver_input(node.right, right.schema)
+    operator = JoinOperator(node, ctx.layout.operator_state, _ddl(left, left_names), _ddl(right, right_names),
+                            direct if all(direct) else None)
     return Streaming(tagged, operator=operator)
 
 

@@ -1,0 +1,68 @@
+"""A keyed operator's input read on the driver, straight from the staged segment files.
+
+A deduplication or a join brings each micro-batch's change rows to the driver (keyed.py). When
+its input is a staged changelog itself, or a SELECT that only picks columns of one, those rows are
+the micro-batch's segment files (which Spark's checkpoint names, offsets.py), so Arrow reads them
+directly: 0.2-0.3 s for 1.5 M rows, against 2-9 s for Spark to read the same files and hand them
+over by toArrow. Spark still plans the micro-batch and keeps its offsets; it computes nothing.
+Anything else below the operator (a filter, an expression, a lookup, a union) is read by Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
+from pyspark.sql.types import DataType, StructType
+from sqlglot import exp
+
+from jobs.changelog.columns import COUNT, KIND
+from jobs.changelog.kinds import RowKind
+from jobs.plan.nodes import Calc, Node, StagedInput
+
+_RETRACTIONS = np.array([int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE)])
+
+
+@dataclass(frozen=True)
+class DriverInput:
+    """Reads one operator input's rows of a micro-batch: `columns` of the staged `table`'s files
+    (named `names` for the operator) and each row's weight as COUNT; `types` are the Spark types
+    the streaming frame has."""
+
+    table: str
+    columns: tuple[str, ...]
+    names: tuple[str, ...]
+    types: tuple[DataType, ...]
+
+    def rows(self, segments: Mapping[str, Sequence[Path]]) -> pa.Table | None:
+        """The micro-batch's rows, or None when its files' columns are not of the expected types
+        (Spark reads them then, casting as it does)."""
+        files = segments.get(self.table, ())
+        if not files:  # nothing of this input in the micro-batch (the other side of a join moved)
+            return pa.table([pa.array([], to_arrow_type(t, timezone="UTC")) for t in self.types]
+                            + [pa.array([], pa.int64())], names=[*self.names, COUNT])
+        read = pa.concat_tables([pq.read_table(f, columns=[*self.columns, KIND]) for f in files])
+        if any(from_arrow_type(read.schema.field(c).type) != t for c, t in zip(self.columns, self.types)):
+            return None
+        weights = np.where(np.isin(read.column(KIND).to_numpy(), _RETRACTIONS), -1, 1).astype(np.int64)
+        return pa.table([*[read.column(c) for c in self.columns], pa.array(weights)], names=[*self.names, COUNT])
+
+
+def driver_input(node: Node, schema: StructType) -> DriverInput | None:
+    """How to read `node`'s micro-batch rows on the driver, if they are a staged changelog's
+    columns; `schema` is the node's streaming frame's (the types Spark would hand over)."""
+    names = tuple(node.output_names)
+    types = tuple(schema[n].dataType for n in names)
+    if isinstance(node, StagedInput):
+        return DriverInput(node.table, names, names, types)
+    if isinstance(node, Calc) and node.condition is None and isinstance(node.input, StagedInput):
+        picked = dict(node.projections)
+        sources = [picked[n] for n in names]
+        if all(isinstance(e, exp.Column) and not e.table and e.name in node.input.output_names for e in sources):
+            return DriverInput(node.input.table, tuple(e.name for e in sources), names, types)
+    return None
