@@ -120,7 +120,7 @@ class DedupOperator:
             net = self._net_changes(delta)
         before = self.state.rows_before(batch_id, net, net.schema)
         after = live_rows(pa.concat_tables([before, net]))
-        self.state.record(spark, net, batch_id)
+        self.state.record(net, batch_id)
         if ranks_on_driver(self.node, before, after):
             return difference(top_rows(after, self.node), top_rows(before, self.node))
         return self._difference(self._top(self.state.frame(spark, after)), self._top(self.state.frame(spark, before)))
@@ -170,8 +170,8 @@ class JoinOperator:
         right_before = self.right_state.rows_before(batch_id, right_touched, right_net.schema)
         left_after = live_rows(pa.concat_tables([left_before, left_net]))
         right_after = live_rows(pa.concat_tables([right_before, right_net]))
-        self.left_state.record(spark, left_net, batch_id)
-        self.right_state.record(spark, right_net, batch_id)
+        self.left_state.record(left_net, batch_id)
+        self.right_state.record(right_net, batch_id)
         if joins_on_driver(node, left_net.schema, right_net.schema):
             return difference(joined(node, left_after, right_after), joined(node, left_before, right_before))
         before = self._join(self.left_state.frame(spark, left_before), self.right_state.frame(spark, right_before))
@@ -250,7 +250,7 @@ class SessionOperator:
         # No group keys: one key, every session.
         before = self.state.rows_before(batch_id, net if self.node.group_keys else None, net.schema)
         after = live_rows(pa.concat_tables([before, net]))
-        self.state.record(spark, net, batch_id)
+        self.state.record(net, batch_id)
         return self._difference(self._sessions(self.state.frame(spark, after)),
                                 self._sessions(self.state.frame(spark, before)))
 

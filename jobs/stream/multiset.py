@@ -53,7 +53,7 @@ class ValueMultisets:
         live = self._state(counts.schema)
         before = live.rows_before(batch_id, touched, counts.schema)
         after, change = overlay(before, counts)
-        live.record(spark, change, batch_id)
+        live.record(change, batch_id)
         return after
 
     def _state(self, schema: pa.Schema) -> LiveState:
