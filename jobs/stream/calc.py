@@ -2,12 +2,15 @@
 
 The same code serves the streaming side (before an aggregate) and the finalisation of an
 aggregate's output; the expressions are the user's own, regenerated as Spark SQL by sqlglot.
+A Calc that only picks columns needs no Spark at all: picked_columns says which (the keyed
+operators' driver-side input and output use it).
 """
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from sqlglot import exp
 
 from jobs.plan.nodes import Calc
 
@@ -20,6 +23,19 @@ def apply_calc(df: DataFrame, calc: Calc, carry: list[str]) -> DataFrame:
 
 def projections(calc: Calc) -> list[tuple[str, Column]]:
     return [(name, F.expr(expr.sql("spark"))) for name, expr in calc.projections]
+
+
+def picked_columns(calc: Calc, names: tuple[str, ...], available: tuple[str, ...] | list[str]) -> list[str] | None:
+    """For a Calc that only picks (and renames) columns of its input: the input column behind
+    each output column of `names`, all among `available`. None when the Calc filters, computes an
+    expression, or names a column by its table (work for Spark)."""
+    if calc.condition is not None:
+        return None
+    picked = dict(calc.projections)
+    sources = [picked.get(n) for n in names]
+    if not all(isinstance(e, exp.Column) and not e.table and e.name in available for e in sources):
+        return None
+    return [e.name for e in sources]
 
 
 def null_safe_equal(left: str, right: str, keys: tuple[str, ...]) -> Column:

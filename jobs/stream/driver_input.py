@@ -19,11 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 from pyspark.sql.types import DataType, StructType
-from sqlglot import exp
 
 from jobs.changelog.columns import COUNT, KIND
 from jobs.changelog.kinds import RowKind
 from jobs.plan.nodes import Calc, Node, StagedInput
+from jobs.stream.calc import picked_columns
 
 _RETRACTIONS = np.array([int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE)])
 
@@ -60,9 +60,8 @@ def driver_input(node: Node, schema: StructType) -> DriverInput | None:
     types = tuple(schema[n].dataType for n in names)
     if isinstance(node, StagedInput):
         return DriverInput(node.table, names, names, types)
-    if isinstance(node, Calc) and node.condition is None and isinstance(node.input, StagedInput):
-        picked = dict(node.projections)
-        sources = [picked[n] for n in names]
-        if all(isinstance(e, exp.Column) and not e.table and e.name in node.input.output_names for e in sources):
-            return DriverInput(node.input.table, tuple(e.name for e in sources), names, types)
+    if isinstance(node, Calc) and isinstance(node.input, StagedInput):
+        columns = picked_columns(node, names, node.input.output_names)
+        if columns is not None:
+            return DriverInput(node.input.table, tuple(columns), names, types)
     return None

@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import StructType
-from sqlglot import exp
 
 from jobs.changelog.columns import COUNT, DELETE, OP, UPSERT, WEIGHT
 from jobs.plan.nodes import Calc
+from jobs.stream.calc import picked_columns as calc_picks
 from jobs.stream.row_counts import row_codes, spark_normalized
 
 
@@ -27,13 +27,7 @@ def picked_columns(rows: pa.Table, calc: Calc | None, names: tuple[str, ...]) ->
     output `names`, or None when the SELECT computes anything (an expression, a filter)."""
     if calc is None:
         return list(names) if all(n in rows.column_names for n in names) else None
-    if calc.condition is not None:
-        return None
-    picked = dict(calc.projections)
-    sources = [picked.get(n) for n in names]
-    if not all(isinstance(e, exp.Column) and not e.table and e.name in rows.column_names for e in sources):
-        return None
-    return [e.name for e in sources]
+    return calc_picks(calc, names, rows.column_names)
 
 
 def upsert_rows(rows: pa.Table, columns: list[str], output: StructType, key: tuple[str, ...]) -> pa.Table | None:
