@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
 from jobs.changelog.feed_spark import SparkFeedStager, stage_versions
-from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
+from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind, weights_of
 from jobs.changelog.schema import SourceSchema, schema_of_arrow
 from jobs.changelog.segments import SEGMENTS, put_in_order, segment_name
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, table_version
@@ -87,7 +87,7 @@ def _sort_key(column: pa.ChunkedArray) -> np.ndarray:
 def _expanded(version: pa.Table, kinds: pa.Array, schema: SourceSchema) -> pa.Table:
     """A multiset table's feed as single-copy changes: +I for each copy gained, -D for each lost."""
     counts = version.column(COUNT).to_numpy(zero_copy_only=False).astype(np.int64)
-    sign = np.where(np.isin(kinds.to_numpy(), [RowKind.UPDATE_BEFORE, RowKind.DELETE]), -1, 1)
+    sign = weights_of(kinds)
     signed = counts * sign
     # An update of a count is its pre- and post-image: their signed sum is the copies gained.
     rows = version.select(list(schema.names))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+import numpy as np
+
 
 class RowKind(IntEnum):
     INSERT = 0
@@ -61,3 +63,10 @@ class ChangelogMode(frozenset):
 INSERT_ONLY = ChangelogMode({RowKind.INSERT})
 UPSERT = ChangelogMode({RowKind.INSERT, RowKind.UPDATE_AFTER, RowKind.DELETE})
 ALL_KINDS = ChangelogMode(RowKind)
+
+
+def weights_of(kinds) -> np.ndarray:
+    """The weight of each row kind of an Arrow (or numpy) array of kinds, as int64: -1 for -U
+    and -D, +1 for +I and +U."""
+    values = kinds.to_numpy() if hasattr(kinds, "to_numpy") else np.asarray(kinds)
+    return np.where(np.isin(values, [int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE)]), -1, 1).astype(np.int64)

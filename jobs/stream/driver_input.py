@@ -14,19 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 from pyspark.sql.types import DataType, StructType
 
 from jobs.changelog.columns import COUNT, KIND
-from jobs.changelog.kinds import RowKind
+from jobs.changelog.kinds import weights_of
 from jobs.plan.nodes import Calc, Node, StagedInput
 from jobs.stream.calc import picked_columns
-
-_RETRACTIONS = np.array([int(RowKind.UPDATE_BEFORE), int(RowKind.DELETE)])
-
 
 @dataclass(frozen=True)
 class DriverInput:
@@ -49,8 +45,8 @@ class DriverInput:
         read = pa.concat_tables([pq.read_table(f, columns=[*self.columns, KIND]) for f in files])
         if any(from_arrow_type(read.schema.field(c).type) != t for c, t in zip(self.columns, self.types)):
             return None
-        weights = np.where(np.isin(read.column(KIND).to_numpy(), _RETRACTIONS), -1, 1).astype(np.int64)
-        return pa.table([*[read.column(c) for c in self.columns], pa.array(weights)], names=[*self.names, COUNT])
+        weights = pa.array(weights_of(read.column(KIND)))
+        return pa.table([*[read.column(c) for c in self.columns], weights], names=[*self.names, COUNT])
 
 
 def driver_input(node: Node, schema: StructType) -> DriverInput | None:
