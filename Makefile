@@ -5,10 +5,11 @@ BIN := $(VENV)/bin
 .PHONY: setup demo test test-fast differential property chaos bench race airflow lock clean
 
 # make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
-# STATE_STORE=rocksdb: the same cases with Spark's RocksDB state store (stream.state_store).
+# STATE_STORE=memory|rocksdb: the same cases with one of Spark's state stores (stream.state_store;
+# default lockstep, its own).
 N ?= 300
 SEED ?= 1
-STATE_STORE ?= memory
+STATE_STORE ?= lockstep
 
 setup:
 	@scripts/setup.sh

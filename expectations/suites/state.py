@@ -1,5 +1,5 @@
-"""state: on Spark's aggregation state after the last micro-batch, no group counted below zero,
-and no group whose rows were all retracted left in the sink."""
+"""state: on the aggregation state after the last micro-batch, no group counted below zero, and
+no sink row for a group without live rows (all retracted, or never seen)."""
 
 from __future__ import annotations
 
@@ -21,16 +21,17 @@ class ExpectNoNegativeGroupCounts(LockstepExpectation):
 
 
 class ExpectNoEmptyGroupInSink(LockstepExpectation):
-    description: str = ("No group whose rows were all retracted (count 0) is left in the sink: it "
-                        "was deleted, not kept with a zero count.")
+    description: str = ("No sink row is for a group without live rows in the state: a group whose "
+                        "rows were all retracted was deleted, not kept with a zero count. (lockstep's "
+                        "state forgets such a group; Spark's keeps it with count 0.)")
 
     @classmethod
     def rows_query(cls, key_pairs: tuple[tuple[str, str], ...], has_slots: bool) -> str:
         """key_pairs: (group key in the state, the sink column holding it) for every sink key column."""
         slot = f" AND st.key.{SLOT} = 0" if has_slots else ""
         match = " AND ".join(f"st.key.`{g}` <=> t.`{k}`" for g, k in key_pairs)
-        return (f"SELECT t.* FROM {VALIDATED} st JOIN {STREAM_VIEW} t ON {match} "
-                f"WHERE st.value.{COUNT} = 0{slot}")
+        return (f"SELECT t.* FROM {STREAM_VIEW} t LEFT JOIN {VALIDATED} st ON {match}{slot} "
+                f"WHERE coalesce(st.value.{COUNT}, 0) = 0")
 
 
 def state_suite(group_keys: tuple[str, ...], key_pairs: tuple[tuple[str, str], ...] | None, has_slots: bool,

@@ -34,7 +34,17 @@ def _plan(spec: QuerySpec) -> Plan:
     stages = tuple(StagePlan(spec, cut.number, cut.root, _annotate(spec, cut.root),
                              cut.batch_sql or spec.sql, is_final=cut.original is None)
                    for cut in split_stages(root, notes))
-    return Plan(spec, root, notes, stages, warnings=non_deterministic_calls(spec, select))
+    warnings = non_deterministic_calls(spec, select) + _forgetting_state(spec, stages)
+    return Plan(spec, root, notes, stages, warnings=warnings)
+
+
+def _forgetting_state(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> tuple[str, ...]:
+    """The consequence of a state TTL, for a query with an aggregate (the state it applies to)."""
+    if spec.stream.state_ttl is None or not any(stage.aggregate is not None for stage in stages):
+        return ()
+    return (f"{spec.spec_path}: stream.state_ttl is {spec.stream.state_ttl}: a group unchanged for that "
+            f"long is forgotten (as Flink's table.exec.state.ttl), so the stream's result may differ "
+            f"from the batch's, which sees every row",)
 
 
 def _annotate(spec: QuerySpec, root: Sink) -> Annotations:

@@ -9,7 +9,8 @@
       report.json      the check's verdict and figures
       gx/              the Great Expectations project; Data Docs under gx/uncommitted/data_docs
       _state/          what the stream needs to continue: staged changelogs, Spark checkpoint,
-                       aggregate value multisets, open windows (emit: final), the consistency point
+                       an aggregate's sums per group and value multisets, keyed operators' live
+                       rows, open windows (emit: final), the consistency point
       stages/<stage>/  multi-stage queries: each intermediate stage's own stream/ (its Delta
                        table, change data feed on) and _state/ (see jobs/plan/stages.py)
 """
@@ -75,6 +76,12 @@ class RunLayout:
     @property
     def checkpoint(self) -> Path:
         return self.state / "checkpoint"
+
+    @property
+    def aggregate_state(self) -> Path:
+        """A group aggregate's sums per group, when lockstep keeps them (stream.state_store:
+        lockstep); its existence marks the run folder as keeping them so."""
+        return self.state / "aggregate"
 
     @property
     def agg_values(self) -> Path:

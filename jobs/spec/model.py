@@ -144,7 +144,7 @@ class LookupSpec(Strict):
         return value
 
 
-StateStore = Literal["memory", "rocksdb"]  # stream.state_store's values (get_args for a CLI's choices)
+StateStore = Literal["lockstep", "memory", "rocksdb"]  # stream.state_store's values (get_args for a CLI's choices)
 
 
 class StreamSpec(Strict):
@@ -160,10 +160,34 @@ class StreamSpec(Strict):
     # one (README, the race: micro-batch size).
     rows_per_batch: int | None = Field(default=None, ge=1)
     megabytes_per_batch: int = Field(default=256, ge=1)
-    # Where Spark keeps a group aggregate's or a window's state (jobs/stream/state_store.py):
-    # memory (Spark's default) is fastest to build a state and to replay files; rocksdb costs in
-    # proportion to the change, not the state, once the state is large and the changes small.
-    state_store: StateStore = "memory"
+    # Where a group aggregate's or a window's state is kept (jobs/stream/state_store.py):
+    # lockstep keeps its sums per group in its own files, read by key, and forgets a group whose
+    # rows were all retracted; memory and rocksdb are Spark's streaming aggregation with its
+    # state stores, which keep every group ever seen (rocksdb on disk: a state larger than
+    # memory).
+    state_store: StateStore = "lockstep"
+    # Forget a group's aggregation state once it has not changed for this long, as Flink's
+    # table.exec.state.ttl (e.g. "1 day"); off by default. The stream's result may then differ
+    # from the batch's, and the report says so. Only with state_store: lockstep.
+    state_ttl: str | None = None
+
+    @field_validator("state_ttl")
+    @classmethod
+    def _ttl_is_an_interval(cls, value: str | None) -> str | None:
+        if value is not None and parse_interval(value) <= timedelta(0):
+            raise ValueError("must be a positive interval, e.g. '1 day'")
+        return value
+
+    @model_validator(mode="after")
+    def _ttl_needs_lockstep_state(self) -> StreamSpec:
+        if self.state_ttl is not None and self.state_store != "lockstep":
+            raise ValueError(f"state_ttl needs state_store: lockstep (Spark's {self.state_store} "
+                             f"store keeps every group)")
+        return self
+
+    @property
+    def ttl(self) -> timedelta | None:
+        return parse_interval(self.state_ttl) if self.state_ttl is not None else None
 
     def rows_for(self, rows: int, nbytes: int) -> int:
         """Rows per micro-batch for staged rows of this many rows and bytes."""

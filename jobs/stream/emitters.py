@@ -1,8 +1,8 @@
 """Emitters: what one micro-batch emits into the stage's table, one kind per query shape, all
 behind the Emitter protocol the foreachBatch handler calls.
 
-- A group aggregate: Spark's update output holds the new state of every touched group; it is
-  finalised (SUM from its sums, AVG as a ratio, MIN/MAX recomputed from the value multisets),
+- A group aggregate: the new state of every touched group (group_sums.py's, or Spark's update
+  output) is finalised (SUM from its sums, AVG as a ratio, MIN/MAX recomputed from the value multisets),
   HAVING and the SELECT expressions are applied, and a group with no live rows left (or one that
   stops passing HAVING) becomes a delete.
 - A projection: the rows that passed the filter; per sink key the last change in the micro-batch
@@ -37,6 +37,7 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.calc import apply_calc, projections
 from jobs.stream.driver_rows import picked_columns, upsert_rows
+from jobs.stream.group_sums import GroupSums
 from jobs.stream.materializer import UpsertMaterializer
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.writers import Changes
@@ -52,6 +53,7 @@ class MicroBatch:
     consumed: int = 0  # changelog rows read up to and including it, over all sources
     # The staged segment files it read, per input table (Spark's checkpoint names them).
     segments: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
+    timestamp_ms: int = 0  # Spark's time of the micro-batch, the same in a replay (state TTL)
 
 
 class Emitter(Protocol):
@@ -67,11 +69,13 @@ class Emitter(Protocol):
 
 
 class AggregateEmitter:
-    """A group aggregate: its touched groups, finalised."""
+    """A group aggregate: its touched groups, finalised. The micro-batch's frame is Spark's
+    update output, or, where lockstep keeps the state (`sums`), the rows, from which the touched
+    groups' sums are made first."""
 
     def __init__(self, plan: StagePlan, state: AggregateState, multisets: ValueMultisets | None,
-                 output: StructType):
-        self.plan, self.state, self.multisets, self.output = plan, state, multisets, output
+                 output: StructType, sums: GroupSums | None = None):
+        self.plan, self.state, self.multisets, self.output, self.sums = plan, state, multisets, output, sums
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
         # The expressions are the same for every micro-batch: built once, reused by each.
@@ -80,7 +84,8 @@ class AggregateEmitter:
 
     @property
     def reads_twice(self) -> bool:
-        return self.multisets is not None
+        # The sums made from the rows are a local relation: reading it twice costs nothing.
+        return self.multisets is not None and self.sums is None
 
     def changes(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch) -> Changes:
         return Changes(frame=self.changed_groups(spark, updated, batch))
@@ -91,6 +96,8 @@ class AggregateEmitter:
     def changed_groups(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch,
                        hidden: tuple[str, ...] = ()) -> DataFrame:
         """The touched groups as output rows tagged upsert / delete (plus `hidden` state columns)."""
+        if self.sums is not None:
+            updated = self.sums.updated(spark, updated, batch.id, batch.timestamp_ms)
         recomputed = None
         if self.multisets is not None:
             counts = updated.select(*self.state.slot_key, COUNT).toArrow()
@@ -253,11 +260,11 @@ def _typed(columns: list, output: StructType) -> list:
 
 
 def emitter_for(plan: StagePlan, state: AggregateState | None, multisets: ValueMultisets | None,
-                output: StructType, operator, layout: RunLayout) -> Emitter:
+                output: StructType, operator, layout: RunLayout, sums: GroupSums | None = None) -> Emitter:
     if isinstance(operator, SessionOperator):
         return SessionEmitter(plan, operator, output)
     if operator is not None:
         return KeyedEmitter(plan, operator, output, layout)
     if state is not None:
-        return AggregateEmitter(plan, state, multisets, output)
+        return AggregateEmitter(plan, state, multisets, output, sums)
     return ProjectionEmitter(plan, output, layout)

@@ -16,7 +16,8 @@ from jobs.plan import StagePlan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.stream.emitters import Emitter, MicroBatch
-from jobs.stream.offsets import batch_segments, consumed_rows, largest_unread_segment, logged_files
+from jobs.stream.group_sums import GroupSums
+from jobs.stream.offsets import batch_segments, batch_timestamp_ms, consumed_rows, largest_unread_segment, logged_files
 from jobs.stream.writers import TableWriter
 from jobs.stream.source import staged_input
 
@@ -32,14 +33,16 @@ class StreamCounts:
     batches: int = 0
     input_rows: int = 0
     changelog: Counter = field(default_factory=Counter)
+    # Groups whose changes only retracted state the TTL had forgotten, left alone (state TTL).
+    ignored_groups: int = 0
 
 
 class MicroBatchHandler:
     """The foreachBatch function of one stage's streaming query."""
 
     def __init__(self, stage: StagePlan, sink: TableWriter, emitter: Emitter, layout: RunLayout,
-                 progress: Progress, spark: SparkSession, totals: StreamCounts):
-        self.stage, self.sink, self.emitter, self.layout = stage, sink, emitter, layout
+                 progress: Progress, spark: SparkSession, totals: StreamCounts, sums: GroupSums | None = None):
+        self.stage, self.sink, self.emitter, self.layout, self.sums = stage, sink, emitter, layout, sums
         self.progress, self.spark, self.totals = progress, spark, totals
         self.error: Exception | None = None
         self.staged = [staged_input(layout, node) for node in stage.inputs]
@@ -79,16 +82,21 @@ class MicroBatchHandler:
         self._record(batch, merged, time.monotonic() - started)
 
     def _record(self, batch: MicroBatch, merged, seconds: float) -> None:
+        ignored = self.sums.ignored_groups - self.totals.ignored_groups if self.sums else 0
+        self.totals.ignored_groups += ignored
         self.totals.batches += 1
         self.totals.input_rows += batch.rows
         self.totals.changelog.update(merged.changelog())
         entry = {"batch": batch.id, "start_seq": batch.start, "end_seq": batch.end, "rows": batch.rows,
                  "changelog": merged.changelog(), "seconds": round(seconds, 3),
                  "merge_seconds": round(merged.seconds, 3),
-                 "replayed": merged.skipped_replay, "finished_at": round(time.time(), 3)}
+                 "replayed": merged.skipped_replay, "finished_at": round(time.time(), 3),
+                 **({"ignored_groups": ignored} if ignored else {})}
         with open(self.layout.batches_log, "a") as out:
             out.write(json.dumps(entry) + "\n")
         replay = " (replayed: already committed, skipped)" if merged.skipped_replay else ""
+        if ignored:
+            replay += f"; {ignored:,} group(s) only retracting forgotten state ignored (state TTL)"
         share = f" ({100 * batch.consumed / self.total:.0f}%)" if self.total else ""
         rate = f", {batch.rows / seconds:,.0f} rows/s" if seconds > 0 else ""
         self.progress.say(f"  batch {batch.id}: {batch.rows:,} rows, {batch.consumed:,} of {self.total:,}{share}, "
@@ -118,7 +126,8 @@ class MicroBatchHandler:
             start, end, rows = start + lo, end + hi, rows + hi - lo
             marks = [s["watermark_after"] for s in segments if s.get("watermark_after") is not None]
             watermark = max(marks + ([watermark] if watermark is not None else []), default=None)
-        return MicroBatch(batch_id, start, end, watermark, rows, consumed, files)
+        return MicroBatch(batch_id, start, end, watermark, rows, consumed, files,
+                          batch_timestamp_ms(self.layout.checkpoint, batch_id))
 
     def record_state_sizes(self, progress_entries) -> None:
         """Spark's state rows after each micro-batch, for the report's chart."""

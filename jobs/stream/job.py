@@ -91,6 +91,9 @@ def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Prog
     result.point = write_point(layout, consistency_point(plan, layout, logical_date))
     result.late_events = _late_events(spark, plan, layout, result.point)
     late = f"; {result.late_events:,} late (row, window) pairs left out" if result.late_events else ""
+    if result.counts.ignored_groups:
+        late += (f"; {result.counts.ignored_groups:,} group(s) whose changes only retracted state "
+                 f"forgotten by stream.state_ttl ignored")
     progress.say(f"stream {plan.spec.name}: {result.batches} micro-batches, "
                  f"{result.input_rows:,} changelog rows in {result.seconds:.1f} s; "
                  f"sink changes {counts(result.changelog)}{late}; consistency point: sink version "

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -45,9 +46,16 @@ _SNAPSHOT = re.compile(r"snapshot-(\d+)")
 class LiveState:
     """One input's live rows, as net counts per distinct row, keyed by `keys`."""
 
-    def __init__(self, directory: Path, ddl: str, keys: tuple[str, ...]):
+    def __init__(self, directory: Path, ddl: str, keys: tuple[str, ...],
+                 fold: Callable[[pa.Table], pa.Table] = live_rows,
+                 compact_fold: Callable[[pa.Table], pa.Table] | None = None):
         self.directory, self.keys = directory, keys
         self.ddl = f"{ddl}, `{COUNT}` BIGINT"
+        # What the rows of a key come to when read back: by default the live rows (summed counts
+        # per distinct row, zero counts gone); a group aggregate's sums per group. And what they
+        # come to in a snapshot: the same, or less (a group aggregate's state TTL drops idle
+        # groups there, which a reader still sees, to retract them).
+        self._fold, self._compact_fold = fold, compact_fold or fold
 
     def changes_before(self, spark: SparkSession, batch_id: int) -> DataFrame:
         """The live rows before `batch_id` as weighted rows: a snapshot plus the logs after it
@@ -64,7 +72,7 @@ class LiveState:
         if not paths:
             return like.empty_table()
         wanted = _keys_as(touched, self.keys, like)
-        return live_rows(_with_keys(_read_arrow(paths, like, wanted), wanted))
+        return self._fold(_with_keys(_read_arrow(paths, like, wanted), wanted))
 
     def no_rows(self, spark: SparkSession) -> DataFrame:
         return spark.createDataFrame([], self.ddl)
@@ -92,7 +100,7 @@ class LiveState:
         reader filtering on keys skips most of them. On the driver because the micro-batches of a
         keyed operator otherwise run no Spark job: this fold, when it ran in Spark every eighth
         micro-batch, was a third of the keyed micro-batches' time in `bench_microbatch`."""
-        rows = live_rows(_read_arrow(self._paths_before(snapshot), like, None))
+        rows = self._compact_fold(_read_arrow(self._paths_before(snapshot), like, None))
         target, tmp = self._snapshot_path(snapshot), self.directory / f".snapshot-{snapshot:012d}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()

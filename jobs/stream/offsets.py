@@ -34,6 +34,16 @@ def recorded_conf(checkpoint: Path) -> dict[str, str] | None:
     return None
 
 
+def batch_timestamp_ms(checkpoint: Path, batch_id: int) -> int:
+    """Spark's time of a micro-batch (milliseconds since the epoch), which its offset log entry
+    records when the micro-batch is planned: a replay of it has the same."""
+    entry = checkpoint / "offsets" / str(batch_id)
+    for line in entry.read_text().splitlines() if entry.exists() else ():
+        if line.startswith("{") and '"batchTimestampMs"' in line:
+            return int(json.loads(line)["batchTimestampMs"])
+    raise RunStateError(f"Spark's offset log has no time for micro-batch {batch_id}", where=str(entry))
+
+
 def _batch_ids(log: Path) -> list[int]:
     """The batch ids of one of the checkpoint's logs: a file per batch, named by its id."""
     return sorted(int(p.name) for p in log.iterdir() if p.name.isdigit()) if log.exists() else []

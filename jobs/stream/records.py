@@ -1,5 +1,5 @@
 """What a stream step leaves for the check to read besides its tables: the log of its
-micro-batches, Spark's aggregation state, and the upsert materializer's live rows."""
+micro-batches, the aggregation state, and the upsert materializer's live rows."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from pyspark.sql.types import StructField, StructType
 from jobs.changelog.columns import ORDINAL
 from jobs.plan import StagePlan
 from jobs.runtime.layout import RunLayout
-from jobs.stream.aggregate import state_value_names
+from jobs.runtime.arrow_frames import frame_of
+from jobs.stream.aggregate import AggregateState, state_value_names
+from jobs.stream.group_sums import groups_now
+from jobs.stream.offsets import committed_batches
 
 
 def micro_batches(layout: RunLayout, last_batch: int | None) -> list[dict]:
@@ -33,14 +36,30 @@ def micro_batches(layout: RunLayout, last_batch: int | None) -> list[dict]:
 
 
 def aggregation_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> DataFrame:
-    """Spark's aggregation state after the last micro-batch, value fields named as lockstep names
-    them (Spark's state store calls every SUM buffer "sum")."""
+    """The aggregation state after the last micro-batch, as Spark's state reader shows it: a key
+    struct (the group, and the value slot) and a value struct (the count and the sums), named as
+    lockstep names them; lockstep's own state (group_sums.py) or Spark's."""
+    if layout.aggregate_state.exists():
+        return _own_state(spark, stage, layout)
     spark.streams.active  # starts the state store coordinator the state reader talks to
     state = spark.read.format("statestore").load(str(layout.checkpoint))
     fields = state.schema["value"].dataType.fields
     names = _buffer_names(state_value_names(stage.aggregate), [f.name for f in fields])
     renamed = StructType([StructField(n, f.dataType) for n, f in zip(names, fields)])
     return state.select("key", F.col("value").cast(renamed).alias("value"))
+
+
+def _own_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> DataFrame:
+    state = AggregateState(stage.aggregate, {})
+    keys = state.slot_key if state.has_slots else state.keys
+    done = committed_batches(layout.checkpoint)
+    groups = groups_now(layout.aggregate_state, keys, done[-1] + 1 if done else 0)
+    values = [n for n in groups.column_names if n not in keys]
+    if not values:  # no micro-batch logged a group: the state's shape, no rows
+        return spark.createDataFrame([], "key struct<>, value struct<>")
+    frame = frame_of(spark, groups)
+    return frame.select(F.struct(*[F.col(f"`{k}`") for k in keys]).alias("key"),
+                        F.struct(*[F.col(f"`{v}`") for v in values]).alias("value"))
 
 
 def _buffer_names(ours: list[str], spark_names: list[str]) -> list[str]:

@@ -2,8 +2,9 @@
 
 A stage's streaming query is its plan up to and including its stateful operator, built bottom-up:
 each rule turns its node into a frame over its inputs' frames. The stateful operator decides
-what a micro-batch does: a group aggregate runs on Spark's own streaming aggregation (its state
-rides along); a deduplication or a join leaves the frame as the changes and hands an operator to
+what a micro-batch does: a group aggregate leaves the frame as the rows and hands its state to the
+emitter (group_sums.py), or, with one of Spark's state stores, runs on Spark's own streaming
+aggregation (its state rides along); a deduplication or a join leaves the frame as the changes and hands an operator to
 the emitter, which recomputes the touched keys per micro-batch. A Calc above a stateful
 operator is applied per micro-batch by the emitter, not here.
 
@@ -29,16 +30,24 @@ from jobs.runtime.layout import RunLayout
 from jobs.stream.aggregate import AggregateState, streaming_aggregate
 from jobs.stream.calc import apply_calc
 from jobs.stream.driver_input import driver_input
+from jobs.stream.group_sums import GroupSums
 from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, SessionOperator, tag_side
 from jobs.stream.source import changelog_stream, staged_input
+from jobs.stream.state_store import LOCKSTEP
 from jobs.stream.windows import stream_window_assign
 
 
 @dataclass
 class Streaming:
     frame: DataFrame  # what each micro-batch hands to foreachBatch
-    state: AggregateState | None = None  # a group aggregate's (on Spark's state store)
+    state: AggregateState | None = None  # a group aggregate's
     operator: DedupOperator | JoinOperator | SessionOperator | None = None  # recomputes touched keys per micro-batch
+    sums: GroupSums | None = None  # a group aggregate's state, when lockstep keeps it
+
+    @property
+    def spark_aggregation(self) -> bool:
+        """The frame is Spark's streaming aggregation (its update output), not the rows."""
+        return self.state is not None and self.sums is None
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,7 @@ class Context:
     spark: SparkSession
     stage: StagePlan
     layout: RunLayout  # the stage's own folder
+    store: str = LOCKSTEP  # where an aggregate's state is kept (state_store.store_in_effect)
 
 
 def streaming_frame(node: Node, ctx: Context) -> Streaming:
@@ -65,7 +75,7 @@ def _calc(node: Calc, ctx: Context) -> Streaming:
     if node.input.stateful:
         return child  # applied per micro-batch, to the operator's output (see emitters.py)
     carried = [c for c in (WEIGHT, SEQ, KIND, WATERMARK) if c in child.frame.columns]
-    return Streaming(apply_calc(child.frame, node, carried), child.state)
+    return Streaming(apply_calc(child.frame, node, carried), child.state, sums=child.sums)
 
 
 def _union_all(node: UnionAll, ctx: Context) -> Streaming:
@@ -77,17 +87,20 @@ def _lookup_join(node: LookupJoin, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
     config = config_of(node.lookup, ctx.stage.spec.lookups[node.lookup])
     answers = ctx.layout.lookup_answers(node.lookup, "stream")
-    return Streaming(enrich_stream(child.frame, node, config, answers), child.state)
+    return Streaming(enrich_stream(child.frame, node, config, answers), child.state, sums=child.sums)
 
 
 def _window_assign(node: WindowAssign, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
-    return Streaming(stream_window_assign(child.frame, node), child.state)
+    return Streaming(stream_window_assign(child.frame, node), child.state, sums=child.sums)
 
 
 def _group_aggregate(node: GroupAggregate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
     state = AggregateState.of(node, child.frame)
+    if ctx.store == LOCKSTEP:
+        sums = GroupSums(state, ctx.layout.aggregate_state, ctx.stage.spec.stream.ttl)
+        return Streaming(child.frame, state, sums=sums)
     return Streaming(streaming_aggregate(child.frame, state), state)
 
 

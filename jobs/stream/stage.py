@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import StructField, StructType
 
@@ -26,8 +26,8 @@ from jobs.stream.emitters import Emitter, emitter_for
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.offsets import committed_batches
-from jobs.stream.rules import Context, streaming_frame
-from jobs.stream.state_store import state_store_for
+from jobs.stream.rules import Context, Streaming, streaming_frame
+from jobs.stream.state_store import state_store_for, store_in_effect
 from jobs.stream.writers import TableWriter, open_writer
 from jobs.stream.windows import FinalWindowEmitter
 
@@ -43,22 +43,24 @@ def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayo
     """Stream the stage's new input (its sources' segments, or an earlier stage's new versions).
     Micro-batches all under `small_work_rows` rows run with Spark's settings for small work."""
     own = stage_layout(layout, stage)
+    wanted = stage.spec.stream.state_store
+    store = store_in_effect(own.aggregate_state, own.checkpoint, wanted)
     with progress.waiting("  opening the sink and the changelog feeds ..."):
         _stage_feeds(spark, stage, layout)
         initial = with_sink_columns(first_content(spark, plan, stage), stage)
         sink = open_writer(stage.spec.sink.writer, spark, own.stream, write_key(stage, initial),
                            own.app_id(stage.name))
         _ensure_sink(sink, initial, stage, own)
-        streaming = streaming_frame(stage.root.input, Context(spark, stage, own))
+        streaming = streaming_frame(stage.root.input, Context(spark, stage, own, store))
         output = spark_schema(spark, initial)
         emitter = _emitter(stage, streaming, output, own, sink, initial)
-    handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals)
+    handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals, streaming.sums)
     progress.say("  streaming query started: micro-batches follow as Spark commits them")
     # The streaming query's session is a copy of this one taken at its start: set before it.
     with (sized_for(spark, handler.largest_micro_batch, small_work_rows),
-          state_store_for(spark, stage.spec.stream.state_store, own.checkpoint, progress,
+          state_store_for(spark, store, wanted, own.aggregate_state, progress,
                           stateful=stage.aggregate is not None)):
-        _run_query(streaming.frame, stage, own, handler)
+        _run_query(streaming, stage, own, handler)
         if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
             _close_at_end_of_input(spark, emitter, stage, own, progress, totals)
 
@@ -89,7 +91,8 @@ def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: Table
              initial: pa.Table) -> Emitter:
     state = streaming.state
     multisets = ValueMultisets(layout.agg_values, state) if state and state.has_slots else None
-    emitter = emitter_for(stage, state, multisets, output, streaming.operator, layout)
+    emitter = emitter_for(stage, state, multisets, output, streaming.operator, layout,
+                          sums=streaming.sums)
     if stage.window is not None and stage.window.emit == "final":
         emitter = FinalWindowEmitter(emitter, layout.pending, stage.sink_key, sink.app_id)
         emitter.create_pending(initial)
@@ -141,9 +144,11 @@ def _ensure_sink(sink: TableWriter, rows: pa.Table, stage: StagePlan, layout: Ru
                             f"{rows.column_names}; use a new --out folder", where=str(layout.stream))
 
 
-def _run_query(frame: DataFrame, stage: StagePlan, layout: RunLayout, handler: MicroBatchHandler) -> None:
-    mode = "update" if stage.aggregate is not None else "append"
-    query = (frame.writeStream.outputMode(mode).queryName(f"lockstep_{stage.name}")
+def _run_query(streaming: Streaming, stage: StagePlan, layout: RunLayout, handler: MicroBatchHandler) -> None:
+    # Spark's streaming aggregation hands over the groups it updated; every other frame is the
+    # micro-batch's rows.
+    mode = "update" if streaming.spark_aggregation else "append"
+    query = (streaming.frame.writeStream.outputMode(mode).queryName(f"lockstep_{stage.name}")
              .option("checkpointLocation", str(layout.checkpoint))
              .foreachBatch(handler).start())
     try:

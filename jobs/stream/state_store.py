@@ -1,6 +1,9 @@
-"""Which of Spark's state stores keeps a stage's aggregation state: `stream.state_store`.
+"""Where a stage's aggregation state is kept: `stream.state_store`.
 
-- memory (Spark's HDFS-backed store, its default): the state is a hash map on the JVM heap per
+- lockstep (the default): lockstep's own files (group_sums.py): per group the sums, a compacted
+  snapshot sorted by group and short logs, read by key on the driver; a group whose rows were
+  all retracted leaves the state, and `stream.state_ttl` forgets idle groups. No Spark state.
+- memory (Spark's HDFS-backed store, Spark's default): the state is a hash map on the JVM heap per
   partition, with a file of changes per micro-batch. Each micro-batch starts from a copy of the
   whole map, so its cost grows with the state (measured: a micro-batch updating 1 % of 1,000,000
   groups costs 1-3 s in a running query, 0.7 s at 100,000 groups), and a restarted query
@@ -11,7 +14,8 @@
   (tests/benchmarks/bench_incremental.py; figures in the README).
 
 Spark records the store in the checkpoint when the query first runs and keeps it for the life of
-that checkpoint, whatever the settings later say: a run folder keeps the store it started with.
+that checkpoint, whatever the settings later say; lockstep's own state is marked by its folder,
+made before the first micro-batch. A run folder keeps the store it started with.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from jobs.stream.offsets import recorded_conf
 
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 PACKAGE = "org.apache.spark.sql.execution.streaming.state"
+LOCKSTEP = "lockstep"
 PROVIDERS = {"memory": f"{PACKAGE}.HDFSBackedStateStoreProvider",
              "rocksdb": f"{PACKAGE}.RocksDBStateStoreProvider"}
 
@@ -41,21 +46,32 @@ def recorded_store(checkpoint: Path) -> str | None:
     return next((name for name, cls in PROVIDERS.items() if cls == provider), provider)
 
 
+def store_in_effect(aggregate_state: Path, checkpoint: Path, wanted: str) -> str:
+    """The store a stage's state is kept in: the one its run folder started with (lockstep's
+    folder, or the one Spark's checkpoint records), for a new folder the spec's."""
+    if aggregate_state.exists():
+        return LOCKSTEP
+    return recorded_store(checkpoint) or wanted
+
+
 @contextmanager
-def state_store_for(spark: SparkSession, wanted: str, checkpoint: Path, progress: Progress,
-                    stateful: bool) -> Iterator[str]:
-    """Run the block (a stage's streaming query) with the store this checkpoint keeps, or for a
-    new one the spec's; says so when the spec asks for another and the stage keeps state in it
-    (a stateful stage: an aggregate or a window). Yields the store in effect."""
-    recorded = recorded_store(checkpoint)
-    store = recorded or wanted
-    if stateful and recorded is not None and recorded != wanted:
+def state_store_for(spark: SparkSession, store: str, wanted: str, aggregate_state: Path, progress: Progress,
+                    stateful: bool) -> Iterator[None]:
+    """Run the block (a stage's streaming query) with `store` (store_in_effect's); says so when
+    the spec asks for another and the stage keeps state (a stateful stage: an aggregate or a
+    window)."""
+    if stateful and store != wanted:
         progress.say(f"  stream.state_store is {wanted}, but this run folder's state is kept in "
-                     f"{recorded} since its first run and stays there (a new --out folder starts with {wanted})")
+                     f"{store} since its first run and stays there (a new --out folder starts with {wanted})")
+    if store == LOCKSTEP:
+        if stateful:
+            aggregate_state.mkdir(parents=True, exist_ok=True)
+        yield
+        return
     saved = spark.conf.get(PROVIDER_CONF, None)
     spark.conf.set(PROVIDER_CONF, PROVIDERS.get(store, store))
     try:
-        yield store
+        yield
     finally:
         if saved is None:
             spark.conf.unset(PROVIDER_CONF)

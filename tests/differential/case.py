@@ -61,7 +61,7 @@ class Case:
     sources: list[Source]
     sink: dict = field(default_factory=dict)  # the lockstep spec's sink section
     rows_per_batch: int = 1000
-    state_store: str = "memory"  # the spec's stream.state_store (make differential STATE_STORE=rocksdb)
+    state_store: str = "lockstep"  # the spec's stream.state_store (make differential STATE_STORE=rocksdb)
     # What the final sink table is compared with: "flink" (Flink SQL's streaming result), or
     # "batch" where Flink's streaming semantics differ from the SQL's on purpose (README).
     reference: str = "flink"

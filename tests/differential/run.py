@@ -1,7 +1,7 @@
 """`make differential`: random cases, lockstep against Flink SQL.
 
     python -m tests.differential.run [--n 300] [--seed 1] [--classes window,join] [--no-shrink]
-        [--state-store rocksdb]
+        [--state-store lockstep|memory|rocksdb]
 
 Case i is built by the builders in turn (generate.BUILDERS) from seed*100000 + i, so a run is
 the same on every machine and a failure is named by its builder and seed (`window-100012`).
@@ -132,8 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cases", default=None, help="comma-separated case names to run again (window-300003)")
     parser.add_argument("--classes", default=None, help=f"comma-separated builders (default all: {', '.join(BUILDERS)})")
     parser.add_argument("--max-rows", type=int, default=3000, help="largest changelog of a case (default 3000)")
-    parser.add_argument("--state-store", choices=get_args(StateStore), default="memory",
-                        help="the cases' stream.state_store: where Spark keeps aggregation state (default memory)")
+    parser.add_argument("--state-store", choices=get_args(StateStore), default="lockstep",
+                        help="the cases' stream.state_store: where aggregation state is kept (default lockstep)")
     parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="report failures without shrinking")
     parser.add_argument("--shrink-seconds", type=float, default=600, help="time to shrink one failure (default 600)")
     parser.add_argument("--restart-every", type=int, default=RESTART_EVERY,

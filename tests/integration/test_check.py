@@ -104,10 +104,11 @@ def test_a_second_live_row_for_a_key_in_the_sink_breaks_the_retraction_rules(run
     assert "expect_sink_key_unique" in failed
 
 
-def test_a_group_whose_rows_were_all_retracted_must_not_be_in_the_sink(run):
+@pytest.mark.parametrize("product", [4, 99], ids=["inserted-then-emptied", "never-seen"])
+def test_a_group_whose_rows_were_all_retracted_must_not_be_in_the_sink(run, product):
     plan, layout = run
-    ghost = pa.table({"pId": pa.array([4], pa.int64()), "total": pa.array([0], pa.int64())})
-    write_deltalake(str(layout.stream), ghost, mode="append")  # product 4: inserted, then emptied
+    ghost = pa.table({"pId": pa.array([product], pa.int64()), "total": pa.array([0], pa.int64())})
+    write_deltalake(str(layout.stream), ghost, mode="append")
     consistency = json.loads(layout.consistency.read_text())
     consistency["sink_version"] = DeltaTable(str(layout.stream)).version()
     layout.consistency.write_text(json.dumps(consistency))

@@ -1,15 +1,21 @@
-"""stream.state_store: Spark's RocksDB store gives the results the default (in-memory) store
-gives, across restarts, and a run folder keeps the store its first run chose."""
+"""stream.state_store: lockstep's own state (the default) and Spark's two stores give one
+changelog, across restarts, and a run folder keeps the store its first run chose (a folder an
+older lockstep started on Spark's store stays there)."""
 
+from jobs.batch.job import run_batch
 from jobs.plan import plan_query
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
 from jobs.stream.job import run_stream
-from jobs.stream.state_store import recorded_store
+import pytest
+
+from jobs.changelog.columns import COUNT, SLOT
+from jobs.stream.group_sums import groups_now
+from jobs.stream.state_store import recorded_store, store_in_effect
 from tests.conftest import change, orders_spec, write_changelog
-from tests.integration.conftest import feed_steps, run_both, same_rows
+from tests.integration.conftest import feed_steps, run_both, same_rows, table_rows
 
 # MIN and MAX keep value multisets in the state store beside the sums and counts.
 SQL = ("SELECT pId, SUM(income) AS total, COUNT(*) AS n, MIN(income) AS lo, MAX(income) AS hi "
@@ -30,29 +36,39 @@ def _two_runs(folder, out, store: str):
     return run_both(spec, out)
 
 
-def test_rocksdb_state_gives_the_memory_states_changelog_across_a_restart(spark, tmp_path):
+def test_every_store_gives_the_memory_states_changelog_across_a_restart(spark, tmp_path):
     in_memory = _two_runs(tmp_path / "memory", tmp_path / "out", "memory")
-    rocksdb = _two_runs(tmp_path / "rocksdb", tmp_path / "out", "rocksdb")
     assert recorded_store(in_memory.layout.checkpoint) == "memory"
-    assert recorded_store(rocksdb.layout.checkpoint) == "rocksdb"
-    assert feed_steps(rocksdb.feed, COLUMNS) == feed_steps(in_memory.feed, COLUMNS)
-    assert same_rows(rocksdb.stream, rocksdb.batch)
-    assert rocksdb.stream == [{"pId": 1, "total": 7, "n": 1, "lo": 7, "hi": 7},
-                              {"pId": 2, "total": 5, "n": 2, "lo": 1, "hi": 4}]
+    for store in ("rocksdb", "lockstep"):
+        other = _two_runs(tmp_path / store, tmp_path / "out", store)
+        assert store_in_effect(other.layout.aggregate_state, other.layout.checkpoint, "memory") == store
+        assert feed_steps(other.feed, COLUMNS) == feed_steps(in_memory.feed, COLUMNS)
+        assert same_rows(other.stream, other.batch)
+        assert other.stream == [{"pId": 1, "total": 7, "n": 1, "lo": 7, "hi": 7},
+                                {"pId": 2, "total": 5, "n": 2, "lo": 1, "hi": 4}]
+    # lockstep keeps no Spark state; its live groups are products 1 and 2 (3 was emptied).
+    lockstep = RunLayout.for_query(tmp_path / "out", "q_lockstep")
+    assert not (lockstep.checkpoint / "state").exists()
+    groups = groups_now(lockstep.aggregate_state, ("pId", SLOT, "__v2", "__v3"), 99).to_pylist()
+    assert {g["pId"] for g in groups if g[SLOT] == 0 and g[COUNT]} == {1, 2}
 
 
-def test_a_run_folder_keeps_the_store_of_its_first_run_and_says_so(spark, tmp_path):
+@pytest.mark.parametrize("first_store, later_store", [("memory", "lockstep"), ("lockstep", "rocksdb")])
+def test_a_run_folder_keeps_the_store_of_its_first_run_and_says_so(spark, tmp_path, first_store, later_store):
     write_changelog(tmp_path / "orders", "001.json", FIRST)
-    first = orders_spec(tmp_path, SQL, stream={"state_store": "memory"})
+    first = orders_spec(tmp_path, SQL, stream={"state_store": first_store})
     layout = RunLayout.for_query(tmp_path / "out", "q")
     run_stream(plan_query(load_spec(first)), Settings(), layout)
     write_changelog(tmp_path / "orders", "002.json", SECOND)
-    changed = orders_spec(tmp_path, SQL, stream={"state_store": "rocksdb"})
+    changed = orders_spec(tmp_path, SQL, stream={"state_store": later_store})
     said: list[str] = []
-    run_stream(plan_query(load_spec(changed)), Settings(), layout, Progress(emit=said.append))
-    assert recorded_store(layout.checkpoint) == "memory"
-    assert any("stream.state_store is rocksdb, but this run folder's state is kept in memory" in line
+    plan = plan_query(load_spec(changed))
+    run_stream(plan, Settings(), layout, Progress(emit=said.append))
+    run_batch(plan, Settings(), layout)
+    assert store_in_effect(layout.aggregate_state, layout.checkpoint, later_store) == first_store
+    assert any(f"stream.state_store is {later_store}, but this run folder's state is kept in {first_store}" in line
                for line in said)
+    assert same_rows(table_rows(layout.stream), table_rows(layout.batch))
 
 
 def test_a_query_without_aggregation_state_says_nothing_about_the_store(spark, tmp_path):

@@ -24,6 +24,15 @@ def test_a_valid_spec_resolves_paths_against_its_own_folder_and_knows_where_its_
     assert spec.sql_line == 3
     assert spec.sink.upsert_materialize == "auto" and spec.sink.primary_key is None
     assert spec.stream.rows_per_batch is None and spec.stream.megabytes_per_batch == 256
+    assert spec.stream.state_store == "lockstep" and spec.stream.ttl is None
+
+
+def test_a_state_ttl_is_an_interval_and_its_consequence_a_warning_of_the_plan(tmp_path):
+    from datetime import timedelta
+    from jobs.plan import plan_query
+    spec = load_spec(write_spec(tmp_path, VALID + "stream:\n  state_ttl: 36 hours\n"))
+    assert spec.stream.ttl == timedelta(hours=36)
+    assert any("stream.state_ttl is 36 hours" in w and "may differ" in w for w in plan_query(spec).warnings)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -41,6 +50,10 @@ def test_a_valid_spec_resolves_paths_against_its_own_folder_and_knows_where_its_
     (("    primary_key: [order_id]", "    primary_key: [order_id]\nlookups:\n  ../etc:\n    kind: http\n"
       "    url: http://127.0.0.1/{k}\n    key: [k]\n    output: \"v STRING\""),
      r"q.yaml:11: lookups: name '../etc' is not a SQL identifier"),
+    (("    primary_key: [order_id]", "    primary_key: [order_id]\nstream:\n  state_ttl: 1 fortnight"),
+     r"q.yaml:12: stream.state_ttl:"),
+    (("    primary_key: [order_id]", "    primary_key: [order_id]\nstream:\n  state_store: rocksdb\n  state_ttl: 1 day"),
+     r"q.yaml:11: stream: state_ttl needs state_store: lockstep"),
 ])
 def test_spec_errors_name_the_file_the_line_and_the_key(tmp_path, change, message):
     path = write_spec(tmp_path, VALID.replace(*change), name="q.yaml")

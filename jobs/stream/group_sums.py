@@ -1,0 +1,206 @@
+"""A group aggregate's state kept by lockstep (`stream.state_store: lockstep`, the default).
+
+Per group, the state is the sums aggregate.py defines (__count, __n<j>, __s<j>; per value slot
+for MIN / MAX / DISTINCT aggregates), kept as a keyed state of a compacted snapshot and short
+logs (live_state.py) instead of in Spark's streaming aggregation. Per micro-batch:
+
+    partial = the micro-batch's sums per group         one Spark job, stateless, over its rows
+    before  = the touched groups' sums, from the state  read by Arrow, the touched keys only
+    after   = before + partial, per group               every touched group, a zero count too
+
+`after` is exactly what Spark's update output held (the emitter finalises it, and a zero count
+becomes a delete); the partial is logged. When the logs are folded, a group whose count is zero
+leaves the state: a group with no live rows costs nothing afterwards (Spark's aggregation kept
+every group it ever saw).
+
+With `stream.state_ttl`, a group not changed for that long is forgotten, as Flink's
+`table.exec.state.ttl` forgets idle state: it is not read again and the fold drops it. Time is
+Spark's timestamp of the micro-batch (recorded in its offset log), so a replayed micro-batch
+forgets what its first attempt forgot. A group whose changes in a micro-batch only retract rows
+of a forgotten state is left alone, as Flink ignores a retraction without state, and counted.
+
+Exactly-once is live_state.py's: micro-batch b reads the state before b, and a replayed b logs
+the same partial again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.changelog.columns import COUNT
+from jobs.changelog.schema import all_nullable
+from jobs.errors import InputError
+from jobs.runtime.arrow_frames import frame_of
+from jobs.stream.aggregate import AggregateState, nonnull_column, streaming_aggregate, sum_column
+from jobs.stream.live_state import LiveState
+from jobs.stream.row_counts import row_codes, spark_normalized
+
+# When a group last changed: the micro-batch's time, milliseconds since the epoch (state TTL).
+TOUCHED = "__touched"
+
+
+class SumOverflow(ArithmeticError):
+    """A running sum left its type (Spark's ANSI arithmetic fails on it too)."""
+
+    def __init__(self, column: str, type_: pa.DataType):
+        super().__init__(column)
+        self.column, self.type = column, type_
+
+
+def summed_per_group(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+    """Per group of `keys` (grouped as Spark groups), the sum of every other column (its maximum
+    for TOUCHED), NULLs skipped and all-NULL summing to NULL, as Spark's SUM. Same schema as
+    `rows`; raises SumOverflow where a sum does not fit its column's type."""
+    if rows.num_rows == 0:
+        return rows
+    key_rows = spark_normalized(rows.select(list(keys)))
+    codes = row_codes(key_rows) if keys else np.zeros(rows.num_rows, np.int64)
+    values = [name for name in rows.column_names if name not in keys]
+    wide = pa.table([pa.array(codes), *[_widened(rows.column(v)) for v in values]], names=["__g", *values])
+    grouped = wide.group_by("__g", use_threads=False).aggregate(
+        [(v, "max" if v == TOUCHED else "sum") for v in values])
+    _, first = np.unique(codes, return_index=True)  # each code's first row (codes are 0..n-1)
+    at = first[grouped.column("__g").to_numpy()]
+    agg = {v: grouped.column(f"{v}_{'max' if v == TOUCHED else 'sum'}") for v in values}
+    columns = {**{k: key_rows.column(k).take(at) for k in keys}, **agg}
+    return pa.table([_narrowed(columns[f.name], f) for f in rows.schema], schema=rows.schema)
+
+
+def _widened(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Integers and decimals in a decimal wide enough that no sum of a state's rows overflows
+    it (Arrow's own sums wrap around silently); the narrowing back checks the range."""
+    if pa.types.is_integer(column.type):
+        return column.cast(pa.decimal256(40, 0))
+    if pa.types.is_decimal(column.type):
+        return column.cast(pa.decimal256(76, column.type.scale))
+    return column
+
+
+def _narrowed(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
+    try:
+        return column.cast(field.type)
+    except pa.ArrowInvalid:
+        raise SumOverflow(field.name, field.type) from None
+
+
+@dataclass(frozen=True)
+class Forgetting:
+    """State TTL: which groups a micro-batch no longer sees (none without a TTL)."""
+
+    ttl: timedelta | None
+    now_ms: int = 0  # the micro-batch's time
+
+    def forgotten(self, groups: pa.Table) -> np.ndarray:
+        """Per group (summed), whether it is idle for longer than the TTL."""
+        if self.ttl is None or groups.num_rows == 0:
+            return np.zeros(groups.num_rows, bool)
+        since = self.now_ms - self.ttl // timedelta(milliseconds=1)
+        return pc.fill_null(pc.less(groups.column(TOUCHED), since), False).to_numpy(zero_copy_only=False)
+
+
+class GroupSums:
+    """The state of one group aggregate, and what a micro-batch makes of it."""
+
+    def __init__(self, state: AggregateState, directory: Path, ttl: timedelta | None = None):
+        self.state, self.ttl = state, ttl
+        self.keys = state.slot_key if state.has_slots else state.keys
+        self._forgetting = Forgetting(ttl)
+        self.store = LiveState(directory, "", self.keys, fold=self._groups, compact_fold=self._kept_groups)
+        self.ignored_groups = 0  # groups whose changes only retracted forgotten state (TTL)
+
+    def updated(self, spark: SparkSession, rows: DataFrame, batch_id: int, now_ms: int = 0) -> DataFrame:
+        """The touched groups' sums after the micro-batch `rows` (aggregate.py's update output);
+        `now_ms` is the micro-batch's time (state TTL)."""
+        self._forgetting = Forgetting(self.ttl, now_ms)
+        partial = streaming_aggregate(rows, self.state).withColumn(TOUCHED, F.lit(now_ms).cast("bigint")).toArrow()
+        touched = partial.select(list(self.keys)) if self.keys else None
+        before = self.store.rows_before(batch_id, touched, partial.schema)
+        forgotten = self._forgetting.forgotten(before)
+        kept = before.filter(pa.array(~forgotten))
+        after = self._sum(pa.concat_tables([kept, partial]))
+        after, partial = self._without_orphans(after, partial, kept)
+        # A forgotten group touched again starts from nothing: its old sums are retracted in the
+        # log, so that no later fold adds them back.
+        cleared = _negated(before.filter(pa.array(forgotten & _rows_in(before, partial, self.keys))), self.keys)
+        self.store.record(pa.concat_tables([partial, cleared]), batch_id)
+        return frame_of(spark, after.drop_columns([TOUCHED]))
+
+    def _groups(self, rows: pa.Table) -> pa.Table:
+        """State rows read back: per group its sums, the groups of count zero left out."""
+        summed = self._sum(rows)
+        if summed.num_rows == 0:
+            return summed
+        return summed.filter(pc.not_equal(pc.fill_null(summed.column(COUNT), 0), 0))
+
+    def _kept_groups(self, rows: pa.Table) -> pa.Table:
+        """State rows folded into a snapshot: the groups read back, less the forgotten ones."""
+        groups = self._groups(rows)
+        return groups.filter(pa.array(~self._forgetting.forgotten(groups)))
+
+    def _sum(self, rows: pa.Table) -> pa.Table:
+        try:
+            return summed_per_group(rows, self.keys)
+        except SumOverflow as overflow:
+            raise InputError(f"a running sum ({_described(overflow.column, self.state)}) no longer fits "
+                             f"{overflow.type}, where Spark's ANSI arithmetic fails too",
+                             where=f"the query's aggregate {self.state.node.output_names}") from None
+
+    def _without_orphans(self, after: pa.Table, partial: pa.Table, kept: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """With a TTL: the groups whose changes only retract forgotten rows (no state before,
+        no live row after) left out of the output and the log, and counted, as Flink ignores a
+        retraction that finds no state. Without one such a group cannot occur."""
+        if self.ttl is None or after.num_rows == 0:
+            return after, partial
+        counts = pc.fill_null(after.column(COUNT), 0).to_numpy()
+        orphans = (counts <= 0) & ~_rows_in(after, kept, self.keys)
+        if not orphans.any():
+            return after, partial
+        self.ignored_groups += int(orphans.sum())
+        gone = _rows_in(partial, after.filter(pa.array(orphans)), self.keys)
+        return after.filter(pa.array(~orphans)), partial.filter(pa.array(~gone))
+
+
+def groups_now(directory: Path, keys: tuple[str, ...], next_batch: int) -> pa.Table:
+    """Every group in the state as micro-batch `next_batch` would read it, summed, the groups of
+    count zero since the last fold included (the check's state suite looks for them in the sink)
+    and TOUCHED left out."""
+    files = sorted(directory.glob("batch-*.parquet")) or sorted(directory.glob("snapshot-*/*.parquet"))
+    if not files:
+        return pa.table({})
+    like = pq.read_schema(files[-1])
+    rows = LiveState(directory, "", keys, fold=lambda r: summed_per_group(r, keys)).rows_before(next_batch, None, like)
+    return rows.drop_columns([TOUCHED]) if TOUCHED in rows.column_names else rows
+
+
+def _negated(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+    """The rows with their count and sums negated (their keys and time kept): what takes them
+    back when added."""
+    kept = {*keys, TOUCHED}
+    return pa.table([rows.column(c) if c in kept else pc.negate(rows.column(c)) for c in rows.column_names],
+                    schema=rows.schema)
+
+
+def _rows_in(rows: pa.Table, others: pa.Table, keys: tuple[str, ...]) -> np.ndarray:
+    """Per row of `rows`, whether its key is among `others`' keys (a null equal to a null)."""
+    if not keys:
+        return np.full(rows.num_rows, others.num_rows > 0)
+    mine = all_nullable(rows.select(list(keys)))
+    codes = row_codes(spark_normalized(pa.concat_tables([mine, all_nullable(others.select(list(keys)))])))
+    return np.isin(codes[:rows.num_rows], codes[rows.num_rows:])
+
+
+def _described(column: str, state: AggregateState) -> str:
+    """A state column as the user wrote it: the aggregate call it keeps a sum for."""
+    for j, call in enumerate(state.node.aggregates):
+        if column in (sum_column(j), nonnull_column(j)):
+            return f"{call.func}({call.arg}) AS {call.name}"
+    return "the group's row count" if column == COUNT else column

@@ -1,0 +1,162 @@
+"""lockstep's own aggregation state (jobs/stream/group_sums.py): per micro-batch the touched
+groups' sums after it, exactly as Spark's streaming aggregation held them (a model of running
+sums here), types included; groups whose rows were all retracted leave the state when it is
+folded; and with a state TTL, idle groups are forgotten as Flink forgets them."""
+
+from datetime import timedelta
+from decimal import Decimal
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from jobs.changelog.columns import COUNT, WEIGHT
+from jobs.errors import InputError
+from jobs.plan.nodes import AggCall
+from jobs.runtime.arrow_frames import frame_of
+from jobs.stream.aggregate import AggregateState, nonnull_column, sum_column
+from jobs.stream.group_sums import GroupSums, SumOverflow, groups_now, summed_per_group
+from jobs.stream.live_state import COMPACT_EVERY
+from tests.strategies import examples
+
+CALLS = [AggCall("SUM", "d", False, "total"), AggCall("COUNT", "i", False, "n"), AggCall("COUNT", None, False, "rows")]
+NODE = SimpleNamespace(group_keys=("g",), aggregates=CALLS, is_global=False, output_names=("g", "total", "n", "rows"))
+INPUT = pa.schema([("g", pa.int64()), ("d", pa.decimal128(6, 2)), ("i", pa.int32()), (WEIGHT, pa.int32())])
+
+
+def _state() -> AggregateState:
+    return AggregateState(NODE, {"d": pa.decimal128(6, 2), "i": pa.int32()})
+
+
+@st.composite
+def micro_batches(draw) -> list[list[dict]]:
+    """Micro-batches of changes to a few groups: inserts of new rows and retractions of live
+    ones (NULL keys and values among them), so that groups empty and fill again."""
+    live: list[dict] = []
+    batches = []
+    for _ in range(draw(st.integers(1, COMPACT_EVERY + 3))):
+        batch = []
+        for _ in range(draw(st.integers(1, 6))):
+            if live and draw(st.booleans()):
+                row = live.pop(draw(st.integers(0, len(live) - 1)))
+                batch.append({**row, WEIGHT: -1})
+            else:
+                row = {"g": draw(st.sampled_from([None, 1, 2, 3])),
+                       "d": draw(st.sampled_from([None, Decimal("-1.25"), Decimal("0.00"), Decimal("9999.99")])),
+                       "i": draw(st.sampled_from([None, 0, 7]))}
+                live.append(row)
+                batch.append({**row, WEIGHT: 1})
+        batches.append(batch)
+    return batches
+
+
+def _model(rows: list[dict]) -> dict:
+    """Per group: live rows, non-null d and i, sum of d (None while no d ever counted)."""
+    groups: dict = {}
+    for row in rows:
+        count, d_n, d_sum, i_n = groups.get(row["g"], (0, 0, None, 0))
+        w = row[WEIGHT]
+        if row["d"] is not None:
+            d_n, d_sum = d_n + w, (d_sum or 0) + w * row["d"]
+        groups[row["g"]] = (count + w, d_n, d_sum, i_n + (w if row["i"] is not None else 0))
+    return {g: _comparable(*v) for g, v in groups.items()}
+
+
+def _comparable(count, d_n, d_sum, i_n) -> tuple:
+    # While no d is counted, SUM(d) is NULL whatever the running sum: Spark's state keeps a sum of
+    # 0.00 once values were retracted, a forgotten group starts from NULL.
+    return count, d_n, d_sum if d_n else None, i_n
+
+
+def _as_model(row: dict) -> tuple:
+    return _comparable(row[COUNT], row[nonnull_column(0)], row[sum_column(0)], row[nonnull_column(1)])
+
+
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
+@given(batches=micro_batches())
+def test_each_micro_batch_gives_the_touched_groups_running_sums_and_empty_groups_leave_the_state(
+        spark, tmp_path_factory, batches):
+    directory = tmp_path_factory.mktemp("sums")
+    sums, seen = GroupSums(_state(), directory), []
+    for batch_id, batch in enumerate(batches):
+        seen += batch
+        updated = sums.updated(spark, frame_of(spark, pa.Table.from_pylist(batch, schema=INPUT)), batch_id)
+        model = _model(seen)
+        rows = [r.asDict() for r in updated.collect()]
+        assert {r["g"]: _as_model(r) for r in rows} == {g: model[g] for g in {r["g"] for r in batch}}
+        # Spark's sums: COUNT and the non-null counts BIGINT, a DECIMAL(6,2)'s sum DECIMAL(16,2).
+        assert [str(f.dataType) for f in updated.schema][1:] == ["LongType()", "LongType()", "DecimalType(16,2)",
+                                                                 "LongType()"]
+    live = {g: v for g, v in _model(seen).items() if v[0] != 0}
+    now = groups_now(directory, ("g",), len(batches)).to_pylist()
+    assert {r["g"]: _as_model(r) for r in now if r[COUNT] != 0} == live
+    for snapshot in directory.glob("snapshot-*/*.parquet"):  # folded: no empty group kept
+        assert 0 not in pq.read_table(snapshot).column(COUNT).to_pylist()
+
+
+def test_a_group_emptied_before_a_fold_is_gone_from_the_state_after_it(spark, tmp_path):
+    sums = GroupSums(_state(), tmp_path)
+    rows = [{"g": 1, "d": Decimal("1.00"), "i": 1, WEIGHT: 1}, {"g": 2, "d": Decimal("2.00"), "i": 2, WEIGHT: 1}]
+    sums.updated(spark, frame_of(spark, pa.Table.from_pylist(rows, schema=INPUT)), 0)
+    emptied = [{**rows[0], WEIGHT: -1}]
+    after = sums.updated(spark, frame_of(spark, pa.Table.from_pylist(emptied, schema=INPUT)), 1).collect()
+    assert [(r["g"], r[COUNT]) for r in after] == [(1, 0)]  # the emitter's delete
+    for batch_id in range(2, COMPACT_EVERY + 1):
+        sums.updated(spark, frame_of(spark, pa.Table.from_pylist([rows[1]], schema=INPUT)), batch_id)
+    assert [p.name for p in tmp_path.glob("snapshot-*")]
+    assert [r["g"] for r in groups_now(tmp_path, ("g",), COMPACT_EVERY + 1).to_pylist()] == [2]
+
+
+def test_sums_group_as_spark_groups_and_keep_their_types():
+    rows = pa.table({"k": pa.array([0.0, -0.0, float("nan"), float("nan"), None, None], pa.float64()),
+                     "s": pa.array([Decimal("1.10"), Decimal("2.20"), None, Decimal("3.00"), None, None],
+                                   pa.decimal128(16, 2)),
+                     COUNT: pa.array([1, 1, 1, 1, 1, -1], pa.int64())})
+    summed = summed_per_group(rows, ("k",))
+    assert summed.schema == rows.schema
+    got = {("nan" if v != v else v): (s, c) for v, s, c in zip(*[summed.column(n).to_pylist() for n in summed.column_names])}
+    assert got == {0.0: (Decimal("3.30"), 2), "nan": (Decimal("3.00"), 2), None: (None, 0)}
+
+
+def test_a_sum_beyond_its_type_fails_as_spark_does_naming_the_aggregate(spark, tmp_path):
+    big = pa.table({"k": [1, 1], COUNT: pa.array([2**62, 2**62], pa.int64())})
+    with pytest.raises(SumOverflow):
+        summed_per_group(big, ("k",))
+    wide = pa.schema([("g", pa.int64()), ("d", pa.decimal128(38, 0)), ("i", pa.int32()), (WEIGHT, pa.int32())])
+    state = AggregateState(NODE, {"d": pa.decimal128(38, 0), "i": pa.int32()})
+    sums = GroupSums(state, tmp_path)
+    # Each micro-batch's own sum fits DECIMAL(38,0); their running sum does not.
+    six = frame_of(spark, pa.Table.from_pylist([{"g": 1, "d": Decimal("9" * 37), "i": 1, WEIGHT: 1}] * 6, schema=wide))
+    sums.updated(spark, six, 0)
+    assert groups_now(tmp_path, ("g",), 1).column(sum_column(0)).to_pylist() == [Decimal(6 * (10**37 - 1))]
+    with pytest.raises(InputError, match=r"SUM\(d\) AS total"):
+        sums.updated(spark, six, 1)
+
+
+HOUR = 3_600_000
+
+
+def test_with_a_ttl_an_idle_group_is_forgotten_and_starts_again_from_nothing(spark, tmp_path):
+    sums = GroupSums(_state(), tmp_path, ttl=timedelta(hours=1))
+
+    def step(batch_id: int, rows: list[dict], now_ms: int) -> dict:
+        frame = frame_of(spark, pa.Table.from_pylist(rows, schema=INPUT))
+        return {r["g"]: _as_model(r.asDict()) for r in sums.updated(spark, frame, batch_id, now_ms).collect()}
+
+    one = {"g": 1, "d": Decimal("5.00"), "i": 1}
+    two = {"g": 2, "d": Decimal("1.00"), "i": None}
+    assert step(0, [{**one, WEIGHT: 1}, {**two, WEIGHT: 1}], 0) == {1: (1, 1, Decimal("5.00"), 1),
+                                                                    2: (1, 1, Decimal("1.00"), 0)}
+    assert step(1, [{**two, WEIGHT: 1}], HOUR // 2) == {2: (2, 2, Decimal("2.00"), 0)}
+    # Group 1 has been idle for more than an hour: a new row starts it again from nothing.
+    assert step(2, [{**one, WEIGHT: 1}], 2 * HOUR) == {1: (1, 1, Decimal("5.00"), 1)}
+    # Its forgotten rows are retracted in the state for good, whenever the logs are folded.
+    for batch_id in range(3, COMPACT_EVERY + 2):
+        step(batch_id, [{**one, WEIGHT: 1}, {**one, WEIGHT: -1}], 2 * HOUR + batch_id)
+    assert [p.name for p in tmp_path.glob("snapshot-*")]
+    assert {r["g"]: r[COUNT] for r in groups_now(tmp_path, ("g",), COMPACT_EVERY + 2).to_pylist()} == {1: 1}
+    # A retraction that finds only forgotten state is ignored, as Flink ignores it, and counted.
+    assert step(COMPACT_EVERY + 2, [{**one, WEIGHT: -1}], 4 * HOUR) == {}
+    assert sums.ignored_groups == 1
