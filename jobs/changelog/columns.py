@@ -30,3 +30,4 @@ ORDINAL = "__ordinal"  # the upsert materializer's arrival order of a live row
 
 # -- the aggregate state --------------------------------------------------------------------------
 SLOT = "__slot"  # 0: a group's invertible sums; i > 0: the values of its i-th multiset aggregate
+TOUCHED = "__touched"  # when a group last changed (ms since the epoch): lockstep's state TTL

@@ -97,7 +97,7 @@ class AggregateEmitter:
                        hidden: tuple[str, ...] = ()) -> DataFrame:
         """The touched groups as output rows tagged upsert / delete (plus `hidden` state columns)."""
         if self.sums is not None:
-            updated = self.sums.updated(spark, updated, batch.id, batch.timestamp_ms)
+            updated = self.sums.updated(spark, updated, batch.id, batch.timestamp_ms, batch.segments)
         recomputed = None
         if self.multisets is not None:
             counts = updated.select(*self.state.slot_key, COUNT).toArrow()

@@ -25,6 +25,7 @@ the same partial again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -35,62 +36,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs.changelog.columns import COUNT
+from jobs.changelog.columns import COUNT, TOUCHED
 from jobs.changelog.schema import all_nullable
 from jobs.errors import InputError
 from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.aggregate import AggregateState, nonnull_column, streaming_aggregate, sum_column
+from jobs.stream.driver_input import DriverInput
+from jobs.stream.driver_sums import sums_on_driver
 from jobs.stream.live_state import LiveState
-from jobs.stream.row_counts import row_codes, spark_normalized
-
-# When a group last changed: the micro-batch's time, milliseconds since the epoch (state TTL).
-TOUCHED = "__touched"
-
-
-class SumOverflow(ArithmeticError):
-    """A running sum left its type (Spark's ANSI arithmetic fails on it too)."""
-
-    def __init__(self, column: str, type_: pa.DataType):
-        super().__init__(column)
-        self.column, self.type = column, type_
-
-
-def summed_per_group(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
-    """Per group of `keys` (grouped as Spark groups), the sum of every other column (its maximum
-    for TOUCHED), NULLs skipped and all-NULL summing to NULL, as Spark's SUM. Same schema as
-    `rows`; raises SumOverflow where a sum does not fit its column's type."""
-    if rows.num_rows == 0:
-        return rows
-    key_rows = spark_normalized(rows.select(list(keys)))
-    codes = row_codes(key_rows) if keys else np.zeros(rows.num_rows, np.int64)
-    values = [name for name in rows.column_names if name not in keys]
-    wide = pa.table([pa.array(codes), *[_widened(rows.column(v)) for v in values]], names=["__g", *values])
-    grouped = wide.group_by("__g", use_threads=False).aggregate(
-        [(v, "max" if v == TOUCHED else "sum") for v in values])
-    _, first = np.unique(codes, return_index=True)  # each code's first row (codes are 0..n-1)
-    at = first[grouped.column("__g").to_numpy()]
-    agg = {v: grouped.column(f"{v}_{'max' if v == TOUCHED else 'sum'}") for v in values}
-    columns = {**{k: key_rows.column(k).take(at) for k in keys}, **agg}
-    return pa.table([_narrowed(columns[f.name], f) for f in rows.schema], schema=rows.schema)
-
-
-def _widened(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Integers and decimals in a decimal wide enough that no sum of a state's rows overflows
-    it (Arrow's own sums wrap around silently); the narrowing back checks the range."""
-    if pa.types.is_integer(column.type):
-        return column.cast(pa.decimal256(40, 0))
-    if pa.types.is_decimal(column.type):
-        return column.cast(pa.decimal256(76, column.type.scale))
-    return column
-
-
-def _narrowed(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
-    try:
-        return column.cast(field.type)
-    except pa.ArrowInvalid:
-        raise SumOverflow(field.name, field.type) from None
-
+from jobs.stream.row_counts import SumOverflow, row_codes, spark_normalized, summed_per_group
 
 @dataclass(frozen=True)
 class Forgetting:
@@ -110,18 +66,23 @@ class Forgetting:
 class GroupSums:
     """The state of one group aggregate, and what a micro-batch makes of it."""
 
-    def __init__(self, state: AggregateState, directory: Path, ttl: timedelta | None = None):
+    def __init__(self, state: AggregateState, directory: Path, ttl: timedelta | None = None,
+                 direct: DriverInput | None = None):
         self.state, self.ttl = state, ttl
+        # Where the micro-batch's rows can be read and summed on the driver (driver_sums.py).
+        self.direct = direct if not state.has_slots else None
+        self._schema: pa.Schema | None = None  # of Spark's partial sums, found on first use
         self.keys = state.slot_key if state.has_slots else state.keys
         self._forgetting = Forgetting(ttl)
         self.store = LiveState(directory, "", self.keys, fold=self._groups, compact_fold=self._kept_groups)
         self.ignored_groups = 0  # groups whose changes only retracted forgotten state (TTL)
 
-    def updated(self, spark: SparkSession, rows: DataFrame, batch_id: int, now_ms: int = 0) -> DataFrame:
+    def updated(self, spark: SparkSession, rows: DataFrame, batch_id: int, now_ms: int = 0,
+                segments: Mapping[str, Sequence[Path]] | None = None) -> DataFrame:
         """The touched groups' sums after the micro-batch `rows` (aggregate.py's update output);
-        `now_ms` is the micro-batch's time (state TTL)."""
+        `now_ms` is the micro-batch's time (state TTL), `segments` its staged files."""
         self._forgetting = Forgetting(self.ttl, now_ms)
-        partial = streaming_aggregate(rows, self.state).withColumn(TOUCHED, F.lit(now_ms).cast("bigint")).toArrow()
+        partial = self._partial(rows, now_ms, segments)
         touched = partial.select(list(self.keys)) if self.keys else None
         before = self.store.rows_before(batch_id, touched, partial.schema)
         forgotten = self._forgetting.forgotten(before)
@@ -133,6 +94,20 @@ class GroupSums:
         cleared = _negated(before.filter(pa.array(forgotten & _rows_in(before, partial, self.keys))), self.keys)
         self.store.record(pa.concat_tables([partial, cleared]), batch_id)
         return frame_of(spark, after.drop_columns([TOUCHED]))
+
+    def _partial(self, rows: DataFrame, now_ms: int, segments: Mapping[str, Sequence[Path]] | None) -> pa.Table:
+        """The micro-batch's sums per group: on the driver from its files where they can be read
+        there, else by one Spark job over its rows."""
+        spark_sums = streaming_aggregate(rows, self.state).withColumn(TOUCHED, F.lit(now_ms).cast("bigint"))
+        read = self.direct.rows(segments) if self.direct is not None and segments else None
+        if read is None:
+            return spark_sums.toArrow()
+        if self._schema is None:
+            self._schema = to_arrow_schema(spark_sums.schema, timezone="UTC")
+        try:
+            return sums_on_driver(read, self.state, self._schema, now_ms)
+        except SumOverflow as overflow:
+            raise self._overflow_error(overflow) from None
 
     def _groups(self, rows: pa.Table) -> pa.Table:
         """State rows read back: per group its sums, the groups of count zero left out."""
@@ -150,9 +125,12 @@ class GroupSums:
         try:
             return summed_per_group(rows, self.keys)
         except SumOverflow as overflow:
-            raise InputError(f"a running sum ({_described(overflow.column, self.state)}) no longer fits "
-                             f"{overflow.type}, where Spark's ANSI arithmetic fails too",
-                             where=f"the query's aggregate {self.state.node.output_names}") from None
+            raise self._overflow_error(overflow) from None
+
+    def _overflow_error(self, overflow: SumOverflow) -> InputError:
+        return InputError(f"a sum ({_described(overflow.column, self.state)}) no longer fits {overflow.type}, "
+                          f"where Spark's ANSI arithmetic fails too",
+                          where=f"the query's aggregate {self.state.node.output_names}")
 
     def _without_orphans(self, after: pa.Table, partial: pa.Table, kept: pa.Table) -> tuple[pa.Table, pa.Table]:
         """With a TTL: the groups whose changes only retract forgotten rows (no state before,

@@ -9,6 +9,9 @@ The grouping must be Spark's: two rows are one when every column is equal, a nul
 null, -0.0 equal to 0.0 and any NaN equal to any NaN (Spark normalises floating grouping keys
 so, NormalizeFloatingNumbers), and the summed rows carry the normalised values, as Spark's
 aggregation outputs them.
+
+A group aggregate's sums (summed_per_group) are summed so too, every column in its own type, as
+Spark's SUM: NULLs skipped, a sum leaving its type an error (Spark's ANSI arithmetic).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.changelog.columns import COUNT, WEIGHT
+from jobs.changelog.columns import COUNT, TOUCHED, WEIGHT
 from jobs.changelog.live_columnar import key_codes
 
 
@@ -56,6 +59,50 @@ def _summed(rows: pa.Table, kept) -> pa.Table:
     rows_kept = np.flatnonzero(kept(sums))
     columns = [*values.take(first[rows_kept]).columns, pa.array(sums[rows_kept], pa.int64())]
     return pa.Table.from_arrays(columns, schema=rows.schema)
+
+
+class SumOverflow(ArithmeticError):
+    """A running sum left its type (Spark's ANSI arithmetic fails on it too)."""
+
+    def __init__(self, column: str, type_: pa.DataType):
+        super().__init__(column)
+        self.column, self.type = column, type_
+
+
+def summed_per_group(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+    """Per group of `keys` (grouped as Spark groups), the sum of every other column (its maximum
+    for TOUCHED), NULLs skipped and all-NULL summing to NULL, as Spark's SUM. Same schema as
+    `rows`; raises SumOverflow where a sum does not fit its column's type."""
+    if rows.num_rows == 0:
+        return rows
+    key_rows = spark_normalized(rows.select(list(keys)))
+    codes = row_codes(key_rows) if keys else np.zeros(rows.num_rows, np.int64)
+    values = [name for name in rows.column_names if name not in keys]
+    wide = pa.table([pa.array(codes), *[_widened(rows.column(v)) for v in values]], names=["__g", *values])
+    grouped = wide.group_by("__g", use_threads=False).aggregate(
+        [(v, "max" if v == TOUCHED else "sum") for v in values])
+    _, first = np.unique(codes, return_index=True)  # each code's first row (codes are 0..n-1)
+    at = first[grouped.column("__g").to_numpy()]
+    agg = {v: grouped.column(f"{v}_{'max' if v == TOUCHED else 'sum'}") for v in values}
+    columns = {**{k: key_rows.column(k).take(at) for k in keys}, **agg}
+    return pa.table([_narrowed(columns[f.name], f) for f in rows.schema], schema=rows.schema)
+
+
+def _widened(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Integers and decimals in a decimal wide enough that no sum of a state's rows overflows
+    it (Arrow's own sums wrap around silently); the narrowing back checks the range."""
+    if pa.types.is_integer(column.type):
+        return column.cast(pa.decimal256(40, 0))
+    if pa.types.is_decimal(column.type):
+        return column.cast(pa.decimal256(76, column.type.scale))
+    return column
+
+
+def _narrowed(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
+    try:
+        return column.cast(field.type)
+    except pa.ArrowInvalid:
+        raise SumOverflow(field.name, field.type) from None
 
 
 def spark_normalized(table: pa.Table) -> pa.Table:

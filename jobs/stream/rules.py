@@ -99,7 +99,8 @@ def _group_aggregate(node: GroupAggregate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
     state = AggregateState.of(node, child.frame)
     if ctx.store == LOCKSTEP:
-        sums = GroupSums(state, ctx.layout.aggregate_state, ctx.stage.spec.stream.ttl)
+        sums = GroupSums(state, ctx.layout.aggregate_state, ctx.stage.spec.stream.ttl,
+                         direct=driver_input(node.input, child.frame.schema))
         return Streaming(child.frame, state, sums=sums)
     return Streaming(streaming_aggregate(child.frame, state), state)
 

@@ -17,7 +17,7 @@ micro-batch to the full one (target: at most 10 %), and each run's whole time (`
 as a function call: the Spark session is started by run 1).
 
     python -m tests.benchmarks.bench_incremental [--keys 1000000] [--touched-percent 1]
-        [--state-store memory|rocksdb] [--with-max]
+        [--state-store lockstep|memory|rocksdb] [--with-max]
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=1_000_000, help="orders, one per pId (default 1,000,000)")
     parser.add_argument("--touched-percent", type=int, default=1, help="orders updated in runs 2 and 3 (default 1)")
-    parser.add_argument("--state-store", choices=get_args(StateStore), default="memory",
-                        help="the spec's stream.state_store (default memory)")
+    parser.add_argument("--state-store", choices=get_args(StateStore), default="lockstep",
+                        help="the spec's stream.state_store (default lockstep)")
     parser.add_argument("--with-max", action="store_true",
                         help="add MAX(income) per group: a MIN / MAX / DISTINCT aggregate's value state too")
     parser.add_argument("--settings", type=Path, default=None, help="lockstep settings file (default conf/settings.yaml)")

@@ -13,7 +13,7 @@ should finish. The heap is made small rather than the state huge so that the com
 minutes (the defaults: 5,000,000 keys against 1 GiB, which the in-memory state outgrows).
 
     python -m tests.benchmarks.bench_spill [--keys 5000000] [--driver-memory 1g]
-        [--stores memory,rocksdb] [--timeout 1800]
+        [--stores lockstep,memory,rocksdb] [--timeout 1800]
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--keys", type=int, default=5_000_000, help="orders, one per pId (default 5,000,000)")
     parser.add_argument("--driver-memory", default="1g", help="the driver JVM's heap for both runs (default 1g)")
     parser.add_argument("--stores", type=lambda text: text.split(","), default=list(get_args(StateStore)),
-                        help="state stores to run, in order (default memory,rocksdb)")
+                        help="state stores to run, in order (default: lockstep,memory,rocksdb)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a run may take (default 1800)")
     return parser.parse_args()
 

@@ -1,7 +1,8 @@
 """lockstep's own aggregation state (jobs/stream/group_sums.py): per micro-batch the touched
 groups' sums after it, exactly as Spark's streaming aggregation held them (a model of running
 sums here), types included; groups whose rows were all retracted leave the state when it is
-folded; and with a state TTL, idle groups are forgotten as Flink forgets them."""
+folded; with a state TTL, idle groups are forgotten as Flink forgets them; and a micro-batch's
+sums made on the driver (driver_sums.py) are Spark's."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -11,14 +12,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs.changelog.columns import COUNT, WEIGHT
+from jobs.changelog.columns import COUNT, TOUCHED, WEIGHT
 from jobs.errors import InputError
 from jobs.plan.nodes import AggCall
 from jobs.runtime.arrow_frames import frame_of
-from jobs.stream.aggregate import AggregateState, nonnull_column, sum_column
-from jobs.stream.group_sums import GroupSums, SumOverflow, groups_now, summed_per_group
+from jobs.stream.aggregate import AggregateState, nonnull_column, streaming_aggregate, sum_column
+from jobs.stream.driver_sums import sums_on_driver
+from jobs.stream.group_sums import GroupSums, groups_now
 from jobs.stream.live_state import COMPACT_EVERY
+from jobs.stream.row_counts import SumOverflow, summed_per_group
 from tests.strategies import examples
 
 CALLS = [AggCall("SUM", "d", False, "total"), AggCall("COUNT", "i", False, "n"), AggCall("COUNT", None, False, "rows")]
@@ -160,3 +165,38 @@ def test_with_a_ttl_an_idle_group_is_forgotten_and_starts_again_from_nothing(spa
     # A retraction that finds only forgotten state is ignored, as Flink ignores it, and counted.
     assert step(COMPACT_EVERY + 2, [{**one, WEIGHT: -1}], 4 * HOUR) == {}
     assert sums.ignored_groups == 1
+
+
+DRIVER_CALLS = [AggCall("SUM", "i", False, "si"), AggCall("AVG", "d", False, "ad"), AggCall("SUM", "x", False, "sx"),
+                AggCall("COUNT", "f", False, "nf"), AggCall("SUM", "f", False, "sf"), AggCall("COUNT", None, False, "n")]
+DRIVER_INPUT = pa.schema([("k", pa.float64()), ("s", pa.string()), ("i", pa.int32()), ("d", pa.decimal128(6, 2)),
+                          ("x", pa.float64()), ("f", pa.float32()), (WEIGHT, pa.int32())])
+
+
+@st.composite
+def weighted_rows(draw) -> pa.Table:
+    rows = [{"k": draw(st.sampled_from([None, 0.0, -0.0, float("nan"), 2.5])), "s": draw(st.sampled_from([None, "a", "é"])),
+             "i": draw(st.sampled_from([None, -3, 2_000_000_000])),
+             "d": draw(st.sampled_from([None, Decimal("-1.25"), Decimal("9999.99")])),
+             "x": draw(st.sampled_from([None, 0.1, -2.0, float("inf")])), "f": draw(st.sampled_from([None, 1.5])),
+             WEIGHT: draw(st.sampled_from([1, -1]))} for _ in range(draw(st.integers(0, 12)))]
+    return pa.Table.from_pylist(rows, schema=DRIVER_INPUT)
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=weighted_rows())
+def test_the_driver_sums_a_micro_batch_as_spark_sums_it(spark, rows):
+    node = SimpleNamespace(group_keys=("k", "s"), aggregates=DRIVER_CALLS, is_global=False)
+    state = AggregateState(node, {c: DRIVER_INPUT.field(c).type for c in ("i", "d", "x", "f")})
+    in_spark = streaming_aggregate(frame_of(spark, rows), state).withColumn(TOUCHED, F.lit(7).cast("bigint"))
+    schema = to_arrow_schema(in_spark.schema, timezone="UTC")
+    weights = rows.column(WEIGHT).cast(pa.int64())
+    on_driver = sums_on_driver(rows.drop_columns([WEIGHT]).append_column(COUNT, weights), state, schema, 7)
+    assert on_driver.schema.equals(schema.remove_metadata())
+
+    def by_group(table: pa.Table) -> dict:
+        # NaN is not equal to itself: compared by its text; sums of doubles to the last bits.
+        return {repr((r["k"], r["s"])): {c: (round(v, 9) if isinstance(v, float) and v == v else repr(v))
+                                         for c, v in r.items()} for r in table.to_pylist()}
+
+    assert by_group(on_driver) == by_group(in_spark.toArrow())

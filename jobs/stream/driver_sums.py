@@ -1,0 +1,43 @@
+"""A micro-batch's sums per group computed on the driver, from the rows driver_input.py reads.
+
+Where a group aggregate's input is a staged changelog (or a SELECT that only picks its columns)
+and its aggregates are all invertible (SUM, COUNT, AVG: no value slots), the micro-batch's
+partial sums (group_sums.py) need no Spark job: the rows are read by Arrow and summed there,
+each contribution in the type Spark's SUM gives it (BIGINT for integers, DECIMAL(p+10, s) for a
+DECIMAL(p, s), DOUBLE for floating values), grouped as Spark groups, a sum that leaves its type
+failing as Spark's ANSI arithmetic does.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.changelog.columns import COUNT, TOUCHED
+from jobs.stream.aggregate import AggregateState, state_columns
+from jobs.stream.row_counts import SumOverflow, summed_per_group
+
+
+def sums_on_driver(rows: pa.Table, state: AggregateState, schema: pa.Schema, now_ms: int) -> pa.Table:
+    """Per group of `rows` (the input's columns and each row's weight as COUNT), the sums Spark's
+    partial aggregation would give, in `schema` (its Arrow schema, TOUCHED last)."""
+    weights = rows.column(COUNT).cast(pa.int64())
+    columns = {k: rows.column(k) for k in state.keys}
+    columns[COUNT] = weights
+    for name, kind, arg in state_columns(state.node):
+        x = rows.column(arg)
+        if kind == "nonnull":
+            columns[name] = pc.if_else(pc.is_null(x), pa.scalar(0, pa.int64()), weights)
+        else:
+            columns[name] = _signed(x.cast(schema.field(name).type), weights, name)
+    columns[TOUCHED] = pa.array([now_ms] * rows.num_rows, pa.int64())
+    table = pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema.remove_metadata())
+    return summed_per_group(table, state.keys)
+
+
+def _signed(x: pa.ChunkedArray, weights: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
+    """x for an addition, -x for a retraction."""
+    try:
+        return pc.if_else(pc.greater(weights, 0), x, pc.negate_checked(x))
+    except pa.ArrowInvalid:
+        raise SumOverflow(name, x.type) from None
