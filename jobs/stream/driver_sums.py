@@ -10,6 +10,7 @@ failing as Spark's ANSI arithmetic does.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -30,7 +31,7 @@ def sums_on_driver(rows: pa.Table, state: AggregateState, schema: pa.Schema, now
             columns[name] = pc.if_else(pc.is_null(x), pa.scalar(0, pa.int64()), weights)
         else:
             columns[name] = _signed(x.cast(schema.field(name).type), weights, name)
-    columns[TOUCHED] = pa.array([now_ms] * rows.num_rows, pa.int64())
+    columns[TOUCHED] = pa.array(np.full(rows.num_rows, now_ms, np.int64))
     table = pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema.remove_metadata())
     return summed_per_group(table, state.keys)
 

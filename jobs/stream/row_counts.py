@@ -77,28 +77,55 @@ def summed_per_group(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
         return rows
     key_rows = spark_normalized(rows.select(list(keys)))
     codes = row_codes(key_rows) if keys else np.zeros(rows.num_rows, np.int64)
-    values = [name for name in rows.column_names if name not in keys]
-    wide = pa.table([pa.array(codes), *[_widened(rows.column(v)) for v in values]], names=["__g", *values])
-    grouped = wide.group_by("__g", use_threads=False).aggregate(
-        [(v, "max" if v == TOUCHED else "sum") for v in values])
-    _, first = np.unique(codes, return_index=True)  # each code's first row (codes are 0..n-1)
-    at = first[grouped.column("__g").to_numpy()]
-    agg = {v: grouped.column(f"{v}_{'max' if v == TOUCHED else 'sum'}") for v in values}
-    columns = {**{k: key_rows.column(k).take(at) for k in keys}, **agg}
-    return pa.table([_narrowed(columns[f.name], f) for f in rows.schema], schema=rows.schema)
+    groups = int(codes.max()) + 1
+    first = np.empty(groups, np.int64)  # each code's first row (codes are 0..groups-1)
+    first[codes[::-1]] = np.arange(rows.num_rows - 1, -1, -1)
+    columns = {k: key_rows.column(k).take(first) for k in keys}
+    sizes = np.bincount(codes, minlength=groups)
+    for name in rows.column_names:
+        if name not in keys:
+            columns[name] = _group_sums(rows.column(name), rows.schema.field(name), codes, sizes)
+    return pa.table([columns[f.name] for f in rows.schema], schema=rows.schema)
 
 
-def _widened(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Integers and decimals in a decimal wide enough that no sum of a state's rows overflows
-    it (Arrow's own sums wrap around silently); the narrowing back checks the range."""
-    if pa.types.is_integer(column.type):
-        return column.cast(pa.decimal256(40, 0))
-    if pa.types.is_decimal(column.type):
-        return column.cast(pa.decimal256(76, column.type.scale))
-    return column
+def _group_sums(column: pa.ChunkedArray, field: pa.Field, codes: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    """One column's sums (TOUCHED: maxima) per group code, NULL where a group has no value;
+    `sizes` are the groups' row counts."""
+    groups = len(sizes)
+    valid = sizes if column.null_count == 0 else \
+        np.bincount(codes, weights=column.is_valid().to_numpy(zero_copy_only=False), minlength=groups)
+    if field.name == TOUCHED:
+        values = np.full(groups, np.iinfo(np.int64).min)
+        np.maximum.at(values, codes, pc.fill_null(column, 0).to_numpy())
+    elif pa.types.is_integer(field.type) and _sums_fit_int64(column, codes, groups):
+        values = np.zeros(groups, np.int64)
+        np.add.at(values, codes, pc.fill_null(column, 0).to_numpy().astype(np.int64))
+    elif pa.types.is_floating(field.type):
+        values = np.bincount(codes, weights=pc.fill_null(column, 0).to_numpy().astype(np.float64), minlength=groups)
+    else:
+        return _exact_sums(column, field, codes, groups)
+    return _narrowed(pa.array(values, mask=valid == 0), field)
 
 
-def _narrowed(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
+def _sums_fit_int64(column: pa.ChunkedArray, codes: np.ndarray, groups: int) -> bool:
+    """Whether every group's sum of absolute values stays far inside int64: then no sum
+    overflows, and numpy's int64 sums are exact."""
+    magnitudes = np.bincount(codes, weights=np.abs(pc.fill_null(column, 0).to_numpy().astype(np.float64)),
+                             minlength=groups)
+    return bool(magnitudes.max(initial=0) < 2.0 ** 62)
+
+
+def _exact_sums(column: pa.ChunkedArray, field: pa.Field, codes: np.ndarray, groups: int) -> pa.Array:
+    """Sums in a decimal wide enough that none overflows (Arrow's own integer and decimal sums
+    wrap around silently), checked against the column's type when narrowed back."""
+    wide = pa.decimal256(40, 0) if pa.types.is_integer(field.type) else pa.decimal256(76, field.type.scale)
+    table = pa.table({"g": codes, "v": column.cast(wide)})
+    summed = table.group_by("g", use_threads=False).aggregate([("v", "sum")])
+    order = np.argsort(summed.column("g").to_numpy())
+    return _narrowed(summed.column("v_sum").take(order), field)
+
+
+def _narrowed(column: pa.Array | pa.ChunkedArray, field: pa.Field) -> pa.Array:
     try:
         return column.cast(field.type)
     except pa.ArrowInvalid:
