@@ -36,6 +36,7 @@ from jobs.stream.keyed import SessionOperator
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.calc import apply_calc, projections
+from jobs.stream.driver_groups import finished_groups, finishes_on_driver
 from jobs.stream.driver_rows import picked_columns, upsert_rows
 from jobs.stream.group_sums import GroupSums
 from jobs.stream.materializer import UpsertMaterializer
@@ -81,23 +82,53 @@ class AggregateEmitter:
         # The expressions are the same for every micro-batch: built once, reused by each.
         self._results = result_columns(state)
         self._outputs: dict[tuple[str, ...], list] = {}
+        # The finished rows have the shape finalize gives them, whatever the sink's mode: where
+        # a column differs (a retract sink's copy count), finished_groups leaves them to Spark.
+        self._finishes_on_driver = sums is not None and finishes_on_driver(state, self.post)
 
     @property
     def reads_twice(self) -> bool:
         # The sums made from the rows are a local relation: reading it twice costs nothing.
         return self.multisets is not None and self.sums is None
 
-    def changes(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch) -> Changes:
-        return Changes(frame=self.changed_groups(spark, updated, batch))
+    def changes(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch) -> Changes:
+        if self.sums is None:
+            return Changes(frame=self.changed_groups(spark, frame, batch))
+        groups = self._groups_after(frame, batch)
+        rows = self._finished_on_driver(groups, ())
+        if rows is not None:
+            return Changes(rows=rows)
+        return Changes(frame=self._finished(spark, frame_of(spark, groups), batch, ()))
+
+    def changed_rows(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
+                     hidden: tuple[str, ...] = ()) -> pa.Table:
+        """changed_groups' rows on the driver (finished there where they can be)."""
+        if self.sums is None:
+            return self.changed_groups(spark, frame, batch, hidden).toArrow()
+        groups = self._groups_after(frame, batch)
+        rows = self._finished_on_driver(groups, hidden)
+        return rows if rows is not None else self._finished(spark, frame_of(spark, groups), batch, hidden).toArrow()
+
+    def _finished_on_driver(self, groups: pa.Table, hidden: tuple[str, ...]) -> pa.Table | None:
+        if not self._finishes_on_driver:
+            return None
+        return finished_groups(groups, self.state, self.post, self.output, hidden)
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass
 
-    def changed_groups(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch,
+    def changed_groups(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
                        hidden: tuple[str, ...] = ()) -> DataFrame:
         """The touched groups as output rows tagged upsert / delete (plus `hidden` state columns)."""
-        if self.sums is not None:
-            updated = self.sums.updated(spark, updated, batch.id, batch.timestamp_ms, batch.segments)
+        updated = frame_of(spark, self._groups_after(frame, batch)) if self.sums is not None else frame
+        return self._finished(spark, updated, batch, hidden)
+
+    def _groups_after(self, rows: DataFrame, batch: MicroBatch) -> pa.Table:
+        return self.sums.after(rows, batch.id, batch.timestamp_ms, batch.segments)
+
+    def _finished(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch,
+                  hidden: tuple[str, ...]) -> DataFrame:
+        """The touched groups' new sums (Spark's update output's shape) finalised in Spark."""
         recomputed = None
         if self.multisets is not None:
             counts = updated.select(*self.state.slot_key, COUNT).toArrow()
@@ -240,6 +271,10 @@ class SessionEmitter:
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass
+
+    def changed_rows(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
+                     hidden: tuple[str, ...] = ()) -> pa.Table:
+        return self.changed_groups(spark, frame, batch, hidden).toArrow()
 
     def changed_groups(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
                        hidden: tuple[str, ...] = ()) -> DataFrame:

@@ -4,12 +4,14 @@ Per group, the state is the sums aggregate.py defines (__count, __n<j>, __s<j>; 
 for MIN / MAX / DISTINCT aggregates), kept as a keyed state of a compacted snapshot and short
 logs (live_state.py) instead of in Spark's streaming aggregation. Per micro-batch:
 
-    partial = the micro-batch's sums per group         one Spark job, stateless, over its rows
+    partial = the micro-batch's sums per group         on the driver from its staged files
+                                                        (driver_sums.py), else one stateless
+                                                        Spark job over its rows
     before  = the touched groups' sums, from the state  read by Arrow, the touched keys only
     after   = before + partial, per group               every touched group, a zero count too
 
-`after` is exactly what Spark's update output held (the emitter finalises it, and a zero count
-becomes a delete); the partial is logged. When the logs are folded, a group whose count is zero
+`after` is exactly what Spark's update output held; the emitter finalises it (on the driver
+where it can, driver_groups.py), and a zero count becomes a delete. The partial is logged. When the logs are folded, a group whose count is zero
 leaves the state: a group with no live rows costs nothing afterwards (Spark's aggregation kept
 every group it ever saw).
 
@@ -34,14 +36,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.changelog.columns import COUNT, TOUCHED
 from jobs.changelog.schema import all_nullable
 from jobs.errors import InputError
-from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.aggregate import AggregateState, nonnull_column, streaming_aggregate, sum_column
 from jobs.stream.driver_input import DriverInput
 from jobs.stream.driver_sums import sums_on_driver
@@ -77,10 +78,11 @@ class GroupSums:
         self.store = LiveState(directory, "", self.keys, fold=self._groups, compact_fold=self._kept_groups)
         self.ignored_groups = 0  # groups whose changes only retracted forgotten state (TTL)
 
-    def updated(self, spark: SparkSession, rows: DataFrame, batch_id: int, now_ms: int = 0,
-                segments: Mapping[str, Sequence[Path]] | None = None) -> DataFrame:
-        """The touched groups' sums after the micro-batch `rows` (aggregate.py's update output);
-        `now_ms` is the micro-batch's time (state TTL), `segments` its staged files."""
+    def after(self, rows: DataFrame, batch_id: int, now_ms: int = 0,
+              segments: Mapping[str, Sequence[Path]] | None = None) -> pa.Table:
+        """The touched groups' sums after the micro-batch `rows` (what Spark's update output
+        held, aggregate.py); `now_ms` is the micro-batch's time (state TTL), `segments` its
+        staged files."""
         self._forgetting = Forgetting(self.ttl, now_ms)
         partial = self._partial(rows, now_ms, segments)
         touched = partial.select(list(self.keys)) if self.keys else None
@@ -93,7 +95,7 @@ class GroupSums:
         # log, so that no later fold adds them back.
         cleared = _negated(before.filter(pa.array(forgotten & _rows_in(before, partial, self.keys))), self.keys)
         self.store.record(pa.concat_tables([partial, cleared]), batch_id)
-        return frame_of(spark, after.drop_columns([TOUCHED]))
+        return after.drop_columns([TOUCHED])
 
     def _partial(self, rows: DataFrame, now_ms: int, segments: Mapping[str, Sequence[Path]] | None) -> pa.Table:
         """The micro-batch's sums per group: on the driver from its files where they can be read

@@ -57,7 +57,7 @@ class FinalWindowEmitter:
             self.pending.create(initial.append_column(WINDOW_END, marks), "lockstep open windows")
 
     def changes(self, spark: SparkSession, updated: DataFrame, batch) -> Changes:
-        touched = self.inner.changed_groups(spark, updated, batch, hidden=(WINDOW_END,)).toArrow()
+        touched = self.inner.changed_rows(spark, updated, batch, hidden=(WINDOW_END,))
         self.pending.apply(touched, batch.id)
         self._closing = self._closed(batch.watermark_after)
         rows = self._closing.drop_columns([WINDOW_END])

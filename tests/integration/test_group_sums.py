@@ -19,7 +19,8 @@ from jobs.changelog.columns import COUNT, TOUCHED, WEIGHT
 from jobs.errors import InputError
 from jobs.plan.nodes import AggCall
 from jobs.runtime.arrow_frames import frame_of
-from jobs.stream.aggregate import AggregateState, nonnull_column, streaming_aggregate, sum_column
+from jobs.stream.aggregate import AggregateState, nonnull_column, state_columns, streaming_aggregate, sum_column
+from jobs.stream.driver_groups import finished_groups, finishes_on_driver
 from jobs.stream.driver_sums import sums_on_driver
 from jobs.stream.group_sums import GroupSums, groups_now
 from jobs.stream.live_state import COMPACT_EVERY
@@ -87,13 +88,11 @@ def test_each_micro_batch_gives_the_touched_groups_running_sums_and_empty_groups
     sums, seen = GroupSums(_state(), directory), []
     for batch_id, batch in enumerate(batches):
         seen += batch
-        updated = sums.updated(spark, frame_of(spark, pa.Table.from_pylist(batch, schema=INPUT)), batch_id)
+        after = sums.after(frame_of(spark, pa.Table.from_pylist(batch, schema=INPUT)), batch_id)
         model = _model(seen)
-        rows = [r.asDict() for r in updated.collect()]
-        assert {r["g"]: _as_model(r) for r in rows} == {g: model[g] for g in {r["g"] for r in batch}}
+        assert {r["g"]: _as_model(r) for r in after.to_pylist()} == {g: model[g] for g in {r["g"] for r in batch}}
         # Spark's sums: COUNT and the non-null counts BIGINT, a DECIMAL(6,2)'s sum DECIMAL(16,2).
-        assert [str(f.dataType) for f in updated.schema][1:] == ["LongType()", "LongType()", "DecimalType(16,2)",
-                                                                 "LongType()"]
+        assert after.schema.types[1:] == [pa.int64(), pa.int64(), pa.decimal128(16, 2), pa.int64()]
     live = {g: v for g, v in _model(seen).items() if v[0] != 0}
     now = groups_now(directory, ("g",), len(batches)).to_pylist()
     assert {r["g"]: _as_model(r) for r in now if r[COUNT] != 0} == live
@@ -104,12 +103,12 @@ def test_each_micro_batch_gives_the_touched_groups_running_sums_and_empty_groups
 def test_a_group_emptied_before_a_fold_is_gone_from_the_state_after_it(spark, tmp_path):
     sums = GroupSums(_state(), tmp_path)
     rows = [{"g": 1, "d": Decimal("1.00"), "i": 1, WEIGHT: 1}, {"g": 2, "d": Decimal("2.00"), "i": 2, WEIGHT: 1}]
-    sums.updated(spark, frame_of(spark, pa.Table.from_pylist(rows, schema=INPUT)), 0)
+    sums.after(frame_of(spark, pa.Table.from_pylist(rows, schema=INPUT)), 0)
     emptied = [{**rows[0], WEIGHT: -1}]
-    after = sums.updated(spark, frame_of(spark, pa.Table.from_pylist(emptied, schema=INPUT)), 1).collect()
+    after = sums.after(frame_of(spark, pa.Table.from_pylist(emptied, schema=INPUT)), 1).to_pylist()
     assert [(r["g"], r[COUNT]) for r in after] == [(1, 0)]  # the emitter's delete
     for batch_id in range(2, COMPACT_EVERY + 1):
-        sums.updated(spark, frame_of(spark, pa.Table.from_pylist([rows[1]], schema=INPUT)), batch_id)
+        sums.after(frame_of(spark, pa.Table.from_pylist([rows[1]], schema=INPUT)), batch_id)
     assert [p.name for p in tmp_path.glob("snapshot-*")]
     assert [r["g"] for r in groups_now(tmp_path, ("g",), COMPACT_EVERY + 1).to_pylist()] == [2]
 
@@ -134,10 +133,10 @@ def test_a_sum_beyond_its_type_fails_as_spark_does_naming_the_aggregate(spark, t
     sums = GroupSums(state, tmp_path)
     # Each micro-batch's own sum fits DECIMAL(38,0); their running sum does not.
     six = frame_of(spark, pa.Table.from_pylist([{"g": 1, "d": Decimal("9" * 37), "i": 1, WEIGHT: 1}] * 6, schema=wide))
-    sums.updated(spark, six, 0)
+    sums.after(six, 0)
     assert groups_now(tmp_path, ("g",), 1).column(sum_column(0)).to_pylist() == [Decimal(6 * (10**37 - 1))]
     with pytest.raises(InputError, match=r"SUM\(d\) AS total"):
-        sums.updated(spark, six, 1)
+        sums.after(six, 1)
 
 
 HOUR = 3_600_000
@@ -148,7 +147,7 @@ def test_with_a_ttl_an_idle_group_is_forgotten_and_starts_again_from_nothing(spa
 
     def step(batch_id: int, rows: list[dict], now_ms: int) -> dict:
         frame = frame_of(spark, pa.Table.from_pylist(rows, schema=INPUT))
-        return {r["g"]: _as_model(r.asDict()) for r in sums.updated(spark, frame, batch_id, now_ms).collect()}
+        return {r["g"]: _as_model(r) for r in sums.after(frame, batch_id, now_ms).to_pylist()}
 
     one = {"g": 1, "d": Decimal("5.00"), "i": 1}
     two = {"g": 2, "d": Decimal("1.00"), "i": None}
@@ -200,3 +199,61 @@ def test_the_driver_sums_a_micro_batch_as_spark_sums_it(spark, rows):
                                          for c, v in r.items()} for r in table.to_pylist()}
 
     assert by_group(on_driver) == by_group(in_spark.toArrow())
+
+
+FINISH_SQL = ("SELECT pId, SUM(income) AS total, COUNT(*) AS n, AVG(qty) AS a, COUNT(income) AS c, SUM(qty) AS q "
+              "FROM orders GROUP BY pId")
+
+
+@st.composite
+def touched_groups(draw, state: AggregateState) -> pa.Table:
+    """Groups' sums after a micro-batch, as group_sums gives them: counts of 0-3, sums of any."""
+    columns = {"pId": [], COUNT: []}
+    for name, _, _ in state_columns(state.node):
+        columns[name] = []
+    for pid in draw(st.lists(st.sampled_from([None, 1, 2, 3, 4]), unique=True)):
+        count = draw(st.integers(0, 3))
+        columns["pId"].append(pid)
+        columns[COUNT].append(count)
+        for name, kind, arg in state_columns(state.node):
+            if kind == "nonnull":
+                columns[name].append(draw(st.integers(0, count)))
+            elif arg == "income":
+                columns[name].append(draw(st.sampled_from([None, 0.0, -2.5, float("nan"), 1e300])))
+            else:
+                columns[name].append(draw(st.sampled_from([None, 0, -7, 2**40])))
+    types = {"pId": pa.int64(), COUNT: pa.int64(),
+             **{n: (pa.float64() if arg == "income" and kind == "sum" else pa.int64())
+                for n, kind, arg in state_columns(state.node)}}
+    return pa.table({n: pa.array(v, types[n]) for n, v in columns.items()})
+
+
+def _finishing(tmp_path):
+    from pyspark.sql.types import DoubleType, IntegerType, LongType, StructField, StructType
+    from jobs.plan import plan_query
+    from jobs.spec import load_spec
+    from jobs.stream.emitters import AggregateEmitter
+    from tests.conftest import orders_spec
+    spec = orders_spec(tmp_path, FINISH_SQL, source={"schema": "order_id BIGINT, pId BIGINT, income DOUBLE, qty INT"})
+    stage = plan_query(load_spec(spec)).final_stage
+    state = AggregateState(stage.aggregate, {"income": DoubleType(), "qty": IntegerType()})
+    output = StructType([StructField(n, t) for n, t in [("pId", LongType()), ("total", DoubleType()), ("n", LongType()),
+                                                        ("a", DoubleType()), ("c", LongType()), ("q", LongType())]])
+    return state, AggregateEmitter(stage, state, None, output), output
+
+
+def test_the_driver_finishes_the_groups_as_spark_finalises_them(spark, tmp_path):
+    state, emitter, output = _finishing(tmp_path)
+    assert finishes_on_driver(state, emitter.post)
+
+    def comparable(rows: list[dict]) -> dict:
+        return {r["pId"]: {k: ("nan" if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in rows}
+
+    @settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
+    @given(groups=touched_groups(state))
+    def check(groups):
+        on_driver = finished_groups(groups, state, emitter.post, output)
+        in_spark = emitter._finished(spark, frame_of(spark, groups), SimpleNamespace(id=0), ())
+        assert comparable(on_driver.to_pylist()) == comparable([r.asDict() for r in in_spark.collect()])
+
+    check()
