@@ -34,6 +34,7 @@ class DriverInput:
     columns: tuple[str, ...]
     names: tuple[str, ...]
     types: tuple[DataType, ...]
+    carried: tuple[str, ...] = ()  # staged columns read as they are, after COUNT (the watermark)
 
     def rows(self, segments: Mapping[str, Sequence[Path]]) -> pa.Table | None:
         """The micro-batch's rows, or None when its files' columns are not of the expected types
@@ -42,22 +43,26 @@ class DriverInput:
         if not files:  # nothing of this input in the micro-batch (the other side of a join moved)
             return pa.table([pa.array([], to_arrow_type(t, timezone="UTC")) for t in self.types]
                             + [pa.array([], pa.int64())], names=[*self.names, COUNT])
-        read = pa.concat_tables([pq.read_table(f, columns=[*self.columns, KIND]) for f in files])
+        if any(c not in pq.read_schema(files[0]).names for c in self.carried):
+            return None
+        read = pa.concat_tables([pq.read_table(f, columns=[*self.columns, KIND, *self.carried]) for f in files])
         if any(from_arrow_type(read.schema.field(c).type) != t for c, t in zip(self.columns, self.types)):
             return None
         weights = pa.array(weights_of(read.column(KIND)))
-        return pa.table([*[read.column(c) for c in self.columns], weights], names=[*self.names, COUNT])
+        return pa.table([*[read.column(c) for c in self.columns], weights, *[read.column(c) for c in self.carried]],
+                        names=[*self.names, COUNT, *self.carried])
 
 
-def driver_input(node: Node, schema: StructType) -> DriverInput | None:
+def driver_input(node: Node, schema: StructType, carried: tuple[str, ...] = ()) -> DriverInput | None:
     """How to read `node`'s micro-batch rows on the driver, if they are a staged changelog's
-    columns; `schema` is the node's streaming frame's (the types Spark would hand over)."""
+    columns; `schema` is the node's streaming frame's (the types Spark would hand over);
+    `carried`, staged columns wanted beside them."""
     names = tuple(node.output_names)
     types = tuple(schema[n].dataType for n in names)
     if isinstance(node, StagedInput):
-        return DriverInput(node.table, names, names, types)
+        return DriverInput(node.table, names, names, types, carried)
     if isinstance(node, Calc) and isinstance(node.input, StagedInput):
         columns = picked_columns(node, names, node.input.output_names)
         if columns is not None:
-            return DriverInput(node.input.table, tuple(columns), names, types)
+            return DriverInput(node.input.table, tuple(columns), names, types, carried)
     return None

@@ -46,6 +46,7 @@ from jobs.errors import InputError
 from jobs.stream.aggregate import AggregateState, nonnull_column, streaming_aggregate, sum_column
 from jobs.stream.driver_input import DriverInput
 from jobs.stream.driver_sums import sums_on_driver
+from jobs.stream.driver_windows import WindowedInput
 from jobs.stream.live_state import LiveState
 from jobs.stream.row_counts import SumOverflow, row_codes, spark_normalized, summed_per_group
 
@@ -68,7 +69,7 @@ class GroupSums:
     """The state of one group aggregate, and what a micro-batch makes of it."""
 
     def __init__(self, state: AggregateState, directory: Path, ttl: timedelta | None = None,
-                 direct: DriverInput | None = None):
+                 direct: DriverInput | WindowedInput | None = None):
         self.state, self.ttl = state, ttl
         # Where the micro-batch's rows can be read and summed on the driver (driver_sums.py).
         self.direct = direct if not state.has_slots else None

@@ -30,6 +30,7 @@ from jobs.runtime.layout import RunLayout
 from jobs.stream.aggregate import AggregateState, streaming_aggregate
 from jobs.stream.calc import apply_calc
 from jobs.stream.driver_input import driver_input
+from jobs.stream.driver_windows import windowed_input
 from jobs.stream.group_sums import GroupSums
 from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, SessionOperator, tag_side
 from jobs.stream.source import changelog_stream, staged_input
@@ -99,8 +100,10 @@ def _group_aggregate(node: GroupAggregate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
     state = AggregateState.of(node, child.frame)
     if ctx.store == LOCKSTEP:
-        sums = GroupSums(state, ctx.layout.aggregate_state, ctx.stage.spec.stream.ttl,
-                         direct=driver_input(node.input, child.frame.schema))
+        direct = driver_input(node.input, child.frame.schema)
+        if direct is None and isinstance(node.input, WindowAssign):
+            direct = windowed_input(node.input, child.frame.schema)
+        sums = GroupSums(state, ctx.layout.aggregate_state, ctx.stage.spec.stream.ttl, direct)
         return Streaming(child.frame, state, sums=sums)
     return Streaming(streaming_aggregate(child.frame, state), state)
 
