@@ -7,7 +7,7 @@ own annotations. What comes out is immutable.
 from __future__ import annotations
 
 from jobs.changelog.schema import unsafe_name_problem
-from jobs.errors import SqlError
+from jobs.errors import SpecError, SqlError
 from jobs.plan.annotations import Annotations
 from jobs.plan.builder import build_plan
 from jobs.plan.nodes import SessionAggregate, Sink, WindowAssign
@@ -40,8 +40,14 @@ def _plan(spec: QuerySpec) -> Plan:
 
 def _forgetting_state(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> tuple[str, ...]:
     """The consequence of a state TTL, for a query with an aggregate (the state it applies to)."""
-    if spec.stream.state_ttl is None or not any(stage.aggregate is not None for stage in stages):
+    aggregates = [stage.aggregate for stage in stages if stage.aggregate is not None]
+    if spec.stream.state_ttl is None or not aggregates:
         return ()
+    kept_values = [c for node in aggregates for c in node.aggregates if not c.invertible]
+    if kept_values:  # their live values are a state of their own, which the TTL does not reach
+        raise SpecError(f"stream.state_ttl applies to SUM, COUNT and AVG only, not to "
+                        f"{kept_values[0].func}({'DISTINCT ' if kept_values[0].distinct else ''}{kept_values[0].arg})",
+                        where=str(spec.spec_path))
     return (f"{spec.spec_path}: stream.state_ttl is {spec.stream.state_ttl}: a group unchanged for that "
             f"long is forgotten (as Flink's table.exec.state.ttl), so the stream's result may differ "
             f"from the batch's, which sees every row",)

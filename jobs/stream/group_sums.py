@@ -50,6 +50,7 @@ from jobs.stream.driver_windows import WindowedInput
 from jobs.stream.live_state import LiveState
 from jobs.stream.row_counts import SumOverflow, row_codes, spark_normalized, summed_per_group
 
+
 @dataclass(frozen=True)
 class Forgetting:
     """State TTL: which groups a micro-batch no longer sees (none without a TTL)."""
@@ -101,11 +102,13 @@ class GroupSums:
     def _partial(self, rows: DataFrame, now_ms: int, segments: Mapping[str, Sequence[Path]] | None) -> pa.Table:
         """The micro-batch's sums per group: on the driver from its files where they can be read
         there, else by one Spark job over its rows."""
-        spark_sums = streaming_aggregate(rows, self.state).withColumn(TOUCHED, F.lit(now_ms).cast("bigint"))
         read = self.direct.rows(segments) if self.direct is not None and segments else None
-        if read is None:
-            return spark_sums.toArrow()
-        if self._schema is None:
+        if read is None or self._schema is None:
+            # Spark's plan is built only when it runs, or once for its types (each plan is round
+            # trips to the JVM, which a micro-batch on the driver does not otherwise make).
+            spark_sums = streaming_aggregate(rows, self.state).withColumn(TOUCHED, F.lit(now_ms).cast("bigint"))
+            if read is None:
+                return spark_sums.toArrow()
             self._schema = to_arrow_schema(spark_sums.schema, timezone="UTC")
         try:
             return sums_on_driver(read, self.state, self._schema, now_ms)

@@ -33,6 +33,9 @@ def test_a_state_ttl_is_an_interval_and_its_consequence_a_warning_of_the_plan(tm
     spec = load_spec(write_spec(tmp_path, VALID + "stream:\n  state_ttl: 36 hours\n"))
     assert spec.stream.ttl == timedelta(hours=36)
     assert any("stream.state_ttl is 36 hours" in w and "may differ" in w for w in plan_query(spec).warnings)
+    with_max = VALID.replace("SUM(income) AS total", "MAX(income) AS top") + "stream:\n  state_ttl: 1 day\n"
+    with pytest.raises(SpecError, match=r"q.yaml: stream.state_ttl applies to SUM, COUNT and AVG only, not to MAX\(income\)"):
+        plan_query(load_spec(write_spec(tmp_path, with_max, name="q.yaml")))
 
 
 @pytest.mark.parametrize("change, message", [
