@@ -58,6 +58,11 @@ class AggregateState:
         """The key of a row in the value-multiset table."""
         return self.keys + (SLOT, *self.value_columns)
 
+    @property
+    def state_key(self) -> tuple[str, ...]:
+        """The key of a row of the aggregation state: the group, and the value slot if any."""
+        return self.slot_key if self.has_slots else self.keys
+
     def contributions(self) -> list[tuple[str, Column, DataType]]:
         """Per input row: (state column, its value for this row, its type)."""
         w = F.col(WEIGHT)

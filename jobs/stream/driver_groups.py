@@ -12,6 +12,7 @@ DECIMAL, HAVING, an expression, a type to cast) goes to Spark as before.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import from_arrow_type
@@ -43,9 +44,9 @@ def finished_groups(groups: pa.Table, state: AggregateState, post: Calc | None, 
     if columns is None or any(from_arrow_type(results.schema.field(c).type) != f.dataType
                               for c, f in zip(columns, output.fields)):
         return None
-    alive = pc.greater(pc.fill_null(groups.column(COUNT), 0), 0)
-    if state.node.is_global:
-        alive = pa.array([True] * groups.num_rows)
+    # A global aggregate's one row stays, whatever its count (finalize's rule).
+    alive = pa.array(np.ones(groups.num_rows, bool)) if state.node.is_global else \
+        pc.greater(pc.fill_null(groups.column(COUNT), 0), 0)
     tags = pc.if_else(alive, UPSERT, DELETE)
     return pa.table([*[results.column(c) for c in columns], *[groups.column(h) for h in hidden], tags],
                     names=[*names, *hidden, OP])

@@ -24,6 +24,7 @@ from jobs.changelog.kinds import weights_of
 from jobs.plan.nodes import Calc, Node, StagedInput
 from jobs.stream.calc import picked_columns
 
+
 @dataclass(frozen=True)
 class DriverInput:
     """Reads one operator input's rows of a micro-batch: `columns` of the staged `table`'s files

@@ -92,36 +92,28 @@ class AggregateEmitter:
         return self.multisets is not None and self.sums is None
 
     def changes(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch) -> Changes:
-        if self.sums is None:
-            return Changes(frame=self.changed_groups(spark, frame, batch))
-        groups = self._groups_after(frame, batch)
-        rows = self._finished_on_driver(groups, ())
-        if rows is not None:
-            return Changes(rows=rows)
-        return Changes(frame=self._finished(spark, frame_of(spark, groups), batch, ()))
+        rows = self._touched(spark, frame, batch, ())
+        return Changes(rows=rows) if isinstance(rows, pa.Table) else Changes(frame=rows)
 
     def changed_rows(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
                      hidden: tuple[str, ...] = ()) -> pa.Table:
-        """changed_groups' rows on the driver (finished there where they can be)."""
-        if self.sums is None:
-            return self.changed_groups(spark, frame, batch, hidden).toArrow()
-        groups = self._groups_after(frame, batch)
-        rows = self._finished_on_driver(groups, hidden)
-        return rows if rows is not None else self._finished(spark, frame_of(spark, groups), batch, hidden).toArrow()
+        """The touched groups as output rows tagged upsert / delete (plus `hidden` state
+        columns), on the driver (FinalWindowEmitter's pending table takes them so)."""
+        rows = self._touched(spark, frame, batch, hidden)
+        return rows if isinstance(rows, pa.Table) else rows.toArrow()
 
-    def _finished_on_driver(self, groups: pa.Table, hidden: tuple[str, ...]) -> pa.Table | None:
-        if not self._finishes_on_driver:
-            return None
-        return finished_groups(groups, self.state, self.post, self.output, hidden)
+    def _touched(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
+                 hidden: tuple[str, ...]) -> pa.Table | DataFrame:
+        """The touched groups' output rows: finished on the driver where they can be (an Arrow
+        table), else in Spark (a frame)."""
+        if self.sums is None:
+            return self._finished(spark, frame, batch, hidden)
+        groups = self._groups_after(frame, batch)
+        rows = finished_groups(groups, self.state, self.post, self.output, hidden) if self._finishes_on_driver else None
+        return rows if rows is not None else self._finished(spark, frame_of(spark, groups), batch, hidden)
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass
-
-    def changed_groups(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
-                       hidden: tuple[str, ...] = ()) -> DataFrame:
-        """The touched groups as output rows tagged upsert / delete (plus `hidden` state columns)."""
-        updated = frame_of(spark, self._groups_after(frame, batch)) if self.sums is not None else frame
-        return self._finished(spark, updated, batch, hidden)
 
     def _groups_after(self, rows: DataFrame, batch: MicroBatch) -> pa.Table:
         return self.sums.after(rows, batch.id, batch.timestamp_ms, batch.segments)

@@ -75,7 +75,7 @@ class GroupSums:
         # Where the micro-batch's rows can be read and summed on the driver (driver_sums.py).
         self.direct = direct if not state.has_slots else None
         self._schema: pa.Schema | None = None  # of Spark's partial sums, found on first use
-        self.keys = state.slot_key if state.has_slots else state.keys
+        self.keys = state.state_key
         self._forgetting = Forgetting(ttl)
         self.store = LiveState(directory, "", self.keys, fold=self._groups, compact_fold=self._kept_groups)
         self.ignored_groups = 0  # groups whose changes only retracted forgotten state (TTL)

@@ -50,8 +50,7 @@ def aggregation_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) 
 
 
 def _own_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> DataFrame:
-    state = AggregateState(stage.aggregate, {})
-    keys = state.slot_key if state.has_slots else state.keys
+    keys = AggregateState(stage.aggregate, {}).state_key
     done = committed_batches(layout.checkpoint)
     groups = groups_now(layout.aggregate_state, keys, done[-1] + 1 if done else 0)
     values = [n for n in groups.column_names if n not in keys]
