@@ -47,7 +47,7 @@ from jobs.stream.aggregate import AggregateState, nonnull_column, streaming_aggr
 from jobs.stream.driver_input import DriverInput
 from jobs.stream.driver_sums import sums_on_driver
 from jobs.stream.driver_windows import WindowedInput
-from jobs.stream.live_state import LiveState
+from jobs.stream.live_state import PART_ROWS, LiveState
 from jobs.stream.row_counts import SumOverflow, row_codes, spark_normalized, summed_per_group
 
 
@@ -70,14 +70,16 @@ class GroupSums:
     """The state of one group aggregate, and what a micro-batch makes of it."""
 
     def __init__(self, state: AggregateState, directory: Path, ttl: timedelta | None = None,
-                 direct: DriverInput | WindowedInput | None = None):
+                 direct: DriverInput | WindowedInput | None = None, part_rows: int = PART_ROWS):
         self.state, self.ttl = state, ttl
         # Where the micro-batch's rows can be read and summed on the driver (driver_sums.py).
         self.direct = direct if not state.has_slots else None
         self._schema: pa.Schema | None = None  # of Spark's partial sums, found on first use
         self.keys = state.state_key
         self._forgetting = Forgetting(ttl)
-        self.store = LiveState(directory, "", self.keys, fold=self._groups, compact_fold=self._kept_groups)
+        # Without a TTL a snapshot's fold is the reader's (so parts no log touches are kept as they are).
+        self.store = LiveState(directory, "", self.keys, fold=self._groups,
+                               compact_fold=self._kept_groups if ttl is not None else None, part_rows=part_rows)
         self.ignored_groups = 0  # groups whose changes only retracted forgotten state (TTL)
 
     def after(self, rows: DataFrame, batch_id: int, now_ms: int = 0,
@@ -157,7 +159,7 @@ def groups_now(directory: Path, keys: tuple[str, ...], next_batch: int) -> pa.Ta
     """Every group in the state as micro-batch `next_batch` would read it, summed, the groups of
     count zero since the last fold included (the check's state suite looks for them in the sink)
     and TOUCHED left out."""
-    files = sorted(directory.glob("batch-*.parquet")) or sorted(directory.glob("snapshot-*/*.parquet"))
+    files = sorted(directory.glob("batch-*.parquet")) or sorted(directory.glob("snapshot-*/part-*.parquet"))
     if not files:
         return pa.table({})
     like = pq.read_schema(files[-1])

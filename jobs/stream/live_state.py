@@ -2,9 +2,10 @@
 
 Each micro-batch b logs its net changes as `batch-<b>.parquet`. Every `COMPACT_EVERY` logs, the
 micro-batch that wrote the last of them folds the newest snapshot and the logs since into
-`snapshot-<b + 1>/` (the live rows before micro-batch b + 1, zero counts gone, sorted by key), so
-that a micro-batch reads one snapshot and at most `COMPACT_EVERY` short logs: the work per batch
-no longer grows with the length of the history.
+`snapshot-<b + 1>/` (the live rows before micro-batch b + 1, zero counts gone, in parts of key
+ranges sorted by key: snapshot_parts.py), so that a micro-batch reads the parts of its touched keys
+and at most `COMPACT_EVERY` short logs: the work per batch no longer grows with the length of the
+history, and a fold holds one part in memory, not the state.
 
 Exactly-once: micro-batch b reads the newest snapshot numbered b or lower and the logs from there
 to b - 1; all of them were complete before b started, so a replay of b reads what b read the
@@ -32,13 +33,14 @@ from jobs.changelog.columns import COUNT
 from jobs.changelog.schema import all_nullable
 from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.row_counts import live_rows, row_codes, spark_normalized
+from jobs.stream.snapshot_parts import Snapshot, fold_parts
 
 # Logs folded into a snapshot: more logs make each micro-batch read more small files, fewer make
 # the snapshot be rewritten more often.
 COMPACT_EVERY = 8
-# Rows per row group of a snapshot: a reader skips the groups whose first key column holds none
-# of the touched keys, so smaller groups skip more, at some cost in metadata per group.
-SNAPSHOT_ROW_GROUP = 65_536
+# Rows per part of a snapshot: what a fold holds in memory at once (with the logs), about 100 MB of
+# Python memory for a group aggregate's sums; fewer rows make more files per snapshot.
+PART_ROWS = 1_000_000
 _LOG = re.compile(r"batch-(\d+)\.parquet")
 _SNAPSHOT = re.compile(r"snapshot-(\d+)")
 
@@ -48,14 +50,17 @@ class LiveState:
 
     def __init__(self, directory: Path, ddl: str, keys: tuple[str, ...],
                  fold: Callable[[pa.Table], pa.Table] = live_rows,
-                 compact_fold: Callable[[pa.Table], pa.Table] | None = None):
-        self.directory, self.keys = directory, keys
+                 compact_fold: Callable[[pa.Table], pa.Table] | None = None, part_rows: int = PART_ROWS):
+        self.directory, self.keys, self.part_rows = directory, keys, part_rows
         self.ddl = f"{ddl}, `{COUNT}` BIGINT"
         # What the rows of a key come to when read back: by default the live rows (summed counts
         # per distinct row, zero counts gone); a group aggregate's sums per group. And what they
         # come to in a snapshot: the same, or less (a group aggregate's state TTL drops idle
         # groups there, which a reader still sees, to retract them).
         self._fold, self._compact_fold = fold, compact_fold or fold
+        # A folded part that no log touches comes out of the fold as it went in: it can be kept
+        # as it is, unless the snapshot's fold drops rows on its own (by time).
+        self._carry = compact_fold is None
 
     def changes_before(self, spark: SparkSession, batch_id: int) -> DataFrame:
         """The live rows before `batch_id` as weighted rows: a snapshot plus the logs after it
@@ -68,11 +73,13 @@ class LiveState:
         by key there (the snapshot is sorted by key, so most of its row groups are skipped), and
         no Spark job runs. `like` is the schema of the net changes (toArrow's types), which the
         files' columns are cast to and the result has."""
-        paths = self._paths_before(batch_id)
-        if not paths:
+        snapshot = self._snapshot_for(batch_id)
+        logs = self._logs_before(snapshot, batch_id)
+        if snapshot is None and not logs:
             return like.empty_table()
         wanted = _keys_as(touched, self.keys, like)
-        return self._fold(_with_keys(_read_arrow(paths, like, wanted), wanted))
+        parts = self._snapshot(snapshot).files_for(wanted) if snapshot else []
+        return self._fold(_with_keys(_read_arrow(parts + logs, like, wanted), wanted))
 
     def no_rows(self, spark: SparkSession) -> DataFrame:
         return spark.createDataFrame([], self.ddl)
@@ -96,15 +103,17 @@ class LiveState:
 
     def _compact(self, snapshot: int, like: pa.Schema) -> None:
         """Write snapshot-<snapshot>: every live row before that micro-batch, summed on the driver
-        as Spark groups (zero counts dropped) and sorted by key, in row groups small enough that a
-        reader filtering on keys skips most of them. On the driver because the micro-batches of a
-        keyed operator otherwise run no Spark job: this fold, when it ran in Spark every eighth
-        micro-batch, was a third of the keyed micro-batches' time in `bench_microbatch`."""
-        rows = self._compact_fold(_read_arrow(self._paths_before(snapshot), like, None))
+        as Spark groups (zero counts dropped), in parts of key ranges folded one at a time. On
+        the driver because the micro-batches of a keyed operator otherwise run no Spark job: this
+        fold, when it ran in Spark every eighth micro-batch, was a third of the keyed
+        micro-batches' time in `bench_microbatch`."""
+        old = self._snapshot_for(snapshot)
+        logs = _read_arrow(self._logs_before(old, snapshot), like, None)
         target, tmp = self._snapshot_path(snapshot), self.directory / f".snapshot-{snapshot:012d}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        pq.write_table(_sorted_by(rows, self.keys), tmp / "part-00000.parquet", row_group_size=SNAPSHOT_ROW_GROUP)
+        fold_parts(self._snapshot(old) if old else None, logs, self.keys, self._compact_fold,
+                   lambda files: _read_arrow(files, like, None), tmp, self.part_rows, self._carry)
         shutil.rmtree(target, ignore_errors=True)  # a replayed micro-batch's earlier attempt
         os.replace(tmp, target)
         self._forget_before(snapshot)
@@ -125,7 +134,14 @@ class LiveState:
     def _paths_before(self, batch_id: int) -> list[str]:
         snapshot = self._snapshot_for(batch_id)
         paths = [str(self._snapshot_path(snapshot))] if snapshot else []
-        return paths + [str(self._log_path(b)) for b in self._logs() if (snapshot or 0) <= b < batch_id]
+        return paths + self._logs_before(snapshot, batch_id)
+
+    def _logs_before(self, snapshot: int | None, batch_id: int) -> list[str]:
+        """The logs a reader of `batch_id` adds to `snapshot`."""
+        return [str(self._log_path(b)) for b in self._logs() if (snapshot or 0) <= b < batch_id]
+
+    def _snapshot(self, snapshot: int) -> Snapshot:
+        return Snapshot(self._snapshot_path(snapshot), self.keys)
 
     def _snapshot_for(self, batch_id: int) -> int | None:
         found = [s for s in self._snapshots() if s <= batch_id]
@@ -150,17 +166,6 @@ class LiveState:
         return self.directory / f"snapshot-{snapshot:012d}"
 
 
-def _sorted_by(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
-    """The rows sorted by the key columns; as they are for key types Arrow cannot sort (nested):
-    the order only lets a reader skip row groups, every reader filters the rows anyway."""
-    if not keys or rows.num_rows == 0:
-        return rows
-    try:
-        return rows.take(pc.sort_indices(rows, sort_keys=[(k, "ascending", "at_start") for k in keys]))
-    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return rows
-
-
 def _keys_as(touched: pa.Table | None, keys: tuple[str, ...], like: pa.Schema) -> pa.Table | None:
     """The touched keys in the state's key types. None, meaning every row is read, without touched
     keys or when they do not cast (a join's other side of another type): reading more rows than
@@ -177,6 +182,8 @@ def _read_arrow(paths: list[str], like: pa.Schema, wanted: pa.Table | None) -> p
     """The rows of the state files (a snapshot folder written by Spark, logs by Arrow), in the
     types of `like`. With wanted keys, a file's row groups whose first key column holds none of
     the wanted values are not read."""
+    if not paths:
+        return like.empty_table()
     where = _first_key_filter(wanted)
     return pa.concat_tables([_as(_read_file(path, where), like) for path in paths])
 

@@ -23,7 +23,7 @@ from jobs.stream.aggregate import AggregateState, nonnull_column, state_columns,
 from jobs.stream.driver_groups import finished_groups, finishes_on_driver
 from jobs.stream.driver_sums import sums_on_driver
 from jobs.stream.group_sums import GroupSums, groups_now
-from jobs.stream.live_state import COMPACT_EVERY
+from jobs.stream.live_state import COMPACT_EVERY, PART_ROWS
 from jobs.stream.row_counts import SumOverflow, summed_per_group
 from tests.strategies import examples
 
@@ -81,11 +81,12 @@ def _as_model(row: dict) -> tuple:
 
 
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
-@given(batches=micro_batches())
+@given(batches=micro_batches(), part_rows=st.sampled_from([1, 2, PART_ROWS]))
 def test_each_micro_batch_gives_the_touched_groups_running_sums_and_empty_groups_leave_the_state(
-        spark, tmp_path_factory, batches):
+        spark, tmp_path_factory, batches, part_rows):
+    """Snapshots in parts of one or two groups too (snapshot_parts.py)."""
     directory = tmp_path_factory.mktemp("sums")
-    sums, seen = GroupSums(_state(), directory), []
+    sums, seen = GroupSums(_state(), directory, part_rows=part_rows), []
     for batch_id, batch in enumerate(batches):
         seen += batch
         after = sums.after(frame_of(spark, pa.Table.from_pylist(batch, schema=INPUT)), batch_id)
@@ -96,7 +97,7 @@ def test_each_micro_batch_gives_the_touched_groups_running_sums_and_empty_groups
     live = {g: v for g, v in _model(seen).items() if v[0] != 0}
     now = groups_now(directory, ("g",), len(batches)).to_pylist()
     assert {r["g"]: _as_model(r) for r in now if r[COUNT] != 0} == live
-    for snapshot in directory.glob("snapshot-*/*.parquet"):  # folded: no empty group kept
+    for snapshot in directory.glob("snapshot-*/part-*.parquet"):  # folded: no empty group kept
         assert 0 not in pq.read_table(snapshot).column(COUNT).to_pylist()
 
 
