@@ -21,6 +21,10 @@ Spark's timestamp of the micro-batch (recorded in its offset log), so a replayed
 forgets what its first attempt forgot. A group whose changes in a micro-batch only retract rows
 of a forgotten state is left alone, as Flink ignores a retraction without state, and counted.
 
+A window's state is sorted by window first: its snapshot's parts (snapshot_parts.py) are ranges of
+windows in time, and a fold rewrites the parts of the open windows only; the closed windows' parts
+are kept as they are, so their cost does not grow with the history (they stay in the state).
+
 Exactly-once is live_state.py's: micro-batch b reads the state before b, and a replayed b logs
 the same partial again.
 """
@@ -40,7 +44,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs.changelog.columns import COUNT, TOUCHED
+from jobs.changelog.columns import COUNT, TOUCHED, WINDOW_END, WINDOW_START
 from jobs.changelog.schema import all_nullable
 from jobs.errors import InputError
 from jobs.stream.aggregate import AggregateState, nonnull_column, streaming_aggregate, sum_column
@@ -78,7 +82,7 @@ class GroupSums:
         self.keys = state.state_key
         self._forgetting = Forgetting(ttl)
         # Without a TTL a snapshot's fold is the reader's (so parts no log touches are kept as they are).
-        self.store = LiveState(directory, "", self.keys, fold=self._groups,
+        self.store = LiveState(directory, "", windows_first(self.keys), fold=self._groups,
                                compact_fold=self._kept_groups if ttl is not None else None, part_rows=part_rows)
         self.ignored_groups = 0  # groups whose changes only retracted forgotten state (TTL)
 
@@ -165,6 +169,13 @@ def groups_now(directory: Path, keys: tuple[str, ...], next_batch: int) -> pa.Ta
     like = pq.read_schema(files[-1])
     rows = LiveState(directory, "", keys, fold=lambda r: summed_per_group(r, keys)).rows_before(next_batch, None, like)
     return rows.drop_columns([TOUCHED]) if TOUCHED in rows.column_names else rows
+
+
+def windows_first(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The state's keys in the order its snapshot is sorted by: a window's start and end first.
+    Rows arrive for the open windows only (the watermark closes the rest), so the parts of closed
+    windows are ranges no log touches, kept from fold to fold without being read."""
+    return tuple(sorted(keys, key=lambda k: k not in (WINDOW_START, WINDOW_END)))
 
 
 def _negated(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:

@@ -4,7 +4,8 @@ sums here), types included; groups whose rows were all retracted leave the state
 folded; with a state TTL, idle groups are forgotten as Flink forgets them; and a micro-batch's
 sums made on the driver (driver_sums.py) are Spark's."""
 
-from datetime import timedelta
+import os
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs.changelog.columns import COUNT, TOUCHED, WEIGHT
+from jobs.changelog.columns import COUNT, TOUCHED, WEIGHT, WINDOW_END, WINDOW_START
 from jobs.errors import InputError
 from jobs.plan.nodes import AggCall
 from jobs.runtime.arrow_frames import frame_of
@@ -25,6 +26,7 @@ from jobs.stream.driver_sums import sums_on_driver
 from jobs.stream.group_sums import GroupSums, groups_now
 from jobs.stream.live_state import COMPACT_EVERY, PART_ROWS
 from jobs.stream.row_counts import SumOverflow, summed_per_group
+from jobs.stream.snapshot_parts import Snapshot
 from tests.strategies import examples
 
 CALLS = [AggCall("SUM", "d", False, "total"), AggCall("COUNT", "i", False, "n"), AggCall("COUNT", None, False, "rows")]
@@ -112,6 +114,27 @@ def test_a_group_emptied_before_a_fold_is_gone_from_the_state_after_it(spark, tm
         sums.after(frame_of(spark, pa.Table.from_pylist([rows[1]], schema=INPUT)), batch_id)
     assert [p.name for p in tmp_path.glob("snapshot-*")]
     assert [r["g"] for r in groups_now(tmp_path, ("g",), COMPACT_EVERY + 1).to_pylist()] == [2]
+
+
+def test_a_window_state_keeps_the_parts_of_closed_windows_as_they_were(spark, tmp_path):
+    """The state is sorted by window first: a fold rewrites the parts of the windows its logs
+    touch, and links the parts of earlier windows into the new snapshot unread."""
+    node = SimpleNamespace(group_keys=("g", WINDOW_START, WINDOW_END), aggregates=[CALLS[2]], is_global=False,
+                           output_names=("g", WINDOW_START, WINDOW_END, "rows"))
+    sums = GroupSums(AggregateState(node, {}), tmp_path, part_rows=3)
+    schema = pa.schema([("g", pa.int64()), (WINDOW_START, pa.timestamp("us", "UTC")),
+                        (WINDOW_END, pa.timestamp("us", "UTC")), (WEIGHT, pa.int32())])
+    batches = 2 * COMPACT_EVERY
+    for b in range(batches):  # micro-batch b: one row per group in window b
+        start = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(hours=b)
+        rows = [{"g": g, WINDOW_START: start, WINDOW_END: start + timedelta(hours=1), WEIGHT: 1} for g in (3, 1, 2)]
+        sums.after(frame_of(spark, pa.Table.from_pylist(rows, schema=schema)), b)
+    first, second = (Snapshot(tmp_path / f"snapshot-{n:012d}", ()) for n in (COMPACT_EVERY, batches))
+    kept = {os.stat(p).st_ino for (p,) in first.parts()} & {os.stat(p).st_ino for (p,) in second.parts()}
+    # One window per part; all but the last linked (the last part's range takes the later windows).
+    assert len(first.parts()) == COMPACT_EVERY and len(kept) == COMPACT_EVERY - 1
+    now = groups_now(tmp_path, node.group_keys, batches)
+    assert now.num_rows == 3 * batches and set(now.column(COUNT).to_pylist()) == {1}
 
 
 def test_sums_group_as_spark_groups_and_keep_their_types():
