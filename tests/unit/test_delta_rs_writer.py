@@ -1,10 +1,13 @@
 """The delta-rs writer on its own (no Spark): upserts and deletes by key, copies of a multiset
-table, a replayed micro-batch left out, and an upsert that changes nothing not written."""
+table, a replayed micro-batch left out, an upsert that changes nothing not written, and the key
+ranges that let a MERGE skip files changing no match."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 from deltalake import DeltaTable
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobs.changelog.columns import COUNT, DELETE, OP, UPSERT
 from jobs.runtime.delta import read_change_feed
@@ -58,3 +61,41 @@ def test_a_multiset_table_adds_copies_and_drops_a_row_at_zero(tmp_path):
     writer.apply_counts(copies((1, 2), (2, 1)), 0)
     writer.apply_counts(copies((1, -1), (2, -1), (3, -4)), 1)  # a row never there gains no copies
     assert DeltaTable(writer.path).to_pyarrow_table().to_pylist() == [{"v": 1, COUNT: 1}]
+
+
+KEY_INTS = st.sampled_from([None, -2**63, -1, 0, 7, 2**63 - 1])
+KEY_TEXTS = st.sampled_from([None, "", "a'b", "c\\d", "é", "''", "z"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(st.tuples(KEY_INTS, KEY_TEXTS, st.integers(0, 3), st.booleans()), max_size=6),
+                        min_size=1, max_size=5))
+def test_the_key_ranges_change_no_match(tmp_path_factory, batches):
+    """The MERGE's key ranges (NULLs, int64's extremes, quotes, backslashes) leave the table
+    the upserts and deletes make of it."""
+    writer = DeltaRsWriter(tmp_path_factory.mktemp("t") / "t", ("k", "s"), "app")
+    schema = pa.schema([("k", pa.int64()), ("s", pa.string()), ("v", pa.int64())])
+    writer.create(schema.empty_table(), "test")
+    model: dict = {}
+    for batch_id, batch in enumerate(batches):
+        last = {(k, s): (v, delete) for k, s, v, delete in batch}  # one change per key
+        for key, (v, delete) in last.items():
+            model.pop(key, None) if delete else model.__setitem__(key, v)
+        changes = pa.table({"k": pa.array([k for k, _ in last], pa.int64()), "s": pa.array([s for _, s in last]),
+                            "v": pa.array([v for v, _ in last.values()], pa.int64()),
+                            OP: pa.array([DELETE if d else UPSERT for _, d in last.values()])})
+        writer.apply(changes, batch_id)
+        assert {(r["k"], r["s"]): r["v"] for r in writer.snapshot().to_pylist()} == model
+
+
+def test_new_keys_above_the_table_read_none_of_its_files(tmp_path):
+    writer = keyed_writer(tmp_path)
+    for batch_id in range(4):  # four files of keys 0-99, 100-199, ...
+        writer.apply(upserts(*[(k, k, UPSERT) for k in range(batch_id * 100, batch_id * 100 + 100)]), batch_id)
+    writer.apply(upserts((1000, 1, UPSERT), (1001, 1, UPSERT)), 4)
+    merge = DeltaTable(writer.path).history(1)[0]["operationMetrics"]
+    assert merge["num_target_files_scanned"] == 0 and merge["num_target_files_skipped_during_scan"] == 4
+    writer.apply(upserts((150, -1, UPSERT)), 5)  # an update reads the one file its key range meets
+    merge = DeltaTable(writer.path).history(1)[0]["operationMetrics"]
+    assert merge["num_target_files_scanned"] == 1
+    assert rows(writer)[150] == {"k": 150, "v": -1}
