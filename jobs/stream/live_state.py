@@ -38,6 +38,10 @@ from jobs.stream.snapshot_parts import Snapshot, fold_parts
 # Logs folded into a snapshot: more logs make each micro-batch read more small files, fewer make
 # the snapshot be rewritten more often.
 COMPACT_EVERY = 8
+# Rows of logs that make a fold before COMPACT_EVERY logs have gathered: large micro-batches
+# (256 MiB of a wide changelog is millions of rows) are folded sooner, so that a fold holds at most
+# this many rows of logs, or one micro-batch's, besides a part.
+FOLD_ROWS = 4_000_000
 # Rows per part of a snapshot: what a fold holds in memory at once (with the logs), about 100 MB of
 # Python memory for a group aggregate's sums; fewer rows make more files per snapshot.
 PART_ROWS = 1_000_000
@@ -50,8 +54,9 @@ class LiveState:
 
     def __init__(self, directory: Path, ddl: str, keys: tuple[str, ...],
                  fold: Callable[[pa.Table], pa.Table] = live_rows,
-                 compact_fold: Callable[[pa.Table], pa.Table] | None = None, part_rows: int = PART_ROWS):
-        self.directory, self.keys, self.part_rows = directory, keys, part_rows
+                 compact_fold: Callable[[pa.Table], pa.Table] | None = None, part_rows: int = PART_ROWS,
+                 fold_rows: int = FOLD_ROWS):
+        self.directory, self.keys, self.part_rows, self.fold_rows = directory, keys, part_rows, fold_rows
         self.ddl = f"{ddl}, `{COUNT}` BIGINT"
         # What the rows of a key come to when read back: by default the live rows (summed counts
         # per distinct row, zero counts gone); a group aggregate's sums per group. And what they
@@ -85,14 +90,15 @@ class LiveState:
         return spark.createDataFrame([], self.ddl)
 
     def record(self, net: pa.Table, batch_id: int) -> None:
-        """Log the micro-batch's net changes; compact when enough logs have gathered."""
+        """Log the micro-batch's net changes; compact when enough logs, or enough rows in them,
+        have gathered (the logs are what a fold holds whole)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._log_path(batch_id)
         tmp = path.with_suffix(".tmp")
         pq.write_table(net, tmp)
         os.replace(tmp, path)
-        since = self._snapshot_for(batch_id) or 0
-        if len([b for b in self._logs() if since <= b <= batch_id]) >= COMPACT_EVERY:
+        logs = self._logs_before(self._snapshot_for(batch_id), batch_id + 1)
+        if len(logs) >= COMPACT_EVERY or sum(pq.read_metadata(p).num_rows for p in logs) >= self.fold_rows:
             self._compact(batch_id + 1, net.schema)
 
     def frame(self, spark: SparkSession, table: pa.Table) -> DataFrame:

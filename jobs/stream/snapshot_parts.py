@@ -93,9 +93,11 @@ def fold_parts(old: Snapshot | None, logs: pa.Table, keys: tuple[str, ...], fold
     if not parts:
         parts = [[]]
     ranges = part_of(logs, bounds, keys) if bounds is not None else np.zeros(logs.num_rows, np.int64)
+    order = np.argsort(ranges, kind="stable")  # the logs' rows range by range, each range a slice
+    by_range, starts = logs.take(pa.array(order)), np.searchsorted(ranges[order], np.arange(len(parts) + 1))
     written = _Parts(target, keys, part_rows)
     for i, files in enumerate(parts):
-        mine = logs.filter(pa.array(ranges == i)) if len(parts) > 1 else logs
+        mine = by_range.slice(starts[i], starts[i + 1] - starts[i])
         if carry and bounds is not None and mine.num_rows == 0:
             written.link(files[0], bounds.slice(i, 1))
         else:

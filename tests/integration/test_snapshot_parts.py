@@ -157,3 +157,13 @@ def test_one_key_never_spans_two_parts(tmp_path):
     fold_parts(None, rows, ("k",), live_rows, read, tmp_path, part_rows=3, carry=True)
     parts = [pq.read_table(p).column("k").to_pylist() for (p,) in Snapshot(tmp_path, ("k",)).parts()]
     assert parts == [[1] * 5, [2] * 5, [3]]
+
+
+def test_logs_of_many_rows_are_folded_before_eight_have_gathered(tmp_path):
+    """A fold holds its logs whole: past `fold_rows` rows of them it folds at once."""
+    state = LiveState(tmp_path / "state", "", ("k",), part_rows=10, fold_rows=25)
+    for batch_id in range(4):
+        state.record(_numbers(range(batch_id * 10, batch_id * 10 + 10)), batch_id)
+    snapshots = sorted(p.name for p in (tmp_path / "state").glob("snapshot-*"))
+    assert snapshots == ["snapshot-000000000003"]  # after the third log: 30 rows
+    assert sorted(state.rows_before(4, None, _numbers(range(0)).schema).column("k").to_pylist()) == list(range(40))
