@@ -45,6 +45,7 @@ bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_staging
 	$(BIN)/python -m tests.benchmarks.bench_incremental
 	$(BIN)/python -m tests.benchmarks.bench_spill
+	$(BIN)/python -m tests.benchmarks.bench_fold
 	$(BIN)/python -m tests.benchmarks.bench_microbatch
 	$(BIN)/python -m tests.benchmarks.bench_check
 	$(BIN)/python -m tests.benchmarks.race $(RACE_ARGS)
