@@ -82,7 +82,7 @@ class GroupSums:
         self.keys = state.state_key
         self._forgetting = Forgetting(ttl)
         # Without a TTL a snapshot's fold is the reader's (so parts no log touches are kept as they are).
-        self.store = LiveState(directory, "", windows_first(self.keys), fold=self._groups,
+        self.store = LiveState(directory, windows_first(self.keys), fold=self._groups,
                                compact_fold=self._kept_groups if ttl is not None else None, part_rows=part_rows)
         self.ignored_groups = 0  # groups whose changes only retracted forgotten state (TTL)
 
@@ -167,7 +167,7 @@ def groups_now(directory: Path, keys: tuple[str, ...], next_batch: int) -> pa.Ta
     if not files:
         return pa.table({})
     like = pq.read_schema(files[-1])
-    rows = LiveState(directory, "", keys, fold=lambda r: summed_per_group(r, keys)).rows_before(next_batch, None, like)
+    rows = LiveState(directory, keys, fold=lambda r: summed_per_group(r, keys)).rows_before(next_batch, None, like)
     return rows.drop_columns([TOUCHED]) if TOUCHED in rows.column_names else rows
 
 

@@ -100,9 +100,9 @@ class DedupOperator:
     in the batch. Ranked on the driver where Arrow orders the rows as Spark does (top_rows.py),
     else by Spark's window."""
 
-    def __init__(self, node: Deduplicate, state_dir: Path, input_ddl: str, direct: DriverInput | None = None):
+    def __init__(self, node: Deduplicate, state_dir: Path, direct: DriverInput | None = None):
         self.node, self.direct = node, direct
-        self.state = LiveState(state_dir / "input", input_ddl, node.keys)
+        self.state = LiveState(state_dir / "input", node.keys)
         self._net_changes = NetChanges(node.input.output_names)
         self._expand = Expand(node.input.output_names) if node.is_top_n else None
         ordering = [F.col(f"`{c}`").desc() if node.descending else F.col(f"`{c}`").asc() for c in node.ordering]
@@ -138,12 +138,11 @@ class JoinOperator:
     """A regular join: the touched keys' rows of both sides joined before and after the
     micro-batch, on the driver where Arrow joins as Spark does (join_rows.py), else by Spark."""
 
-    def __init__(self, node: Join, state_dir: Path, left_ddl: str, right_ddl: str,
-                 direct: tuple[DriverInput, DriverInput] | None = None):
+    def __init__(self, node: Join, state_dir: Path, direct: tuple[DriverInput, DriverInput] | None = None):
         self.node, self.direct = node, direct
         self.left_cols, self.right_cols = node.left.output_names, node.right.output_names
-        self.left_state = LiveState(state_dir / "left", left_ddl, node.left_keys)
-        self.right_state = LiveState(state_dir / "right", right_ddl, node.right_keys)
+        self.left_state = LiveState(state_dir / "left", node.left_keys)
+        self.right_state = LiveState(state_dir / "right", node.right_keys)
         self._net_changes = NetChanges((SIDE, LEFT, RIGHT))
         self._expand_left, self._expand_right = Expand(self.left_cols), Expand(self.right_cols)
         on = reduce(lambda a, b: a & b, [F.col(f"l.`{a}`") == F.col(f"r.`{b}`")
@@ -233,9 +232,9 @@ class SessionOperator:
     micro-batch, by Spark's own session_window, so sessions grow, merge, shrink and split as in
     the batch result."""
 
-    def __init__(self, node: SessionAggregate, state_dir: Path, input_ddl: str):
+    def __init__(self, node: SessionAggregate, state_dir: Path):
         self.node = node
-        self.state = LiveState(state_dir / "input", input_ddl, node.group_keys)
+        self.state = LiveState(state_dir / "input", node.group_keys)
         self._net_changes = NetChanges(node.input.output_names)
         self._expand = Expand(node.input.output_names)
         self._session = F.session_window(F.col(f"`{node.window.time_col}`"), node.window.size_sql).alias("__session")

@@ -29,7 +29,6 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.changelog.columns import COUNT
 from jobs.changelog.schema import all_nullable
 from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.row_counts import live_rows, row_codes, spark_normalized
@@ -52,12 +51,11 @@ _SNAPSHOT = re.compile(r"snapshot-(\d+)")
 class LiveState:
     """One input's live rows, as net counts per distinct row, keyed by `keys`."""
 
-    def __init__(self, directory: Path, ddl: str, keys: tuple[str, ...],
+    def __init__(self, directory: Path, keys: tuple[str, ...],
                  fold: Callable[[pa.Table], pa.Table] = live_rows,
                  compact_fold: Callable[[pa.Table], pa.Table] | None = None, part_rows: int = PART_ROWS,
                  fold_rows: int = FOLD_ROWS):
         self.directory, self.keys, self.part_rows, self.fold_rows = directory, keys, part_rows, fold_rows
-        self.ddl = f"{ddl}, `{COUNT}` BIGINT"
         # What the rows of a key come to when read back: by default the live rows (summed counts
         # per distinct row, zero counts gone); a group aggregate's sums per group. And what they
         # come to in a snapshot: the same, or less (a group aggregate's state TTL drops idle
@@ -66,11 +64,6 @@ class LiveState:
         # A folded part that no log touches comes out of the fold as it went in: it can be kept
         # as it is, unless the snapshot's fold drops rows on its own (by time).
         self._carry = compact_fold is None
-
-    def changes_before(self, spark: SparkSession, batch_id: int) -> DataFrame:
-        """The live rows before `batch_id` as weighted rows: a snapshot plus the logs after it
-        (a row may appear more than once; its live count is the sum)."""
-        return self._read(spark, self._paths_before(batch_id))
 
     def rows_before(self, batch_id: int, touched: pa.Table | None, like: pa.Schema) -> pa.Table:
         """The live rows before `batch_id` (with their counts) whose keys are among `touched`'s
@@ -85,9 +78,6 @@ class LiveState:
         wanted = _keys_as(touched, self.keys, like)
         parts = self._snapshot(snapshot).files_for(wanted) if snapshot else []
         return self._fold(_with_keys(_read_arrow(parts + logs, like, wanted), wanted))
-
-    def no_rows(self, spark: SparkSession) -> DataFrame:
-        return spark.createDataFrame([], self.ddl)
 
     def record(self, net: pa.Table, batch_id: int) -> None:
         """Log the micro-batch's net changes; compact when enough logs, or enough rows in them,
@@ -133,14 +123,6 @@ class LiveState:
         for b in self._logs():
             if b < keep_from:
                 self._log_path(b).unlink(missing_ok=True)
-
-    def _read(self, spark: SparkSession, paths: list[str]) -> DataFrame:
-        return spark.read.schema(self.ddl).parquet(*paths) if paths else self.no_rows(spark)
-
-    def _paths_before(self, batch_id: int) -> list[str]:
-        snapshot = self._snapshot_for(batch_id)
-        paths = [str(self._snapshot_path(snapshot))] if snapshot else []
-        return paths + self._logs_before(snapshot, batch_id)
 
     def _logs_before(self, snapshot: int | None, batch_id: int) -> list[str]:
         """The logs a reader of `batch_id` adds to `snapshot`."""

@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_type
 
 from jobs.changelog.columns import COUNT, SLOT
 from jobs.changelog.schema import all_nullable
@@ -59,9 +58,7 @@ class ValueMultisets:
     def _state(self, schema: pa.Schema) -> LiveState:
         """The keyed state, made on first use: its column types are those of Spark's output."""
         if self._live is None:
-            ddl = ", ".join(f"`{f.name}` {from_arrow_type(f.type).simpleString()}"
-                            for f in schema if f.name != COUNT)
-            self._live = LiveState(self.directory, ddl, self.state.keys)
+            self._live = LiveState(self.directory, self.state.keys)
         return self._live
 
 

@@ -110,16 +110,14 @@ def _group_aggregate(node: GroupAggregate, ctx: Context) -> Streaming:
 
 def _deduplicate(node: Deduplicate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
-    ddl = _ddl(child.frame, node.input.output_names)
     direct = driver_input(node.input, child.frame.schema)
-    return Streaming(child.frame, operator=DedupOperator(node, ctx.layout.operator_state, ddl, direct))
+    return Streaming(child.frame, operator=DedupOperator(node, ctx.layout.operator_state, direct))
 
 
 def _session_aggregate(node: SessionAggregate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
-    ddl = _ddl(child.frame, node.input.output_names)
     on_time = F.col(WATERMARK).isNull() | (F.col(f"`{node.window.time_col}`") > F.col(WATERMARK))
-    return Streaming(child.frame.where(on_time), operator=SessionOperator(node, ctx.layout.operator_state, ddl))
+    return Streaming(child.frame.where(on_time), operator=SessionOperator(node, ctx.layout.operator_state))
 
 
 def _join(node: Join, ctx: Context) -> Streaming:
@@ -129,13 +127,8 @@ def _join(node: Join, ctx: Context) -> Streaming:
     tagged = tag_side(left, LEFT, left_names, RIGHT, _struct_ddl(right, right_names))
     tagged = tagged.unionByName(tag_side(right, RIGHT, right_names, LEFT, _struct_ddl(left, left_names)))
     direct = driver_input(node.left, left.schema), driver_input(node.right, right.schema)
-    operator = JoinOperator(node, ctx.layout.operator_state, _ddl(left, left_names), _ddl(right, right_names),
-                            direct if all(direct) else None)
+    operator = JoinOperator(node, ctx.layout.operator_state, direct if all(direct) else None)
     return Streaming(tagged, operator=operator)
-
-
-def _ddl(frame: DataFrame, names: tuple[str, ...]) -> str:
-    return ", ".join(f"`{n}` {frame.schema[n].dataType.simpleString()}" for n in names)
 
 
 def _struct_ddl(frame: DataFrame, names: tuple[str, ...]) -> str:

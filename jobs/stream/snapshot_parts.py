@@ -45,7 +45,7 @@ class Snapshot:
 
     def parts(self) -> list[list[str]]:
         """The files of each range, in key order (one range, the whole folder, without bounds)."""
-        if self.bounds() is None:
+        if not (self.folder / BOUNDS).exists():
             return [[str(self.folder)]]
         return [[str(p)] for p in sorted(self.folder.glob("part-*.parquet"))]
 

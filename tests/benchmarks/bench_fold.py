@@ -41,7 +41,7 @@ def sums(keys: dict[str, pa.Array]) -> pa.Table:
 
 
 def state_of(directory: Path, keys: tuple[str, ...]) -> LiveState:
-    return LiveState(directory, "", keys, fold=lambda rows: summed_per_group(rows, keys))
+    return LiveState(directory, keys, fold=lambda rows: summed_per_group(rows, keys))
 
 
 def build(directory: Path, groups: int) -> None:

@@ -17,7 +17,6 @@ from jobs.stream.row_counts import difference, live_rows
 
 LEFT = pa.schema([("id", pa.int64()), ("k", pa.string()), ("v", pa.float64()), (COUNT, pa.int64())])
 RIGHT = pa.schema([("rk", pa.string()), ("rid", pa.int64()), ("w", pa.string()), (COUNT, pa.int64())])
-LEFT_DDL, RIGHT_DDL = "id BIGINT, k STRING, v DOUBLE", "rk STRING, rid BIGINT, w STRING"
 VALUES = {"id": [None, 1, 2], "k": [None, "a", "é"], "v": [None, 0.5, -1.0], "w": [None, "x", "y"],
           "rid": [None, 1, 2], "rk": [None, "a", "é"]}
 
@@ -50,7 +49,7 @@ def test_the_driver_joins_what_spark_joins(spark, tmp_path_factory, node, left_b
                                            right_before, right_after):
     assert joins_on_driver(node, LEFT, RIGHT)
     on_driver = frame_of(spark, difference(joined(node, left_after, right_after), joined(node, left_before, right_before)))
-    operator = JoinOperator(node, tmp_path_factory.mktemp("join"), LEFT_DDL, RIGHT_DDL)
+    operator = JoinOperator(node, tmp_path_factory.mktemp("join"))
     in_spark = operator._difference(operator._join(frame_of(spark, left_after), frame_of(spark, right_after)),
                                     operator._join(frame_of(spark, left_before), frame_of(spark, right_before)))
     assert [(f.name, f.dataType) for f in on_driver.schema] == [(f.name, f.dataType) for f in in_spark.schema]

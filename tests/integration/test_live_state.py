@@ -12,9 +12,6 @@ import pytest
 from jobs.changelog.columns import COUNT
 from jobs.stream.live_state import COMPACT_EVERY, LiveState
 
-DDL = "k BIGINT, v STRING"
-
-
 def _net(rng: random.Random, live: Counter) -> Counter:
     """A micro-batch's net changes: some rows added, some live rows taken away."""
     net = Counter()
@@ -35,13 +32,13 @@ def _table(net: Counter) -> pa.Table:
 
 def _live(state: LiveState, spark, batch_id: int) -> Counter:
     counts = Counter()
-    for row in state.changes_before(spark, batch_id).collect():
+    for row in state.rows_before(batch_id, None, _table(Counter()).schema).to_pylist():
         counts[(row["k"], row["v"])] += row[COUNT]
     return +counts
 
 
 def test_snapshots_and_logs_hold_the_live_rows_of_the_whole_history(spark, tmp_path):
-    rng, state, live = random.Random(3), LiveState(tmp_path / "state", DDL, ("k",)), Counter()
+    rng, state, live = random.Random(3), LiveState(tmp_path / "state", ("k",)), Counter()
     batches = 3 * COMPACT_EVERY + 2
     for batch_id in range(batches):
         assert _live(state, spark, batch_id) == live
@@ -56,7 +53,7 @@ def test_snapshots_and_logs_hold_the_live_rows_of_the_whole_history(spark, tmp_p
 
 
 def test_a_replayed_micro_batch_reads_the_state_it_read_the_first_time(spark, tmp_path):
-    rng, state, live = random.Random(5), LiveState(tmp_path / "state", DDL, ("k",)), Counter()
+    rng, state, live = random.Random(5), LiveState(tmp_path / "state", ("k",)), Counter()
     for batch_id in range(COMPACT_EVERY):  # the last of these compacts
         before, net = Counter(live), _net(rng, live)
         state.record(_table(net), batch_id)
@@ -80,7 +77,7 @@ def _keys(values: list) -> pa.Table:
 
 
 def test_only_a_first_micro_batch_and_its_replay_find_no_state(spark, tmp_path):
-    state = LiveState(tmp_path / "state", DDL, ("k",))
+    state = LiveState(tmp_path / "state", ("k",))
     assert _rows_of(state, spark, 0, None) == Counter()
     state.record(_table(Counter({(1, "v0"): 1})), 0)
     # a replay of micro-batch 0 reads nothing, as the first try did
@@ -94,7 +91,7 @@ def test_only_a_first_micro_batch_and_its_replay_find_no_state(spark, tmp_path):
 def test_the_live_rows_of_touched_keys_are_exactly_those_of_the_history(spark, tmp_path, keys):
     """Through snapshots (folded on the driver) and logs, with NULL keys: the rows read for a
     set of touched keys are the live rows whose keys equal one of them, a NULL equal to a NULL."""
-    rng, state, live = random.Random(11), LiveState(tmp_path / "state", DDL, keys), Counter()
+    rng, state, live = random.Random(11), LiveState(tmp_path / "state", keys), Counter()
     for batch_id in range(2 * COMPACT_EVERY + 3):
         picked = [(rng.choice([None, *range(20)]), f"v{rng.randrange(3)}") for _ in range(rng.randrange(5))]
         touched = pa.table({"k": pa.array([k for k, _ in picked], pa.int64()),
@@ -115,7 +112,7 @@ def test_a_floating_key_matches_as_spark_matches_it(spark, tmp_path):
     """-0.0 and 0.0 are one key to Spark, a NaN equals any NaN (whatever its payload): the
     touched keys find those rows."""
     other_nan = struct.unpack("d", struct.pack("Q", 0x7FF8000000000001))[0]
-    state = LiveState(tmp_path / "state", "k DOUBLE, v STRING", ("k",))
+    state = LiveState(tmp_path / "state", ("k",))
     live = pa.table({"k": pa.array([-0.0, float("nan"), 2.0]), "v": ["zero", "nan", "two"],
                      COUNT: pa.array([1, 1, 1], pa.int64())})
     state.record(live, 0)
@@ -126,7 +123,7 @@ def test_a_floating_key_matches_as_spark_matches_it(spark, tmp_path):
 
 def test_a_not_null_key_column_is_read_like_any_other(spark, tmp_path):
     """toArrow keeps a NOT NULL column's nullability; the touched keys' table has none to keep."""
-    state = LiveState(tmp_path / "state", "k BIGINT NOT NULL, v STRING", ("k",))
+    state = LiveState(tmp_path / "state", ("k",))
     schema = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string()),
                         pa.field(COUNT, pa.int64())])
     state.record(pa.table({"k": [1, 2], "v": ["a", "b"], COUNT: [1, 1]}, schema=schema), 0)
@@ -135,7 +132,7 @@ def test_a_not_null_key_column_is_read_like_any_other(spark, tmp_path):
 
 
 def test_no_rows_before_is_a_frame_spark_drops_from_a_join_without_a_job(spark, tmp_path):
-    state = LiveState(tmp_path / "state", DDL, ("k",))
+    state = LiveState(tmp_path / "state", ("k",))
     empty = state.frame(spark, _table(Counter()))
     other = state.frame(spark, _table(Counter({(1, "v0"): 1}))).alias("o")
     joined = empty.alias("e").join(other, "k")
@@ -149,7 +146,7 @@ def test_a_snapshot_spark_wrote_is_still_read_and_folded(spark, tmp_path):
     files, timestamps as INT96): they are read, and folded into the next snapshot, as they were."""
     from datetime import datetime, timezone
 
-    state = LiveState(tmp_path / "state", "k BIGINT, t TIMESTAMP", ("k",))
+    state = LiveState(tmp_path / "state", ("k",))
     at = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
     old = spark.createDataFrame([(1, at, 1), (2, at, 2)], f"k BIGINT, t TIMESTAMP, {COUNT} BIGINT")
     old.repartition(1).write.parquet(str(tmp_path / "state" / "snapshot-000000000001"))

@@ -69,7 +69,7 @@ def test_parts_folded_one_at_a_time_hold_the_live_rows_of_the_history(tmp_path_f
     read whole or by touched keys, the state is the live rows of the history; every part of every
     snapshot holds only keys of its range."""
     directory = tmp_path_factory.mktemp("state")
-    state, live = LiveState(directory, "", KEYS, part_rows=part_rows), Counter()
+    state, live = LiveState(directory, KEYS, part_rows=part_rows), Counter()
     for batch_id in range(batches):
         assert _read(state, batch_id, None) == live
         inserts = data.draw(st.lists(st.tuples(KEY_VALUES, st.integers(0, 2), st.integers(1, 2)), max_size=10))
@@ -138,7 +138,7 @@ def test_a_fold_that_drops_rows_by_itself_folds_every_part(tmp_path):
 
 
 def test_a_reader_of_touched_keys_opens_only_their_parts(tmp_path):
-    state = LiveState(tmp_path / "state", "", ("k",), part_rows=10)
+    state = LiveState(tmp_path / "state", ("k",), part_rows=10)
     for batch_id in range(COMPACT_EVERY):
         state.record(_numbers(range(batch_id * 10, batch_id * 10 + 10)), batch_id)
     snapshot = Snapshot(tmp_path / "state" / f"snapshot-{COMPACT_EVERY:012d}", ("k",))
@@ -161,7 +161,7 @@ def test_one_key_never_spans_two_parts(tmp_path):
 
 def test_logs_of_many_rows_are_folded_before_eight_have_gathered(tmp_path):
     """A fold holds its logs whole: past `fold_rows` rows of them it folds at once."""
-    state = LiveState(tmp_path / "state", "", ("k",), part_rows=10, fold_rows=25)
+    state = LiveState(tmp_path / "state", ("k",), part_rows=10, fold_rows=25)
     for batch_id in range(4):
         state.record(_numbers(range(batch_id * 10, batch_id * 10 + 10)), batch_id)
     snapshots = sorted(p.name for p in (tmp_path / "state").glob("snapshot-*"))

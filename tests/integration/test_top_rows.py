@@ -22,7 +22,6 @@ COLUMNS = ("k", "h", "o", "s", "d", "t", "x")
 SCHEMA = pa.schema([("k", pa.string()), ("h", pa.int64()), ("o", pa.int64()), ("s", pa.string()),
                     ("d", pa.decimal128(6, 2)), ("t", pa.timestamp("us", tz="UTC")), ("x", pa.float64()),
                     (COUNT, pa.int64())])
-DDL = "k STRING, h BIGINT, o BIGINT, s STRING, d DECIMAL(6,2), t TIMESTAMP, x DOUBLE"
 VALUES = {"k": [None, "a", "é"], "h": [None, 1, 2], "o": [None, -1, 0, 7], "s": [None, "", "a", "B", "é", "ab"],
           "d": [None, Decimal("-1.50"), Decimal("9.99")], "t": [None, datetime(2026, 1, 1, tzinfo=timezone.utc),
                                                                  datetime(2026, 1, 2, tzinfo=timezone.utc)],
@@ -53,7 +52,7 @@ def _multiset(rows: list[dict]) -> list:
 @given(node=NODES, before=live(), after=live())
 def test_the_driver_ranks_what_spark_ranks(spark, tmp_path_factory, node, before, after):
     assert ranks_on_driver(node, before, after)
-    operator = DedupOperator(node, tmp_path_factory.mktemp("dedup"), DDL)
+    operator = DedupOperator(node, tmp_path_factory.mktemp("dedup"))
     on_driver = frame_of(spark, difference(top_rows(after, node), top_rows(before, node)))
     in_spark = operator._difference(operator._top(frame_of(spark, after)), operator._top(frame_of(spark, before)))
     assert [(f.name, f.dataType) for f in on_driver.schema] == [(f.name, f.dataType) for f in in_spark.schema]
