@@ -92,7 +92,7 @@ def fold_parts(old: Snapshot | None, logs: pa.Table, keys: tuple[str, ...], fold
     bounds = old.bounds() if old is not None else None
     if not parts:
         parts = [[]]
-    ranges = part_of(logs, bounds, keys) if bounds is not None else np.zeros(logs.num_rows, np.int64)
+    ranges = part_of(logs, bounds, keys)
     order = np.argsort(ranges, kind="stable")  # the logs' rows range by range, each range a slice
     by_range, starts = logs.take(pa.array(order)), np.searchsorted(ranges[order], np.arange(len(parts) + 1))
     written = _Parts(target, keys, part_rows)
@@ -169,7 +169,7 @@ def _next_key_change(ordered: pa.Table, keys: tuple[str, ...], at: int) -> int |
         changes = np.flatnonzero(codes[1:] != codes[:-1])
         if len(changes):
             return at + int(changes[0])
-        if at - 1 + window + 1 >= ordered.num_rows:
+        if at + window >= ordered.num_rows:  # the window reached the last row
             return None
         window *= 4
 

@@ -93,6 +93,10 @@ def _stored(row: tuple) -> tuple:
     return (math.nan if k == "nan" else k), s, v
 
 
+def _read_parts(files: list[str]) -> pa.Table:
+    return pa.concat_tables([pq.read_table(f) for f in files])
+
+
 def _numbers(keys: range, count: int = 1) -> pa.Table:
     return pa.table({"k": pa.array(list(keys), pa.int64()), COUNT: pa.array([count] * len(keys), pa.int64())})
 
@@ -100,14 +104,13 @@ def _numbers(keys: range, count: int = 1) -> pa.Table:
 def test_a_fold_reads_one_part_at_a_time_and_keeps_untouched_parts_as_they_were(tmp_path):
     old, new = tmp_path / "old", tmp_path / "new"
     old.mkdir(), new.mkdir()
-    read = lambda files: pa.concat_tables([pq.read_table(f) for f in files])  # noqa: E731
-    fold_parts(None, _numbers(range(100)), ("k",), live_rows, read, old, part_rows=10, carry=True)
+    fold_parts(None, _numbers(range(100)), ("k",), live_rows, _read_parts, old, part_rows=10, carry=True)
     assert len(Snapshot(old, ("k",)).parts()) == 10
     asked, folded = [], []
 
     def reading(files):
         asked.append(files)
-        return read(files)
+        return _read_parts(files)
 
     def folding(rows):
         folded.append(rows.num_rows)
@@ -129,10 +132,9 @@ def test_a_fold_that_drops_rows_by_itself_folds_every_part(tmp_path):
     """A state TTL forgets groups nobody touched: no part is kept as it was."""
     old, new = tmp_path / "old", tmp_path / "new"
     old.mkdir(), new.mkdir()
-    read = lambda files: pa.concat_tables([pq.read_table(f) for f in files])  # noqa: E731
-    fold_parts(None, _numbers(range(30)), ("k",), live_rows, read, old, part_rows=10, carry=True)
+    fold_parts(None, _numbers(range(30)), ("k",), live_rows, _read_parts, old, part_rows=10, carry=True)
     dropping_evens = lambda rows: live_rows(rows).filter(pa.array([k % 2 == 1 for k in rows.column("k").to_pylist()]))  # noqa: E731
-    fold_parts(Snapshot(old, ("k",)), _numbers(range(0)), ("k",), dropping_evens, read, new, part_rows=10, carry=False)
+    fold_parts(Snapshot(old, ("k",)), _numbers(range(0)), ("k",), dropping_evens, _read_parts, new, part_rows=10, carry=False)
     keys = sorted(k for (p,) in Snapshot(new, ("k",)).parts() for k in pq.read_table(p).column("k").to_pylist())
     assert keys == list(range(1, 30, 2))
 
@@ -153,8 +155,7 @@ def test_one_key_never_spans_two_parts(tmp_path):
     """A keyed operator keeps several live rows per key: a part is cut only where the key changes."""
     rows = pa.table({"k": pa.array([1] * 5 + [2] * 5 + [3], pa.int64()), "v": pa.array(range(11), pa.int64()),
                      COUNT: pa.array([1] * 11, pa.int64())})
-    read = lambda files: pa.concat_tables([pq.read_table(f) for f in files])  # noqa: E731
-    fold_parts(None, rows, ("k",), live_rows, read, tmp_path, part_rows=3, carry=True)
+    fold_parts(None, rows, ("k",), live_rows, _read_parts, tmp_path, part_rows=3, carry=True)
     parts = [pq.read_table(p).column("k").to_pylist() for (p,) in Snapshot(tmp_path, ("k",)).parts()]
     assert parts == [[1] * 5, [2] * 5, [3]]
 
