@@ -81,7 +81,7 @@ class _Relations:
     def _select(self, select: exp.Select) -> Node:
         node, scope = self._from(select)
         if isinstance(node, Deduplicate):
-            node = self._ranked(select, node)
+            node, select = self._ranked(select, node)
         node, select = self._subquery_filters(select, node, scope)
         return SelectBuilder(self.spec, select, node, scope).build()
 
@@ -347,16 +347,22 @@ class _Relations:
                            f"table", where=self.where(column))
         return names[column.name.lower()]
 
-    def _ranked(self, select: exp.Select, node: Deduplicate) -> Deduplicate:
+    def _ranked(self, select: exp.Select, node: Deduplicate) -> tuple[Deduplicate, exp.Select]:
         """The enclosing query's filter on the row number: rn = 1 (deduplication) or rn <= N,
-        rn < N + 1 (Top-N)."""
+        rn < N + 1 (Top-N), taken into the operator as its limit; the SELECT keeps the rest of
+        its WHERE. Every such conjunct holds for each row the operator emits (its rows rank at
+        most the smallest N), so a filter left with only them would compute nothing, and a
+        SELECT that only picks columns is finished on the driver (driver_rows.py)."""
         where = select.args.get("where")
         conjuncts = _conjuncts(where.this) if where is not None else []
         limits = [n for n in (_row_number_limit(c, node.row_number) for c in conjuncts) if n is not None]
         if not limits:
             raise SqlError(f"ROW_NUMBER() is supported as deduplication or Top-N: filter the subquery with "
                            f"WHERE {node.row_number} = 1 or WHERE {node.row_number} <= N", where=self.where(select))
-        return replace(node, limit=min(limits))
+        rest = [c for c in conjuncts if _row_number_limit(c, node.row_number) is None]
+        remaining = select.copy()
+        remaining.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
+        return replace(node, limit=min(limits)), remaining
 
 
 def _row_number_item(select: exp.Expression) -> exp.Expression | None:

@@ -272,6 +272,17 @@ def test_the_row_number_filter_sets_how_many_rows_a_key_keeps(tmp_path, conditio
     assert line in explain(p)
 
 
+@pytest.mark.parametrize("where, limit, kept", [("rn <= 3", 3, None), ("rn <= 3 AND rn = 1", 1, None),
+                                                ("income > 5 AND rn <= 3", 3, "income > 5"),
+                                                ("(rn < 4 AND pId <> 2) AND income > 5", 3, "pId <> 2 AND income > 5")])
+def test_the_row_number_filter_leaves_the_select_only_its_other_conditions(tmp_path, where, limit, kept):
+    p = plan(tmp_path, f"SELECT order_id, pId FROM (SELECT order_id, pId, income, ROW_NUMBER() OVER "
+                       f"(PARTITION BY pId ORDER BY income DESC) AS rn FROM orders) WHERE {where}")
+    select = p.final_stage.root.input
+    assert select.input.limit == limit
+    assert (select.condition.sql("spark") if select.condition is not None else None) == kept
+
+
 @pytest.mark.parametrize("where, message", [
     ("pId NOT IN (SELECT pId FROM orders)", "NOT IN \\(SELECT ...\\) is not supported"),
     ("income > (SELECT MAX(income) FROM orders)", "unsupported subquery"),
