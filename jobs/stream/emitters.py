@@ -37,7 +37,7 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.calc import apply_calc, projections
 from jobs.stream.driver_groups import finished_groups, finishes_on_driver
-from jobs.stream.driver_rows import picked_columns, upsert_rows
+from jobs.stream.driver_rows import copies_in_order, picked_columns, upsert_rows
 from jobs.stream.group_sums import GroupSums
 from jobs.stream.materializer import UpsertMaterializer
 from jobs.stream.multiset import ValueMultisets
@@ -169,13 +169,19 @@ class ChangeRows:
             return Changes(rows=self.materializer.apply(self._in_order(typed), batch_id))
         return Changes(frame=self._net_per_key(typed))
 
-    def on_driver(self, difference: pa.Table, post: Calc | None) -> Changes | None:
+    def on_driver(self, difference: pa.Table, post: Calc | None, batch_id: int) -> Changes | None:
         """The upsert rows of a difference on the driver, when only picking columns is left to
-        do (driver_rows.py); None when Spark must compute the rest."""
-        if self.plan.write_mode != "upsert" or self.materializer is not None or self.ordered_by:
+        do (driver_rows.py), through the materializer if the sink has one; None when Spark must
+        compute the rest."""
+        if self.plan.write_mode != "upsert" or self.ordered_by:
             return None
         columns = picked_columns(difference, post, self.plan.output_names)
-        rows = None if columns is None else upsert_rows(difference, columns, self.output, self.plan.sink_key)
+        if columns is None:
+            return None
+        if self.materializer is not None:
+            copies = copies_in_order(difference, columns, self.output)
+            return None if copies is None else Changes(rows=self.materializer.apply(copies, batch_id))
+        rows = upsert_rows(difference, columns, self.output, self.plan.sink_key)
         return None if rows is None else Changes(rows=rows)
 
     def _in_order(self, typed: DataFrame) -> pa.Table:
@@ -235,7 +241,7 @@ class KeyedEmitter:
     def changes(self, spark: SparkSession, delta: DataFrame, batch: MicroBatch) -> Changes:
         difference = self.operator.changes(spark, delta, batch.id, batch.segments)
         if isinstance(difference, pa.Table):  # computed on the driver: finished there if it can be
-            finished = self.rows.on_driver(difference, self.post)
+            finished = self.rows.on_driver(difference, self.post, batch.id)
             if finished is not None:
                 return finished
             difference = frame_of(spark, difference)
