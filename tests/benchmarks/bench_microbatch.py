@@ -12,6 +12,10 @@ StreamingQueryListener's durationMs) and as the foreachBatch handler logs it:
   of it, the MERGE and the commit of the Delta sink;
 - trigger: the whole micro-batch, as Spark times it.
 
+Last, `Spark alone`: the group aggregate's staged segments streamed again, the same source and
+checkpoint logs, into a foreachBatch that does nothing: Spark's own floor per micro-batch on this
+machine, which no change to lockstep's handler can go below.
+
 Each column is the median over the runs; `trigger range` is the lowest and highest run's trigger,
 the run-to-run noise a change has to beat to show.
 
@@ -30,8 +34,10 @@ from pathlib import Path
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from jobs.changelog.staging import StagedChangelog
 from jobs.pipeline import Pipeline
 from jobs.runtime.spark import spark_session
+from jobs.stream.source import changelog_stream
 from tests.benchmarks.race import WORK, logged_batches
 from tests.conftest import write_changelog
 
@@ -54,7 +60,7 @@ class Durations(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event):
-        if event.progress.numInputRows or event.progress.durationMs.get("addBatch"):
+        if "addBatch" in event.progress.durationMs:  # a micro-batch with data (none: no addBatch)
             self.batches.append(dict(event.progress.durationMs))
 
     def onQueryIdle(self, event):
@@ -70,7 +76,7 @@ def main() -> None:
           f"per micro-batch, median of {args.repeats} run(s) after a warm-up run")
     print(f"{'query':<18}{'batches':>8}{'trigger':>9}{'bookkeeping':>13}{'handler':>9}{'of it MERGE':>13}"
           f"{'other':>7}{'trigger range':>15}")
-    listener = None
+    listener, staged = None, None
     for name, (sql, joined) in SHAPES.items():
         folder = WORK / "microbatch" / name.replace(" ", "_")
         spec = _write_inputs(folder, sql, joined, args)
@@ -85,7 +91,23 @@ def main() -> None:
             pipeline.stream()
             if run:
                 runs.append(_medians(listener.batches, logged_batches(pipeline.layout.batches_log)))
+            staged = staged or StagedChangelog(pipeline.layout.staged("orders"))
         _print_row(name, runs)
+    _print_row("Spark alone", [_spark_alone(spark_session(pipeline.settings.spark), staged, folder)
+                               for _ in range(1 + args.repeats)][1:])
+
+
+def _spark_alone(spark, staged: StagedChangelog, folder: Path) -> dict[str, float]:
+    """One run of the staged segments, one per micro-batch as the stream reads them, into a
+    foreachBatch that does nothing: what Spark alone costs per micro-batch. Its progress is the
+    query's own (a listener hears of the last micro-batches only after the query stops)."""
+    checkpoint = folder / "spark_alone"
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    query = (changelog_stream(spark, staged).writeStream.option("checkpointLocation", str(checkpoint))
+             .foreachBatch(lambda frame, batch_id: None).start())
+    query.processAllAvailable()
+    query.stop()
+    return _medians([dict(p.durationMs) for p in query.recentProgress if "addBatch" in p.durationMs], [])
 
 
 def _medians(spark_side: list[dict], handler: list[dict]) -> dict[str, float]:
@@ -93,7 +115,7 @@ def _medians(spark_side: list[dict], handler: list[dict]) -> dict[str, float]:
     trigger = _median(b.get("triggerExecution", 0) for b in spark_side)
     bookkeeping = _median(sum(b.get(k, 0) for k in BOOKKEEPING) for b in spark_side)
     ours = _median(1000 * e["seconds"] for e in handler)
-    return {"batches": len(handler), "trigger": trigger, "bookkeeping": bookkeeping, "handler": ours,
+    return {"batches": len(handler or spark_side), "trigger": trigger, "bookkeeping": bookkeeping, "handler": ours,
             "merge": _median(1000 * e["merge_seconds"] for e in handler),
             "other": trigger - bookkeeping - ours}
 

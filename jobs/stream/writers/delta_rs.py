@@ -29,6 +29,18 @@ TABLE_PROPERTIES = {"delta.enableChangeDataFeed": "true"}
 class DeltaRsWriter:
     def __init__(self, path: Path, key: tuple[str, ...], app_id: str):
         self.path, self.key, self.app_id = str(path), key, app_id
+        self._open: DeltaTable | None = None
+
+    def _latest(self) -> DeltaTable:
+        """The table at its newest version, for the replay check and the MERGE (one log read
+        for both). Opened once per writer, then brought up to date from the log's new entries:
+        a fresh open reads every commit since the last checkpoint (delta-rs writes one every
+        hundred), 3 ms after a checkpoint and 21 ms before the next one, against 1-3 ms."""
+        if self._open is None:
+            self._open = DeltaTable(self.path)
+        else:
+            self._open.update_incremental()
+        return self._open
 
     def exists(self) -> bool:
         return DeltaTable.is_deltatable(self.path)
@@ -47,7 +59,7 @@ class DeltaRsWriter:
 
     def apply(self, changes: pa.Table, batch_id: int) -> MergeCounts:
         """Rows tagged __op = upsert | delete, at most one per key."""
-        table = DeltaTable(self.path)  # opened once: the replay check and the MERGE read one log
+        table = self._latest()
         if is_committed(table, self.app_id, batch_id):
             return MergeCounts(skipped_replay=True)
         if changes.num_rows == 0:
@@ -63,7 +75,7 @@ class DeltaRsWriter:
     def apply_counts(self, changes: pa.Table, batch_id: int) -> MergeCounts:
         """A multiset table (key = every column): add `__count` to each row's copies; a row whose
         copies reach 0 is deleted."""
-        table = DeltaTable(self.path)
+        table = self._latest()
         if is_committed(table, self.app_id, batch_id):
             return MergeCounts(skipped_replay=True)
         if changes.num_rows == 0:
