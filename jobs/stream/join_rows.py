@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Join
+from jobs.stream.row_counts import compares_as_spark
 
 _ARROW_KIND = {"inner": "inner", "left": "left outer", "right": "right outer", "full": "full outer",
                "semi": "left semi", "anti": "left anti"}
@@ -26,14 +27,10 @@ _LEFT_COUNT, _RIGHT_COUNT = "__left_count", "__right_count"
 
 
 def joins_on_driver(node: Join, left: pa.Schema, right: pa.Schema) -> bool:
-    """Whether joined() computes what Spark's join of these inputs would."""
-    def plain(t: pa.DataType) -> bool:
-        return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
-                or pa.types.is_decimal(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
-                or pa.types.is_boolean(t))
-
+    """Whether joined() computes what Spark's join of these inputs would: equalities only, on
+    keys of one type on both sides (Spark would cast one side) that Arrow equates as Spark does."""
     pairs = [(left.field(a).type, right.field(b).type) for a, b in zip(node.left_keys, node.right_keys)]
-    return node.condition is None and bool(pairs) and all(a == b and plain(a) for a, b in pairs)
+    return node.condition is None and bool(pairs) and all(a == b and compares_as_spark(a) for a, b in pairs)
 
 
 def joined(node: Join, left: pa.Table, right: pa.Table) -> pa.Table:

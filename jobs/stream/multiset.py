@@ -27,7 +27,7 @@ from jobs.errors import RunStateError
 from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.aggregate import AggregateState, recompute, value_column
 from jobs.stream.live_state import LiveState
-from jobs.stream.row_counts import row_codes, spark_normalized
+from jobs.stream.row_counts import compares_as_spark, row_codes, spark_normalized
 
 
 class ValueMultisets:
@@ -69,15 +69,10 @@ _ON_DRIVER = {"MIN": "min", "MAX": "max", "COUNT": "count"}
 def exact_on_driver(state: AggregateState, schema: pa.Schema) -> bool:
     """Whether driver_results equals recompute() on these values: a grouped aggregate with MIN,
     MAX and COUNT only (SUM and AVG keep Spark's result types and rounding), MIN and MAX over
-    values Arrow orders as Spark does (not floating: Arrow's min and max skip NaN, Spark orders
-    NaN above every number; not nested: Arrow has no order for them)."""
-    def ordered(t: pa.DataType) -> bool:
-        return (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_string(t)
-                or pa.types.is_boolean(t) or pa.types.is_date(t) or pa.types.is_timestamp(t))
-
+    values Arrow orders as Spark does (row_counts.compares_as_spark)."""
     keys_flat = not any(pa.types.is_nested(schema.field(k).type) for k in state.keys)
     return bool(state.keys) and keys_flat and all(
-        call.func in _ON_DRIVER and (call.func == "COUNT" or ordered(schema.field(value_column(j)).type))
+        call.func in _ON_DRIVER and (call.func == "COUNT" or compares_as_spark(schema.field(value_column(j)).type))
         for j, call in state.multiset_calls)
 
 

@@ -27,6 +27,18 @@ from jobs.changelog.columns import COUNT, TOUCHED, WEIGHT
 from jobs.changelog.live_columnar import key_codes
 
 
+def compares_as_spark(t: pa.DataType) -> bool:
+    """Whether Arrow orders and equates every value of this type exactly as Spark does: integers,
+    decimals, strings (byte by byte, Spark's default collation), booleans, dates, timestamps and
+    binary. Not floating values (Arrow sorts NaN beside the nulls and its min / max skip it;
+    Spark orders NaN above every number), not nested ones (Arrow has no order for them). The
+    driver ranks (top_rows.py), joins (join_rows.py) and takes MIN / MAX (multiset.py) of such
+    values; anything else goes to Spark."""
+    return (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t) or pa.types.is_boolean(t) or pa.types.is_date(t)
+            or pa.types.is_timestamp(t) or pa.types.is_binary(t))
+
+
 def live_rows(rows: pa.Table) -> pa.Table:
     """Per distinct row (every column but COUNT), the sum of its counts, for the rows whose sum
     is above zero: the live rows. Same schema as `rows`."""

@@ -21,16 +21,9 @@ import pyarrow.compute as pc
 
 from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Deduplicate
-from jobs.stream.row_counts import row_codes, spark_normalized
+from jobs.stream.row_counts import compares_as_spark, row_codes, spark_normalized
 
 _KEY = "__key"
-
-
-def sorts_as_spark(t: pa.DataType) -> bool:
-    """Whether Arrow orders every value of this type exactly as Spark does."""
-    return (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t) or pa.types.is_boolean(t) or pa.types.is_date(t)
-            or pa.types.is_timestamp(t) or pa.types.is_binary(t))
 
 
 def ranks_on_driver(node: Deduplicate, *tables: pa.Table) -> bool:
@@ -39,7 +32,7 @@ def ranks_on_driver(node: Deduplicate, *tables: pa.Table) -> bool:
 
 
 def _orderable(column: pa.ChunkedArray) -> bool:
-    if sorts_as_spark(column.type):
+    if compares_as_spark(column.type):
         return True
     if pa.types.is_floating(column.type):
         return not pc.any(pc.is_nan(column)).as_py()

@@ -1,6 +1,6 @@
 """A join computed on the driver (jobs/stream/join_rows.py) must give the difference Spark's join
 gives on the same live rows, column types included: inner, outer, semi and anti joins, null keys
-(which match nothing), rows with several copies; and it must leave
+(which match nothing), binary keys, rows with several copies; and it must leave
 to Spark the joins Arrow does not compute as Spark does."""
 
 from types import SimpleNamespace
@@ -15,10 +15,11 @@ from jobs.stream.join_rows import joined, joins_on_driver
 from jobs.stream.keyed import JoinOperator
 from jobs.stream.row_counts import difference, live_rows
 
-LEFT = pa.schema([("id", pa.int64()), ("k", pa.string()), ("v", pa.float64()), (COUNT, pa.int64())])
-RIGHT = pa.schema([("rk", pa.string()), ("rid", pa.int64()), ("w", pa.string()), (COUNT, pa.int64())])
+LEFT = pa.schema([("id", pa.int64()), ("k", pa.string()), ("v", pa.float64()), ("b", pa.binary()), (COUNT, pa.int64())])
+RIGHT = pa.schema([("rk", pa.string()), ("rid", pa.int64()), ("w", pa.string()), ("rb", pa.binary()), (COUNT, pa.int64())])
 VALUES = {"id": [None, 1, 2], "k": [None, "a", "é"], "v": [None, 0.5, -1.0], "w": [None, "x", "y"],
-          "rid": [None, 1, 2], "rk": [None, "a", "é"]}
+          "rid": [None, 1, 2], "rk": [None, "a", "é"],
+          "b": [None, b"a", b"\xff"], "rb": [None, b"a", b"\xff"]}
 
 
 @st.composite
@@ -30,13 +31,13 @@ def live(draw, schema: pa.Schema) -> pa.Table:
 
 def _node(kind: str, keys: tuple[tuple[str, ...], tuple[str, ...]]) -> Join:
     # The planner renames a right column that clashes with a left one below the join.
-    left, right = SimpleNamespace(output_names=("id", "k", "v")), SimpleNamespace(output_names=("rk", "rid", "w"))
-    output = ("id", "k", "v") if kind in ("semi", "anti") else ("id", "k", "v", "rk", "rid", "w")
+    left, right = SimpleNamespace(output_names=("id", "k", "v", "b")), SimpleNamespace(output_names=("rk", "rid", "w", "rb"))
+    output = ("id", "k", "v", "b") if kind in ("semi", "anti") else ("id", "k", "v", "b", "rk", "rid", "w", "rb")
     return Join(left, right, kind, keys[0], keys[1], output)
 
 
 NODES = st.builds(_node, st.sampled_from(["inner", "left", "right", "full", "semi", "anti"]),
-                  st.sampled_from([(("k",), ("rk",)), (("id", "k"), ("rid", "rk"))]))
+                  st.sampled_from([(("k",), ("rk",)), (("id", "k"), ("rid", "rk")), (("b",), ("rb",))]))
 
 
 def _multiset(rows: list[dict]) -> list:
