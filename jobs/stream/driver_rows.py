@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import StructType
 

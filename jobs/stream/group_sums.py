@@ -45,14 +45,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.changelog.columns import COUNT, TOUCHED, WINDOW_END, WINDOW_START
-from jobs.changelog.schema import all_nullable
 from jobs.errors import InputError
 from jobs.stream.aggregate import AggregateState, nonnull_column, streaming_aggregate, sum_column
 from jobs.stream.driver_input import DriverInput
 from jobs.stream.driver_sums import sums_on_driver
 from jobs.stream.driver_windows import WindowedInput
 from jobs.stream.live_state import PART_ROWS, LiveState
-from jobs.stream.row_counts import SumOverflow, row_codes, spark_normalized, summed_per_group
+from jobs.stream.row_counts import SumOverflow, keys_among, summed_per_group
 
 
 @dataclass(frozen=True)
@@ -101,7 +100,7 @@ class GroupSums:
         after, partial = self._without_orphans(after, partial, kept)
         # A forgotten group touched again starts from nothing: its old sums are retracted in the
         # log, so that no later fold adds them back.
-        cleared = _negated(before.filter(pa.array(forgotten & _rows_in(before, partial, self.keys))), self.keys)
+        cleared = _negated(before.filter(pa.array(forgotten & keys_among(before, partial, self.keys))), self.keys)
         self.store.record(pa.concat_tables([partial, cleared]), batch_id)
         return after.drop_columns([TOUCHED])
 
@@ -151,11 +150,11 @@ class GroupSums:
         if self.ttl is None or after.num_rows == 0:
             return after, partial
         counts = pc.fill_null(after.column(COUNT), 0).to_numpy()
-        orphans = (counts <= 0) & ~_rows_in(after, kept, self.keys)
+        orphans = (counts <= 0) & ~keys_among(after, kept, self.keys)
         if not orphans.any():
             return after, partial
         self.ignored_groups += int(orphans.sum())
-        gone = _rows_in(partial, after.filter(pa.array(orphans)), self.keys)
+        gone = keys_among(partial, after.filter(pa.array(orphans)), self.keys)
         return after.filter(pa.array(~orphans)), partial.filter(pa.array(~gone))
 
 
@@ -184,15 +183,6 @@ def _negated(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
     kept = {*keys, TOUCHED}
     return pa.table([rows.column(c) if c in kept else pc.negate(rows.column(c)) for c in rows.column_names],
                     schema=rows.schema)
-
-
-def _rows_in(rows: pa.Table, others: pa.Table, keys: tuple[str, ...]) -> np.ndarray:
-    """Per row of `rows`, whether its key is among `others`' keys (a null equal to a null)."""
-    if not keys:
-        return np.full(rows.num_rows, others.num_rows > 0)
-    mine = all_nullable(rows.select(list(keys)))
-    codes = row_codes(spark_normalized(pa.concat_tables([mine, all_nullable(others.select(list(keys)))])))
-    return np.isin(codes[:rows.num_rows], codes[rows.num_rows:])
 
 
 def _described(column: str, state: AggregateState) -> str:

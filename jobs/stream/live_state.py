@@ -22,16 +22,14 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.changelog.schema import all_nullable
 from jobs.runtime.arrow_frames import frame_of
-from jobs.stream.row_counts import live_rows, row_codes, spark_normalized
+from jobs.stream.row_counts import keys_among, live_rows
 from jobs.stream.snapshot_parts import Snapshot, fold_parts
 
 # Logs folded into a snapshot: more logs make each micro-batch read more small files, fewer make
@@ -209,13 +207,8 @@ def _as(table: pa.Table, like: pa.Schema) -> pa.Table:
 
 
 def _with_keys(rows: pa.Table, wanted: pa.Table | None) -> pa.Table:
-    """The rows whose keys equal a wanted row's, column for column, a null equal to a null
-    (the frame-based semi-join this replaces was null-safe)."""
+    """The rows whose keys equal a wanted row's (row_counts.keys_among)."""
     if wanted is None or rows.num_rows == 0:
         return rows
-    # toArrow keeps a NOT NULL column's nullability, the wanted keys' table has none: Arrow
-    # concatenates only equal schemas.
-    both = pa.concat_tables([all_nullable(rows.select(wanted.column_names)), wanted])
-    codes = row_codes(spark_normalized(both))
-    return rows.filter(pa.array(np.isin(codes[:rows.num_rows], codes[rows.num_rows:])))
+    return rows.filter(pa.array(keys_among(rows, wanted, tuple(wanted.column_names))))
 

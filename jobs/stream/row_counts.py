@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from jobs.changelog.columns import COUNT, TOUCHED, WEIGHT
 from jobs.changelog.live_columnar import key_codes
+from jobs.changelog.schema import all_nullable
 
 
 def compares_as_spark(t: pa.DataType) -> bool:
@@ -37,6 +38,18 @@ def compares_as_spark(t: pa.DataType) -> bool:
     return (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_string(t)
             or pa.types.is_large_string(t) or pa.types.is_boolean(t) or pa.types.is_date(t)
             or pa.types.is_timestamp(t) or pa.types.is_binary(t))
+
+
+def keys_among(rows: pa.Table, others: pa.Table, keys: tuple[str, ...]) -> np.ndarray:
+    """Per row of `rows`, whether its `keys` equal some row's of `others`, column for column as
+    Spark groups them (a null equal to a null, -0.0 to 0.0, a NaN to a NaN). No keys: every row
+    when `others` has any. (The nullability is dropped on both sides: toArrow keeps a NOT NULL
+    column's, and Arrow concatenates only equal schemas.)"""
+    if not keys:
+        return np.full(rows.num_rows, others.num_rows > 0)
+    mine, theirs = (all_nullable(table.select(list(keys))) for table in (rows, others))
+    codes = row_codes(spark_normalized(pa.concat_tables([mine, theirs])))
+    return np.isin(codes[:rows.num_rows], codes[rows.num_rows:])
 
 
 def live_rows(rows: pa.Table) -> pa.Table:
