@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from expectations.columns import Columns
 from expectations.report.model import WindowFigures

@@ -71,7 +71,7 @@ def main() -> None:
     for label, entry in [*((f"run 1, batch {e['batch']}", e) for e in full_batches), *zip(labels, increments)]:
         print(f"{label:<40}{entry['rows']:>12,}{entry['seconds']:>10.2f}{entry['merge_seconds']:>16.2f}"
               f"{entry['seconds'] / full:>9.1%}")
-    print(f"target: an incremental micro-batch at most 10 % of the full one; whole runs: "
+    print("target: an incremental micro-batch at most 10 % of the full one; whole runs: "
           + ", ".join(f"{s:.1f} s" for s in runs))
 
 

@@ -4,7 +4,7 @@ versions the stream's offsets; the batch step reads the table by time travel."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta, timezone
 
 import pytest
 from delta.tables import DeltaTable as SparkDeltaTable

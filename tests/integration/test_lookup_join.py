@@ -6,7 +6,7 @@ between the two runs shows up as a difference."""
 import pytest
 import yaml
 
-from tests.conftest import change, write_changelog
+from tests.conftest import write_changelog
 from tests.integration.conftest import run_both
 from tests.support.dimension_server import DimensionServer
 

@@ -4,7 +4,6 @@ of layers, and the stream and batch jobs never import each other."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from tests.conftest import ROOT
 
