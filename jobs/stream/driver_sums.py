@@ -1,11 +1,13 @@
 """A micro-batch's sums per group computed on the driver, from the rows driver_input.py reads.
 
-Where a group aggregate's input is a staged changelog (or a SELECT that only picks its columns)
-and its aggregates are all invertible (SUM, COUNT, AVG: no value slots), the micro-batch's
-partial sums (group_sums.py) need no Spark job: the rows are read by Arrow and summed there,
-each contribution in the type Spark's SUM gives it (BIGINT for integers, DECIMAL(p+10, s) for a
-DECIMAL(p, s), DOUBLE for floating values), grouped as Spark groups, a sum that leaves its type
-failing as Spark's ANSI arithmetic does.
+Where a group aggregate's input is a staged changelog (or a SELECT that only picks its columns),
+the micro-batch's partial sums (group_sums.py) need no Spark job: the rows are read by Arrow and
+summed there, each contribution in the type Spark's SUM gives it (BIGINT for integers,
+DECIMAL(p+10, s) for a DECIMAL(p, s), DOUBLE for floating values), grouped as Spark groups, a sum
+that leaves its type failing as Spark's ANSI arithmetic does. With MIN, MAX or DISTINCT
+aggregates, each row is spread over the value slots as aggregate.streaming_aggregate spreads it
+in Spark (slot 0 the invertible sums, slot i the i-th such aggregate's non-NULL value and the
+row's weight) and summed per group, slot and value.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.changelog.columns import COUNT, TOUCHED
-from jobs.stream.aggregate import AggregateState, state_columns
+from jobs.changelog.columns import COUNT, SLOT, TOUCHED
+from jobs.stream.aggregate import AggregateState, state_columns, value_column
 from jobs.stream.row_counts import SumOverflow, summed_per_group
 
 
@@ -32,8 +34,21 @@ def sums_on_driver(rows: pa.Table, state: AggregateState, schema: pa.Schema, now
         else:
             columns[name] = _signed(x.cast(schema.field(name).type), weights, name)
     columns[TOUCHED] = pa.array(np.full(rows.num_rows, now_ms, np.int64))
-    table = pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema.remove_metadata())
-    return summed_per_group(table, state.keys)
+    if not state.has_slots:
+        return summed_per_group(_shaped(columns, rows.num_rows, schema), state.keys)
+    slots = [_shaped({**columns, SLOT: pa.array(np.zeros(rows.num_rows, np.int32))}, rows.num_rows, schema)]
+    for i, (j, call) in enumerate(state.multiset_calls, start=1):
+        valued = rows.filter(pc.is_valid(rows.column(call.arg)))
+        slots.append(_shaped({**{k: valued.column(k) for k in (*state.keys, COUNT)}, value_column(j): valued.column(call.arg),
+                              SLOT: pa.array(np.full(valued.num_rows, i, np.int32)),
+                              TOUCHED: pa.array(np.full(valued.num_rows, now_ms, np.int64))}, valued.num_rows, schema))
+    return summed_per_group(pa.concat_tables(slots), state.slot_key)
+
+
+def _shaped(columns: dict, rows: int, schema: pa.Schema) -> pa.Table:
+    """`columns` in the schema's order and types; a column not among them all NULL."""
+    return pa.table([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(rows, f.type) for f in schema],
+                    schema=schema.remove_metadata())
 
 
 def _signed(x: pa.ChunkedArray, weights: pa.ChunkedArray, name: str) -> pa.ChunkedArray:

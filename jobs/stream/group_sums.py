@@ -76,7 +76,7 @@ class GroupSums:
                  direct: DriverInput | WindowedInput | None = None, part_rows: int = PART_ROWS):
         self.state, self.ttl = state, ttl
         # Where the micro-batch's rows can be read and summed on the driver (driver_sums.py).
-        self.direct = direct if not state.has_slots else None
+        self.direct = direct
         self._schema: pa.Schema | None = None  # of Spark's partial sums, found on first use
         self.keys = state.state_key
         self._forgetting = Forgetting(ttl)

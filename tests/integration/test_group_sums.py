@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 
 from jobs.changelog.columns import COUNT, TOUCHED, WEIGHT, WINDOW_END, WINDOW_START
 from jobs.errors import InputError
@@ -206,11 +206,17 @@ def weighted_rows(draw) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=DRIVER_INPUT)
 
 
+# MIN, MAX and DISTINCT: each row spread over value slots (-0.0, NaN among MAX(k)'s values).
+SLOT_CALLS = [*DRIVER_CALLS, AggCall("MIN", "i", False, "mi"), AggCall("MAX", "k", False, "mk"),
+              AggCall("COUNT", "s", True, "ds")]
+
+
+@pytest.mark.parametrize("calls", [DRIVER_CALLS, SLOT_CALLS], ids=["sums", "value slots"])
 @settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=weighted_rows())
-def test_the_driver_sums_a_micro_batch_as_spark_sums_it(spark, rows):
-    node = SimpleNamespace(group_keys=("k", "s"), aggregates=DRIVER_CALLS, is_global=False)
-    state = AggregateState(node, {c: DRIVER_INPUT.field(c).type for c in ("i", "d", "x", "f")})
+def test_the_driver_sums_a_micro_batch_as_spark_sums_it(spark, calls, rows):
+    node = SimpleNamespace(group_keys=("k", "s"), aggregates=calls, is_global=False)
+    state = AggregateState(node, {c: from_arrow_type(DRIVER_INPUT.field(c).type) for c in ("k", "s", "i", "d", "x", "f")})
     in_spark = streaming_aggregate(frame_of(spark, rows), state).withColumn(TOUCHED, F.lit(7).cast("bigint"))
     schema = to_arrow_schema(in_spark.schema, timezone="UTC")
     weights = rows.column(WEIGHT).cast(pa.int64())
@@ -219,8 +225,8 @@ def test_the_driver_sums_a_micro_batch_as_spark_sums_it(spark, rows):
 
     def by_group(table: pa.Table) -> dict:
         # NaN is not equal to itself: compared by its text; sums of doubles to the last bits.
-        return {repr((r["k"], r["s"])): {c: (round(v, 9) if isinstance(v, float) and v == v else repr(v))
-                                         for c, v in r.items()} for r in table.to_pylist()}
+        return {repr(tuple(r[k] for k in state.state_key)): {c: (round(v, 9) if isinstance(v, float) and v == v else repr(v))
+                                                             for c, v in r.items()} for r in table.to_pylist()}
 
     assert by_group(on_driver) == by_group(in_spark.toArrow())
 
