@@ -109,8 +109,13 @@ class AggregateEmitter:
         if self.sums is None:
             return self._finished(spark, frame, batch, hidden)
         groups = self._groups_after(frame, batch)
-        rows = finished_groups(groups, self.state, self.post, self.output, hidden) if self._finishes_on_driver else None
-        return rows if rows is not None else self._finished(spark, frame_of(spark, groups), batch, hidden)
+        values = None
+        if self.multisets is not None:  # computed once: it records the micro-batch's values
+            values = self.multisets.results(spark, groups.select([*self.state.slot_key, COUNT]), batch.id)
+        rows = None
+        if self._finishes_on_driver and not isinstance(values, DataFrame):
+            rows = finished_groups(groups, self.state, self.post, self.output, hidden, values)
+        return rows if rows is not None else self._finished(spark, frame_of(spark, groups), batch, hidden, values)
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass
@@ -119,12 +124,13 @@ class AggregateEmitter:
         return self.sums.after(rows, batch.id, batch.timestamp_ms, batch.segments)
 
     def _finished(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch,
-                  hidden: tuple[str, ...]) -> DataFrame:
-        """The touched groups' new sums (Spark's update output's shape) finalised in Spark."""
-        recomputed = None
-        if self.multisets is not None:
+                  hidden: tuple[str, ...], values: pa.Table | DataFrame | None = None) -> DataFrame:
+        """The touched groups' new sums (Spark's update output's shape) finalised in Spark, with
+        their MIN / MAX / DISTINCT `values` when these were computed already."""
+        if self.multisets is not None and values is None:
             counts = updated.select(*self.state.slot_key, COUNT).toArrow()
-            recomputed = self.multisets.recomputed(spark, counts, batch.id)
+            values = self.multisets.results(spark, counts, batch.id)
+        recomputed = frame_of(spark, values) if isinstance(values, pa.Table) else values
         groups = finalize(updated, self.state, recomputed, self._results)
         if hidden not in self._outputs:
             self._outputs[hidden] = self._output_columns(hidden)

@@ -24,7 +24,6 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.changelog.columns import COUNT, SLOT
 from jobs.changelog.schema import all_nullable
 from jobs.errors import RunStateError
-from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.aggregate import AggregateState, recompute, value_column
 from jobs.stream.live_state import LiveState
 from jobs.stream.row_counts import compares_as_spark, row_codes, spark_normalized
@@ -36,13 +35,14 @@ class ValueMultisets:
         self.directory, self.state = directory, state
         self._live: LiveState | None = None
 
-    def recomputed(self, spark: SparkSession, updated: pa.Table, batch_id: int) -> DataFrame:
-        """The MIN / MAX / DISTINCT results of the groups a micro-batch touched, after it.
-        `updated` is Spark's update output: the slot key columns and __count, slot 0 for every
-        touched group."""
+    def results(self, spark: SparkSession, updated: pa.Table, batch_id: int) -> pa.Table | DataFrame:
+        """The MIN / MAX / DISTINCT results of the groups a micro-batch touched, after it: an
+        Arrow table where the driver computes them exactly (driver_results), else Spark's
+        frame. `updated` is the touched groups' sums: the slot key columns and __count, slot 0
+        for every touched group. Records the micro-batch's change: call it once per micro-batch."""
         after = self._values_after(spark, updated, batch_id)
         if exact_on_driver(self.state, after.schema):
-            return frame_of(spark, driver_results(after, self.state))
+            return driver_results(after, self.state)
         return recompute(self._live.frame(spark, after), self.state)
 
     def _values_after(self, spark: SparkSession, updated: pa.Table, batch_id: int) -> pa.Table:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 
-from jobs.changelog.columns import COUNT, TOUCHED, WEIGHT, WINDOW_END, WINDOW_START
+from jobs.changelog.columns import COUNT, SLOT, TOUCHED, WEIGHT, WINDOW_END, WINDOW_START
 from jobs.errors import InputError
 from jobs.plan.nodes import AggCall
 from jobs.runtime.arrow_frames import frame_of
@@ -285,5 +285,53 @@ def test_the_driver_finishes_the_groups_as_spark_finalises_them(spark, tmp_path)
         on_driver = finished_groups(groups, state, emitter.post, output)
         in_spark = emitter._finished(spark, frame_of(spark, groups), SimpleNamespace(id=0), ())
         assert comparable(on_driver.to_pylist()) == comparable([r.asDict() for r in in_spark.collect()])
+
+    check()
+
+
+SLOTS_SQL = "SELECT pId, COUNT(*) AS n, MAX(qty) AS top, COUNT(DISTINCT qty) AS d FROM orders GROUP BY pId"
+
+
+@st.composite
+def slotted_groups(draw) -> tuple[pa.Table, pa.Table]:
+    """Touched groups' sums with value slots (slot 0 the group's count, slots 1 and 2 some
+    values' counts) and the MIN / MAX / DISTINCT results the multisets give for some of them."""
+    pids = draw(st.lists(st.sampled_from([None, 1, 2, 3]), unique=True))
+    rows = [{"pId": p, SLOT: 0, "__v1": None, "__v2": None, COUNT: draw(st.integers(0, 3))} for p in pids]
+    rows += [{"pId": p, SLOT: s, "__v1": v if s == 1 else None, "__v2": v if s == 2 else None, COUNT: 1}
+             for p in pids for s, v in draw(st.lists(st.tuples(st.sampled_from([1, 2]), st.integers(0, 9)), max_size=3))]
+    groups = pa.Table.from_pylist(rows, schema=pa.schema([("pId", pa.int64()), (SLOT, pa.int32()), ("__v1", pa.int32()),
+                                                          ("__v2", pa.int32()), (COUNT, pa.int64())]))
+    valued = draw(st.lists(st.sampled_from(pids), unique=True)) if pids else []
+    values = pa.Table.from_pylist([{"pId": p, "top": draw(st.sampled_from([None, 4])), "d": draw(st.integers(0, 3))}
+                                   for p in valued],
+                                  schema=pa.schema([("pId", pa.int64()), ("top", pa.int32()), ("d", pa.int64())]))
+    return groups, values
+
+
+def test_the_driver_finishes_min_max_and_distinct_as_spark_finalises_them(spark, tmp_path):
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+    from jobs.plan import plan_query
+    from jobs.spec import load_spec
+    from jobs.stream.aggregate import finalize
+    from jobs.stream.emitters import AggregateEmitter
+    from tests.conftest import orders_spec
+    spec = orders_spec(tmp_path, SLOTS_SQL, source={"schema": "order_id BIGINT, pId BIGINT, income DOUBLE, qty INT"})
+    stage = plan_query(load_spec(spec)).final_stage
+    state = AggregateState(stage.aggregate, {"qty": IntegerType()})
+    assert state.has_slots and finishes_on_driver(state, None)
+    output = StructType([StructField(n, t) for n, t in [("pId", LongType()), ("n", LongType()), ("top", IntegerType()),
+                                                        ("d", LongType())]])
+    emitter = AggregateEmitter(stage, state, None, output)
+
+    @settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
+    @given(touched=slotted_groups())
+    def check(touched):
+        groups, values = touched
+        on_driver = finished_groups(groups, state, emitter.post, output, (), values)
+        in_spark = finalize(frame_of(spark, groups), state, frame_of(spark, values), emitter._results)
+        in_spark = in_spark.select(*emitter._output_columns(()))
+        key = lambda r: repr(r["pId"])  # noqa: E731
+        assert sorted(on_driver.to_pylist(), key=key) == sorted([r.asDict() for r in in_spark.collect()], key=key)
 
     check()
