@@ -21,11 +21,10 @@ from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import DecimalType, StructType
 
 from jobs.changelog.columns import COUNT, DELETE, OP, SLOT, UPSERT
-from jobs.changelog.schema import all_nullable
 from jobs.plan.nodes import AggCall, Calc
 from jobs.stream.aggregate import AggregateState, nonnull_column, sum_column
 from jobs.stream.driver_rows import picked_columns
-from jobs.stream.row_counts import row_codes, spark_normalized
+from jobs.stream.row_counts import key_positions
 
 
 def finishes_on_driver(state: AggregateState, post: Calc | None) -> bool:
@@ -68,12 +67,8 @@ def finished_groups(groups: pa.Table, state: AggregateState, post: Calc | None, 
 
 def _aligned(values: pa.Table, groups: pa.Table, keys: tuple[str, ...]) -> pa.Table:
     """`values`' row of each group, in the groups' order (all NULL for a group it lacks), keys
-    equal as Spark's null-safe join compares them (row_counts.row_codes)."""
-    both = spark_normalized(pa.concat_tables([all_nullable(t.select(list(keys))) for t in (groups, values)]))
-    codes = row_codes(both)
-    position = np.full(int(codes.max()) + 1 if len(codes) else 0, -1, np.int64)
-    position[codes[groups.num_rows:]] = np.arange(values.num_rows)
-    found = position[codes[:groups.num_rows]]
+    equal as Spark's null-safe join compares them (row_counts.key_positions)."""
+    found = key_positions(groups, values, keys)
     return values.take(pa.array(found, mask=found < 0))
 
 

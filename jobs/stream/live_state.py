@@ -67,8 +67,9 @@ class LiveState:
         """The live rows before `batch_id` (with their counts) whose keys are among `touched`'s
         rows (None: every key), summed on the driver: the state files are read by Arrow, filtered
         by key there (only the snapshot's parts whose key ranges hold a touched key, and of those
-        the row groups whose first key column holds one), and no Spark job runs. `like` is the schema of the net changes (toArrow's types), which the
-        files' columns are cast to and the result has."""
+        the row groups whose first key column holds one), and no Spark job runs. `like` is the
+        schema of the net changes (toArrow's types), which the files' columns are cast to and the
+        result has."""
         snapshot = self._snapshot_for(batch_id)
         logs = self._logs_before(snapshot, batch_id)
         if snapshot is None and not logs:

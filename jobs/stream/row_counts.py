@@ -41,15 +41,23 @@ def compares_as_spark(t: pa.DataType) -> bool:
 
 
 def keys_among(rows: pa.Table, others: pa.Table, keys: tuple[str, ...]) -> np.ndarray:
-    """Per row of `rows`, whether its `keys` equal some row's of `others`, column for column as
-    Spark groups them (a null equal to a null, -0.0 to 0.0, a NaN to a NaN). No keys: every row
-    when `others` has any. (The nullability is dropped on both sides: toArrow keeps a NOT NULL
-    column's, and Arrow concatenates only equal schemas.)"""
+    """Per row of `rows`, whether its `keys` equal some row's of `others` (key_positions). No
+    keys: every row when `others` has any."""
     if not keys:
         return np.full(rows.num_rows, others.num_rows > 0)
+    return key_positions(rows, others, keys) >= 0
+
+
+def key_positions(rows: pa.Table, others: pa.Table, keys: tuple[str, ...]) -> np.ndarray:
+    """Per row of `rows`, the position of the (last) row of `others` whose `keys` equal its own,
+    column for column as Spark groups them (a null equal to a null, -0.0 to 0.0, a NaN to a NaN),
+    or -1. (The nullability is dropped on both sides: toArrow keeps a NOT NULL column's, and
+    Arrow concatenates only equal schemas.)"""
     mine, theirs = (all_nullable(table.select(list(keys))) for table in (rows, others))
     codes = row_codes(spark_normalized(pa.concat_tables([mine, theirs])))
-    return np.isin(codes[:rows.num_rows], codes[rows.num_rows:])
+    position = np.full(int(codes.max()) + 1 if len(codes) else 0, -1, np.int64)
+    position[codes[rows.num_rows:]] = np.arange(others.num_rows)
+    return position[codes[:rows.num_rows]]
 
 
 def live_rows(rows: pa.Table) -> pa.Table:
