@@ -17,7 +17,8 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.stream.emitters import Emitter, MicroBatch
 from jobs.stream.group_sums import GroupSums
-from jobs.stream.offsets import batch_segments, batch_timestamp_ms, consumed_rows, largest_unread_segment, logged_files
+from jobs.stream.offsets import (batch_segments, batch_timestamp_ms, consumed_rows, largest_unread_segment, logged_files,
+                                 read_up_to)
 from jobs.stream.writers import TableWriter
 from jobs.stream.source import staged_input
 
@@ -111,15 +112,17 @@ class MicroBatchHandler:
         files = {}
         for index, (node, staged) in enumerate(zip(self.stage.inputs, self.staged)):
             taken = logged_files(self.layout.checkpoint, index)
-            consumed += consumed_rows(taken, batch_id, staged)
-            segments = batch_segments(taken, batch_id, staged)
+            after = read_up_to(self.layout.checkpoint, index, batch_id - 1)
+            up_to = read_up_to(self.layout.checkpoint, index, batch_id)
+            consumed += consumed_rows(taken, up_to, staged)
+            segments = batch_segments(taken, after, up_to, staged)
             files[node.table] = tuple(staged.directory / s["file"] for s in segments)
             if not segments:
                 continue
             lo = segments[0]["first_seq"]
             hi = segments[-1]["first_seq"] + segments[-1]["rows"]
             if batch_id > 0:
-                previous = consumed_rows(taken, batch_id - 1, staged)
+                previous = consumed_rows(taken, after, staged)
                 if lo != previous:
                     raise RunStateError(f"micro-batch {batch_id} read rows from {lo} but the "
                                         f"changelog continues at {previous}", where=str(staged.directory))

@@ -1,9 +1,17 @@
 """What each micro-batch read, from Spark's own checkpoint.
 
 The staged changelog reaches Spark as segment files, one per micro-batch; Spark's file source logs
-which files each batch took under checkpoint/sources/<i>/ (one file per batch, compacted every
-ten batches into <batch>.compact). From that log come the rows a micro-batch covered (for
-progress), the check that segments were taken in changelog order, and the consistency point.
+the files it finds under checkpoint/sources/<i>/ (one entry per find, compacted every ten entries
+into <entry>.compact), and the offset log records the entry each micro-batch read up to. From the
+two come the rows a micro-batch covered, the check that segments were taken in changelog order, and
+the consistency point.
+
+The file source numbers its entries itself, and they are not the micro-batch ids: it writes an
+entry when it finds a file, before the micro-batch's offset is recorded, so a run killed between
+the two leaves an entry no micro-batch read. The restarted run's next micro-batch reads that entry
+and the next one together (its offset jumps by two), and from then on entry n belongs to
+micro-batch n - 1. So a micro-batch's files are the entries after the previous micro-batch's
+offset up to its own.
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ def _batch_ids(log: Path) -> list[int]:
 
 
 def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:
-    """Batch id -> names of the files it read.
+    """File-log entry -> names of the files found in it.
 
     Spark's `<c>.compact` holds the entries of every batch up to c, so the newest one and the
     plain files after it say everything; the older files (kept by Spark for ten minutes) are not
@@ -78,16 +86,32 @@ def _current_log_files(folder: Path) -> list[Path]:
     return ([compact[since]] if compact else []) + [plain[b] for b in sorted(plain) if b > since]
 
 
-def batch_segments(taken: dict[int, set[str]], batch_id: int, staged: StagedChangelog) -> list[dict]:
-    """The staged segments (manifest entries) a micro-batch read, from a source's logged files."""
-    names = taken.get(batch_id, set())
+def read_up_to(checkpoint: Path, source_index: int, batch_id: int) -> int:
+    """The file-log entry of source `source_index` that micro-batch `batch_id` read up to, from
+    the offset log (its lines after the version and the batch's metadata are the sources' offsets,
+    in source order; "-" for a source that has none yet). -1 before the first micro-batch."""
+    if batch_id < 0:
+        return -1
+    entry = checkpoint / "offsets" / str(batch_id)
+    lines = entry.read_text().splitlines() if entry.exists() else []
+    if len(lines) < 3 + source_index:
+        raise RunStateError(f"Spark's offset log has no offset of source {source_index} for micro-batch "
+                            f"{batch_id}", where=str(entry))
+    offset = lines[2 + source_index]
+    return -1 if offset == "-" else int(json.loads(offset)["logOffset"])
+
+
+def batch_segments(taken: dict[int, set[str]], after: int, up_to: int, staged: StagedChangelog) -> list[dict]:
+    """The staged segments (manifest entries) of the file-log entries after `after` up to `up_to`:
+    what a micro-batch read, given the previous one's offset and its own."""
+    names = {n for entry, files in taken.items() if after < entry <= up_to for n in files}
     return sorted((staged.segment_named(name) for name in names), key=lambda s: s["first_seq"])
 
 
-def consumed_rows(taken: dict[int, set[str]], last_batch: int, staged: StagedChangelog) -> int:
-    """Rows of the source consumed by batches up to `last_batch`; they must be a prefix of the
-    changelog, or the stream read segments out of order."""
-    names = {n for batch, files in taken.items() if batch <= last_batch for n in files}
+def consumed_rows(taken: dict[int, set[str]], up_to: int, staged: StagedChangelog) -> int:
+    """Rows of the source in the file-log entries up to `up_to` (a micro-batch's offset); they
+    must be a prefix of the changelog, or the stream read segments out of order."""
+    names = {n for entry, files in taken.items() if entry <= up_to for n in files}
     segments = [staged.segment_named(n) for n in names]
     end = max((s["first_seq"] + s["rows"] for s in segments), default=0)
     if sum(s["rows"] for s in segments) != end:
@@ -101,7 +125,8 @@ def largest_unread_segment(checkpoint: Path, source_index: int, staged: StagedCh
     what one micro-batch of the coming run reads from this source. Segments already consumed do
     not count, or one large first run would size every later small increment as large work."""
     done = committed_batches(checkpoint)
-    consumed = consumed_rows(logged_files(checkpoint, source_index), done[-1], staged) if done else 0
+    consumed = consumed_rows(logged_files(checkpoint, source_index), read_up_to(checkpoint, source_index, done[-1]),
+                             staged) if done else 0
     return max((s["rows"] for s in staged.segments() if s["first_seq"] >= consumed), default=0)
 
 

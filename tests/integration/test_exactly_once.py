@@ -3,16 +3,20 @@ micro-batch as done, is restarted; Spark replays that micro-batch, the sink reco
 transaction id and skips it, and the run ends with the same table and change feed as a run that
 was never interrupted."""
 
+import json
 from collections import Counter
 
 from deltalake import DeltaTable
 
+from jobs.changelog.staging import StagedChangelog
 from jobs.plan import plan_query
 from jobs.runtime.layout import RunLayout
+from jobs.runtime.progress import Progress
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
 from jobs.stream.handler import FAULT_AFTER_COMMIT
 from jobs.stream.job import run_stream
+from jobs.stream.source import stage_sources
 from tests.conftest import change, orders_spec, write_changelog
 from tests.integration.conftest import run_both, table_rows
 from tests.integration.test_cli import lockstep
@@ -51,3 +55,33 @@ def test_a_crash_after_a_sink_commit_changes_nothing_on_restart(spark, tmp_path)
     assert feed_content(layout.stream) == feed_content(clean.layout.stream)
     log = [line for line in layout.batches_log.read_text().splitlines() if '"batch": 2,' in line]
     assert len(log) == 1 and '"replayed": true' in log[0]  # the crashed run never logged it
+
+
+def test_a_segment_logged_by_spark_before_a_kill_is_read_with_the_next_one_after_the_restart(spark, tmp_path):
+    # Spark's file source logs a segment it found before the micro-batch's offset is recorded; a
+    # kill between the two leaves that log entry unread, and the restarted run's first micro-batch
+    # reads it and the next segment together. The kill's on-disk state is made here: a first run,
+    # new input staged, and the log entry Spark would have written for its next segment.
+    write_changelog(tmp_path / "orders", "001.json", EVENTS[:6])
+    spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total, MIN(income) AS lo FROM orders "
+                                 "GROUP BY pId", rows_per_batch=2)
+    plan = plan_query(load_spec(spec))
+    layout = RunLayout.for_query(tmp_path / "killed", "q")
+    run_stream(plan, Settings(), layout)
+    write_changelog(tmp_path / "orders", "002.json", EVENTS[6:])
+    stage_sources(plan, layout, Progress(quiet=True))
+    staged = StagedChangelog(layout.staged("orders"))
+    _log_as_spark_would(layout.checkpoint / "sources" / "0", 3, staged.directory / staged.segments()[3]["file"])
+
+    run_stream(plan, Settings(), layout)
+
+    assert table_rows(layout.stream) == run_both(spec, tmp_path / "clean").stream
+    read = [json.loads(line) for line in layout.batches_log.read_text().splitlines()]
+    segments = [(s["first_seq"], s["first_seq"] + s["rows"]) for s in staged.segments()]
+    both = (segments[3][0], segments[4][1])
+    assert [(b["start_seq"], b["end_seq"]) for b in read] == segments[:3] + [both] + segments[5:]
+
+
+def _log_as_spark_would(folder, entry: int, segment) -> None:
+    found = {"path": f"file://{segment}", "timestamp": int(segment.stat().st_mtime * 1000), "batchId": entry}
+    (folder / str(entry)).write_text("v1\n" + json.dumps(found))
