@@ -69,6 +69,28 @@ def _tables(out: Path) -> dict:
     return found
 
 
+def _committed(out: Path) -> int:
+    """Micro-batches committed so far, over every stage's checkpoint."""
+    return sum(1 for _ in out.glob("**/_state/checkpoint/commits/[0-9]*"))
+
+
+def _kill_at_a_random_moment(process: subprocess.Popen, out: Path, rng: random.Random) -> bool:
+    """Kill -9 after 0 to 6 more micro-batches have committed and a fraction of the next one has run
+    (none more: while the JVM starts). The moment follows the run's progress, not the clock: a
+    faster stream must not finish before its kill. False when the run ended first."""
+    target = _committed(out) + rng.randint(0, 6)
+    while _committed(out) < target:
+        if process.poll() is not None:
+            return False
+        time.sleep(0.02)
+    time.sleep(rng.uniform(0, 0.5) if target else rng.uniform(0, 10))
+    if process.poll() is not None:
+        return False
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return True
+
+
 def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path):
     spec = _spec(tmp_path)
     # The uninterrupted run, for reference, goes beside the killed ones (they share the spec
@@ -77,12 +99,8 @@ def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path):
     rng = random.Random(int(os.environ.get("CHAOS_SEED", "11")))
     kills = 0
     while kills < KILLS:
-        process = _stream(spec, tmp_path / "killed")
-        time.sleep(rng.uniform(8, 30))  # the JVM starts in about 10 s; then a micro-batch a second or so
-        if process.poll() is not None:
+        if not _kill_at_a_random_moment(_stream(spec, tmp_path / "killed"), tmp_path / "killed", rng):
             break  # it finished before this kill: the rest of the run is the restart check
-        process.send_signal(signal.SIGKILL)
-        process.wait()
         kills += 1
     finish = _stream(spec, tmp_path / "killed")
     assert finish.wait(600) == 0, finish.stderr.read()
