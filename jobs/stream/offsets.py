@@ -29,11 +29,16 @@ def committed_batches(checkpoint: Path) -> list[int]:
     return _batch_ids(checkpoint / "commits")
 
 
+def planned_batches(checkpoint: Path) -> list[int]:
+    """The ids of the micro-batches Spark planned (recorded an offset for), in order."""
+    return _batch_ids(checkpoint / "offsets")
+
+
 def recorded_conf(checkpoint: Path) -> dict[str, str] | None:
     """The Spark settings the query's newest offset log entry records (Spark writes them at the
     first micro-batch and carries them over to every later one); None before any micro-batch."""
     offsets = checkpoint / "offsets"
-    planned = _batch_ids(offsets)
+    planned = planned_batches(checkpoint)
     if not planned:
         return None
     for line in (offsets / str(planned[-1])).read_text().splitlines():
@@ -65,7 +70,7 @@ def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:
     read again, or the work per micro-batch would grow with the square of the run's length."""
     folder = checkpoint / "sources" / str(source_index)
     taken: dict[int, set[str]] = {}
-    for log in _current_log_files(folder):
+    for log in current_log_files(folder):
         for line in log.read_text().splitlines()[1:]:
             if line.startswith("{"):
                 entry = json.loads(line)
@@ -73,7 +78,7 @@ def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:
     return taken
 
 
-def _current_log_files(folder: Path) -> list[Path]:
+def current_log_files(folder: Path) -> list[Path]:
     """The newest compact file (if any) and the plain log files after it."""
     if not folder.exists():
         return []

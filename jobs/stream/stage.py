@@ -27,6 +27,7 @@ from jobs.stream.handler import MicroBatchHandler, StreamCounts
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.offsets import committed_batches
 from jobs.stream.rules import Context, Streaming, streaming_frame
+from jobs.stream.spark_logs import forget_unplanned_finds
 from jobs.stream.state_store import state_store_for, store_in_effect
 from jobs.stream.writers import TableWriter, open_writer
 from jobs.stream.windows import FinalWindowEmitter
@@ -54,6 +55,8 @@ def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayo
         streaming = streaming_frame(stage.root.input, Context(spark, stage, own, store))
         output = spark_schema(spark, initial)
         emitter = _emitter(stage, streaming, output, own, sink, initial)
+    if forget_unplanned_finds(own.checkpoint):
+        progress.say("  the last run stopped between Spark's find of a segment and its micro-batch: found again")
     handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals, streaming.sums)
     progress.say("  streaming query started: micro-batches follow as Spark commits them")
     # The streaming query's session is a copy of this one taken at its start: set before it.

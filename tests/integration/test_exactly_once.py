@@ -57,29 +57,32 @@ def test_a_crash_after_a_sink_commit_changes_nothing_on_restart(spark, tmp_path)
     assert len(log) == 1 and '"replayed": true' in log[0]  # the crashed run never logged it
 
 
-def test_a_segment_logged_by_spark_before_a_kill_is_read_with_the_next_one_after_the_restart(spark, tmp_path):
+def test_a_segment_logged_by_spark_before_a_kill_is_read_alone_after_the_restart(spark, tmp_path):
     # Spark's file source logs a segment it found before the micro-batch's offset is recorded; a
-    # kill between the two leaves that log entry unread, and the restarted run's first micro-batch
-    # reads it and the next segment together. The kill's on-disk state is made here: a first run,
-    # new input staged, and the log entry Spark would have written for its next segment.
+    # kill between the two leaves that log entry unplanned. The restarted run reads its segment in
+    # a micro-batch of its own, as an uninterrupted run does. The kill's on-disk state is made
+    # here: a first run, new input staged, and the entry Spark would have logged for the next
+    # segment; beside it, the same two runs uninterrupted.
     write_changelog(tmp_path / "orders", "001.json", EVENTS[:6])
     spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total, MIN(income) AS lo FROM orders "
                                  "GROUP BY pId", rows_per_batch=2)
     plan = plan_query(load_spec(spec))
-    layout = RunLayout.for_query(tmp_path / "killed", "q")
-    run_stream(plan, Settings(), layout)
+    killed, clean = (RunLayout.for_query(tmp_path / name, "q") for name in ("killed", "clean"))
+    for layout in (killed, clean):
+        run_stream(plan, Settings(), layout)
     write_changelog(tmp_path / "orders", "002.json", EVENTS[6:])
-    stage_sources(plan, layout, Progress(quiet=True))
-    staged = StagedChangelog(layout.staged("orders"))
-    _log_as_spark_would(layout.checkpoint / "sources" / "0", 3, staged.directory / staged.segments()[3]["file"])
+    stage_sources(plan, killed, Progress(quiet=True))
+    staged = StagedChangelog(killed.staged("orders"))
+    _log_as_spark_would(killed.checkpoint / "sources" / "0", 3, staged.directory / staged.segments()[3]["file"])
 
-    run_stream(plan, Settings(), layout)
+    for layout in (killed, clean):
+        run_stream(plan, Settings(), layout)
 
-    assert table_rows(layout.stream) == run_both(spec, tmp_path / "clean").stream
-    read = [json.loads(line) for line in layout.batches_log.read_text().splitlines()]
+    assert table_rows(killed.stream) == table_rows(clean.stream)
+    assert feed_content(killed.stream) == feed_content(clean.stream)
+    read = [json.loads(line) for line in killed.batches_log.read_text().splitlines()]
     segments = [(s["first_seq"], s["first_seq"] + s["rows"]) for s in staged.segments()]
-    both = (segments[3][0], segments[4][1])
-    assert [(b["start_seq"], b["end_seq"]) for b in read] == segments[:3] + [both] + segments[5:]
+    assert [(b["start_seq"], b["end_seq"]) for b in read] == segments
 
 
 def _log_as_spark_would(folder, entry: int, segment) -> None:
