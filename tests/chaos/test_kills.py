@@ -1,7 +1,9 @@
-"""kill -9 at random moments: a multi-stage stream of 20 micro-batches is killed again and again
-and restarted with the same command; when it has finished, every table (the sink, the
-intermediate stage, their change feeds) is what an uninterrupted run left. And two writers started
-together: one runs, the other is refused at once.
+"""kill -9 at random moments: a stream of 20 micro-batches is killed again and again and restarted
+with the same command; when it has finished, every table (the sink, an intermediate stage, the
+open windows, their change feeds) is what an uninterrupted run left. Two queries: a two-stage
+deduplication then COUNT(DISTINCT), and final tumbling windows with late events and the windows
+still open closed at the end of the input. And two writers started together: one runs, the other is
+refused at once.
 
 CHAOS_KILLS (default 1, the sample `make test` runs) sets how many kills a run takes; `make chaos`
 runs ten.
@@ -16,9 +18,11 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable
 
 from tests.conftest import ROOT, write_changelog, write_spec
@@ -42,6 +46,29 @@ stream:
 """
 
 
+WINDOWS = """
+name: q
+sql: |
+  SELECT pId, SUM(income) AS total, window.start AS window_start, window.end AS window_end
+  FROM orders GROUP BY pId, window(row_time, '1 minute')
+sources:
+  orders:
+    path: orders
+    format: changelog-json
+    schema: "order_id BIGINT, pId BIGINT, income BIGINT, row_time TIMESTAMP"
+    primary_key: [order_id]
+    event_time: row_time
+    watermark: "5 seconds"
+sink:
+  emit: final
+stream:
+  rows_per_batch: 2
+"""
+# Each query's tables, under the run folder, compared after the kills.
+TABLES = {"dedup_then_distinct": ("q/stream", "q/stages/stage1_dedup/stream"),
+          "windows": ("q/stream", "q/_state/pending")}
+
+
 def _spec(folder: Path, rows: int = 40) -> Path:
     """40 rows make 20 micro-batches, each through both stages: a long enough run to kill inside."""
     rng = random.Random(7)
@@ -50,16 +77,41 @@ def _spec(folder: Path, rows: int = 40) -> Path:
     return write_spec(folder, SPEC)
 
 
+def _windows_spec(folder: Path, rows: int = 40) -> Path:
+    """A keyed changelog of orders, a few seconds apart: updates and deletes retract rows of
+    windows still open, and of windows the watermark has passed (late, left out and counted)."""
+    rng, live, changes = random.Random(7), {}, []
+    moment = datetime(2026, 11, 21, 9, 0, 0)
+    while len(changes) < rows:
+        moment += timedelta(seconds=rng.randint(3, 20))
+        order = rng.randint(1, 8)
+        new = {"order_id": order, "pId": rng.randint(1, 3), "income": rng.randint(1, 20),
+               "row_time": moment.strftime("%Y-%m-%d %H:%M:%S")}
+        if order not in live:
+            changes.append({**new, "op": "+I"})
+            live[order] = new
+        elif rng.random() < 0.3:
+            changes.append({**live.pop(order), "op": "-D"})
+        else:
+            changes += [{**live[order], "op": "-U"}, {**new, "op": "+U"}]
+            live[order] = new
+    write_changelog(folder / "orders", "001.json", changes)
+    return write_spec(folder, WINDOWS)
+
+
+SPECS = {"dedup_then_distinct": _spec, "windows": _windows_spec}
+
+
 def _stream(spec: Path, out: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "jobs.cli.main", "stream", str(spec), "--out", str(out), "--quiet"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _tables(out: Path) -> dict:
+def _tables(out: Path, tables: tuple[str, ...]) -> dict:
     """Each table's rows and its change feed, as multisets (a MERGE writes a commit's rows in no
     fixed order)."""
     found = {}
-    for table in ("q/stream", "q/stages/stage1_dedup/stream"):
+    for table in tables:
         delta = DeltaTable(str(out / table))
         rows = Counter(tuple(sorted(r.items())) for r in delta.to_pyarrow_table().to_pylist())
         feed = Counter((r["_change_type"], r["_commit_version"], *sorted((k, v) for k, v in r.items()
@@ -75,15 +127,17 @@ def _committed(out: Path) -> int:
 
 
 def _kill_at_a_random_moment(process: subprocess.Popen, out: Path, rng: random.Random) -> bool:
-    """Kill -9 after 0 to 6 more micro-batches have committed and a fraction of the next one has run
-    (none more: while the JVM starts). The moment follows the run's progress, not the clock: a
-    faster stream must not finish before its kill. False when the run ended first."""
-    target = _committed(out) + rng.randint(0, 6)
+    """Kill -9 after 1 to 6 more micro-batches have committed and a fraction of the next one has
+    run, or (one time in seven) 0 to 10 s from the start: staging, the JVM's start, the first
+    micro-batch. The moment follows the run's progress, not the clock: a faster stream must not
+    finish before its kill. False when the run ended first."""
+    ahead = rng.randint(0, 6)
+    target = _committed(out) + ahead
     while _committed(out) < target:
         if process.poll() is not None:
             return False
         time.sleep(0.02)
-    time.sleep(rng.uniform(0, 0.5) if target else rng.uniform(0, 10))
+    time.sleep(rng.uniform(0, 0.5) if ahead else rng.uniform(0, 10))
     if process.poll() is not None:
         return False
     process.send_signal(signal.SIGKILL)
@@ -91,8 +145,9 @@ def _kill_at_a_random_moment(process: subprocess.Popen, out: Path, rng: random.R
     return True
 
 
-def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path):
-    spec = _spec(tmp_path)
+@pytest.mark.parametrize("query", sorted(SPECS))
+def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path, query):
+    spec = SPECS[query](tmp_path)
     # The uninterrupted run, for reference, goes beside the killed ones (they share the spec
     # only): on two cores the two finish sooner together than one after the other.
     clean = _stream(spec, tmp_path / "clean")
@@ -106,7 +161,7 @@ def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path):
     assert finish.wait(600) == 0, finish.stderr.read()
     assert clean.wait(600) == 0, clean.stderr.read()
     assert kills >= 1
-    assert _tables(tmp_path / "killed") == _tables(tmp_path / "clean")
+    assert _tables(tmp_path / "killed", TABLES[query]) == _tables(tmp_path / "clean", TABLES[query])
 
 
 def test_two_writers_started_together_one_runs_and_one_is_refused(tmp_path):
@@ -119,4 +174,5 @@ def test_two_writers_started_together_one_runs_and_one_is_refused(tmp_path):
     refused = next(p for p in (first, second) if p.returncode == 2)
     assert codes == [0, 2] and "the run folder is in use by pid" in refused.stderr.read()
     assert clean.wait(600) == 0
-    assert _tables(tmp_path / "runs") == _tables(tmp_path / "clean")
+    tables = TABLES["dedup_then_distinct"]
+    assert _tables(tmp_path / "runs", tables) == _tables(tmp_path / "clean", tables)
