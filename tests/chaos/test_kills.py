@@ -25,7 +25,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from tests.conftest import ROOT, write_changelog, write_spec
+from tests.conftest import ROOT, orders_spec, write_changelog, write_spec
 
 KILLS = int(os.environ.get("CHAOS_KILLS", "1"))
 SPEC = """
@@ -46,24 +46,10 @@ stream:
 """
 
 
-WINDOWS = """
-name: q
-sql: |
-  SELECT pId, SUM(income) AS total, window.start AS window_start, window.end AS window_end
-  FROM orders GROUP BY pId, window(row_time, '1 minute')
-sources:
-  orders:
-    path: orders
-    format: changelog-json
-    schema: "order_id BIGINT, pId BIGINT, income BIGINT, row_time TIMESTAMP"
-    primary_key: [order_id]
-    event_time: row_time
-    watermark: "5 seconds"
-sink:
-  emit: final
-stream:
-  rows_per_batch: 2
-"""
+WINDOWS = ("SELECT pId, SUM(income) AS total, window.start AS window_start, window.end AS window_end "
+           "FROM orders GROUP BY pId, window(row_time, '1 minute')")
+TIMED = {"schema": "order_id BIGINT, pId BIGINT, income BIGINT, row_time TIMESTAMP", "event_time": "row_time",
+         "watermark": "5 seconds"}
 # Each query's tables, under the run folder, compared after the kills.
 TABLES = {"dedup_then_distinct": ("q/stream", "q/stages/stage1_dedup/stream"),
           "windows": ("q/stream", "q/_state/pending")}
@@ -96,7 +82,7 @@ def _windows_spec(folder: Path, rows: int = 40) -> Path:
             changes += [{**live[order], "op": "-U"}, {**new, "op": "+U"}]
             live[order] = new
     write_changelog(folder / "orders", "001.json", changes)
-    return write_spec(folder, WINDOWS)
+    return orders_spec(folder, WINDOWS, source=TIMED, sink={"emit": "final"})
 
 
 SPECS = {"dedup_then_distinct": _spec, "windows": _windows_spec}
