@@ -39,9 +39,10 @@ def sums_on_driver(rows: pa.Table, state: AggregateState, schema: pa.Schema, now
     slots = [_shaped({**columns, SLOT: pa.array(np.zeros(rows.num_rows, np.int32))}, rows.num_rows, schema)]
     for i, (j, call) in enumerate(state.multiset_calls, start=1):
         valued = rows.filter(pc.is_valid(rows.column(call.arg)))
-        slots.append(_shaped({**{k: valued.column(k) for k in (*state.keys, COUNT)}, value_column(j): valued.column(call.arg),
-                              SLOT: pa.array(np.full(valued.num_rows, i, np.int32)),
-                              TOUCHED: pa.array(np.full(valued.num_rows, now_ms, np.int64))}, valued.num_rows, schema))
+        slot = {**{k: valued.column(k) for k in (*state.keys, COUNT)}, value_column(j): valued.column(call.arg),
+                SLOT: pa.array(np.full(valued.num_rows, i, np.int32)),
+                TOUCHED: pa.array(np.full(valued.num_rows, now_ms, np.int64))}
+        slots.append(_shaped(slot, valued.num_rows, schema))
     return summed_per_group(pa.concat_tables(slots), state.slot_key)
 
 

@@ -17,8 +17,8 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.stream.emitters import Emitter, MicroBatch
 from jobs.stream.group_sums import GroupSums
-from jobs.stream.offsets import (batch_segments, batch_timestamp_ms, consumed_rows, largest_unread_segment, logged_files,
-                                 read_up_to)
+from jobs.stream.offsets import (batch_segments, batch_timestamp_ms, consumed_rows, largest_unread_segment,
+                                 logged_files, read_up_to)
 from jobs.stream.writers import TableWriter
 from jobs.stream.source import staged_input
 

@@ -8,10 +8,11 @@ the consistency point.
 
 The file source numbers its entries itself, and they are not the micro-batch ids: it writes an
 entry when it finds a file, before the micro-batch's offset is recorded, so a run killed between
-the two leaves an entry no micro-batch read. The restarted run's next micro-batch reads that entry
-and the next one together (its offset jumps by two), and from then on entry n belongs to
-micro-batch n - 1. So a micro-batch's files are the entries after the previous micro-batch's
-offset up to its own.
+the two leaves an entry no micro-batch read. Before the next run starts, that entry is emptied
+(spark_logs.forget_unplanned_finds); the restarted run's next micro-batch reads it and the next
+entry, which holds the segment found again (its offset jumps by two), and from then on entry n
+belongs to micro-batch n - 1. So a micro-batch's files are the entries after the previous
+micro-batch's offset up to its own.
 """
 
 from __future__ import annotations
@@ -125,13 +126,17 @@ def consumed_rows(taken: dict[int, set[str]], up_to: int, staged: StagedChangelo
     return end
 
 
+def consumed_by(checkpoint: Path, source_index: int, batch_id: int, staged: StagedChangelog) -> int:
+    """Rows of the source that the micro-batches up to `batch_id` consumed."""
+    return consumed_rows(logged_files(checkpoint, source_index), read_up_to(checkpoint, source_index, batch_id), staged)
+
+
 def largest_unread_segment(checkpoint: Path, source_index: int, staged: StagedChangelog) -> int:
     """Rows of the largest staged segment past what the committed micro-batches consumed: at most
     what one micro-batch of the coming run reads from this source. Segments already consumed do
     not count, or one large first run would size every later small increment as large work."""
     done = committed_batches(checkpoint)
-    consumed = consumed_rows(logged_files(checkpoint, source_index), read_up_to(checkpoint, source_index, done[-1]),
-                             staged) if done else 0
+    consumed = consumed_by(checkpoint, source_index, done[-1], staged) if done else 0
     return max((s["rows"] for s in staged.segments() if s["first_seq"] >= consumed), default=0)
 
 

@@ -12,7 +12,7 @@ from jobs.plan.nodes import ChangelogSource
 from jobs.point import ConsistencyPoint, SourcePosition
 from jobs.runtime.delta import is_delta_table, table_version
 from jobs.runtime.layout import RunLayout
-from jobs.stream.offsets import committed_batches, consumed_rows, logged_files, read_up_to
+from jobs.stream.offsets import committed_batches, consumed_by
 from jobs.stream.source import staged_input
 from jobs.stream.stage import stage_layout
 
@@ -28,8 +28,7 @@ def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) 
             if not isinstance(node, ChangelogSource):
                 continue  # an earlier stage's table: its versions are recorded below
             staged = staged_input(layout, node)
-            rows = consumed_rows(logged_files(checkpoint, index), read_up_to(checkpoint, index, last_batch),
-                                 staged) if done else 0
+            rows = consumed_by(checkpoint, index, last_batch, staged) if done else 0
             previous = sources.get(node.table)
             rows = rows if previous is None else min(rows, previous.rows)  # a source read twice (self-join)
             sources[node.table] = SourcePosition(rows, _watermark_at(staged, rows), bool(staged.event_time))

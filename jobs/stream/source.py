@@ -42,8 +42,8 @@ def staged_input(layout: RunLayout, node: StagedInput) -> StagedChangelog:
 
 
 def changelog_stream(spark: SparkSession, staged: StagedChangelog) -> DataFrame:
-    """The staged changelog as a stream, one segment (micro-batch) per trigger (two once after a
-    kill at one moment: offsets.py), each row with its weight: +1 for +I and +U, -1 for -U and -D."""
+    """The staged changelog as a stream, one segment (micro-batch) per trigger, each row with its
+    weight: +1 for +I and +U, -1 for -U and -D."""
     segments = (spark.readStream.schema(staged.segment_ddl()).option("maxFilesPerTrigger", 1)
                 .parquet(str(staged.segment_dir)))
     watermark = [WATERMARK] if staged.event_time else []
