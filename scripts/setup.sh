@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up what is missing on this machine, then exits: Java 17+, Chromium (browser test), the .venv with
+# Sets up what is missing on this machine, then exits: a Java 17+ JDK, Chromium (browser test), the .venv with
 # pinned packages, and .venv-flink (PyFlink, the differential tests' oracle).
 # Safe to run again: it does nothing when everything is in place (a stamp records what was installed).
 set -euo pipefail
@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 
+# A JDK, not only a JRE: setup compiles lockstep's Hadoop file system class (scripts/local-fs-jar.sh).
 need_java() {
-  command -v java >/dev/null 2>&1 || return 0
+  command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || return 0
   local major
   major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
   [ -z "$major" ] || [ "$major" -lt 17 ]
@@ -17,10 +18,10 @@ need_java() {
 
 if need_java; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing Java 17 (openjdk-17-jre-headless) for Spark" >&2
-    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    echo "setup: installing Java 17 (openjdk-17-jdk-headless) for Spark" >&2
+    apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
   else
-    echo "setup: Spark needs Java 17 or newer; install it (Debian: sudo apt-get install openjdk-17-jre-headless) and run again" >&2
+    echo "setup: Spark needs a Java 17 or newer JDK; install it (Debian: sudo apt-get install openjdk-17-jdk-headless) and run again" >&2
     exit 1
   fi
 fi
@@ -64,6 +65,9 @@ install_venv .venv pyproject.toml constraints.txt -- -c constraints.txt -e '.[de
 # this pyspark's Spark and Scala, fetched once with Maven into .venv/jars (next to the package they
 # must match). Spark gets them through spark.jars; nothing is resolved when Spark starts.
 scripts/delta-jars.sh .venv
+# lockstep's Hadoop local file system class (jobs/runtime/local_fs.py), built against this pyspark's
+# Hadoop into .venv/jars: no `chmod` child process per file Spark's streaming logs create.
+scripts/local-fs-jar.sh .venv
 # The Flink oracle lives apart: PyFlink pins older pandas, pyarrow and numpy than lockstep's.
 install_venv .venv-flink constraints-flink.txt -- -c constraints-flink.txt apache-flink==2.3.0
 # A class-data-sharing archive for Spark's driver JVM (jobs/runtime/jvm_classes.py): Spark starts

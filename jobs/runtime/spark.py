@@ -23,6 +23,7 @@ from pathlib import Path
 from jobs.runtime import jvm_classes
 from jobs.runtime.delta_connector import connector_conf, connector_jars
 from jobs.runtime.jit import input_bytes, jit_options
+from jobs.runtime.local_fs import local_fs_conf
 from jobs.runtime.progress import Progress
 from jobs.spec.model import QuerySpec, SparkSettings
 
@@ -196,7 +197,8 @@ def _start(settings: SparkSettings | None, jit: str = ""):
                .config("spark.python.sql.dataFrameDebugging.enabled", "false")
                .config("spark.driver.extraJavaOptions", java_opts))
     connector = connector_conf(connector_jars(), partitions=settings.shuffle_partitions)
-    for key, value in {**connector, **_cluster_conf(settings), **settings.extra}.items():
+    local_fs = local_fs_conf(settings.extra, on_cluster=not settings.master.startswith("local"))
+    for key, value in {**connector, **_cluster_conf(settings), **settings.extra, **local_fs}.items():
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
     _started_log, _started_memory = _jvm_log, settings.driver_memory
