@@ -162,4 +162,4 @@ def _run_query(streaming: Streaming, stage: StagePlan, layout: RunLayout, handle
         raise
     finally:
         query.stop()
-    handler.record_state_sizes(query.recentProgress)
+    handler.record_progress(query.recentProgress)

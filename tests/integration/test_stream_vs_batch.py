@@ -1,6 +1,7 @@
 """The stream job against the batch job on hand-made changelogs, step by step."""
 
 from jobs.runtime.layout import RunLayout
+from jobs.stream.handler import SPARK_DURATIONS
 from tests.conftest import change, orders_spec, write_changelog
 from tests.integration.conftest import feed_steps, run_both, same_rows
 
@@ -87,3 +88,15 @@ def test_a_second_stream_run_processes_only_new_files(spark, tmp_path, out):
 def eval_json(line):
     import json
     return json.loads(line)
+
+
+def test_the_run_folder_keeps_sparks_timing_of_each_micro_batch_that_read_rows(spark, tmp_path, out):
+    write_changelog(tmp_path / "orders", "001.json", [change("+I", i, i % 2, i) for i in range(1, 6)])
+    run_both(orders_spec(tmp_path, "SELECT pId, COUNT(*) AS n FROM orders GROUP BY pId", rows_per_batch=2), out)
+    layout = RunLayout.for_query(out, "q")
+    timing = eval_json((layout.state / SPARK_DURATIONS).read_text())
+    batches = [eval_json(line)["batch"] for line in layout.batches_log.read_text().splitlines()]
+    assert sorted(map(int, timing)) == batches == [0, 1, 2]
+    for durations in timing.values():
+        assert {"addBatch", "walCommit", "triggerExecution"} <= set(durations)
+        assert durations["triggerExecution"] >= durations["addBatch"]
