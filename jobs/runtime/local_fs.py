@@ -3,8 +3,8 @@ child process.
 
 Without Hadoop's native library (pyspark ships none), Hadoop's local file system runs `chmod` as a
 child process for every file it creates: six forks of the driver's JVM per streaming micro-batch
-(the offset, commit and source-log entries, each with its `.crc`), about 25 ms of the 50-75 ms
-Spark spends around a micro-batch on two cores (README, *Spark's own floor per micro-batch*).
+(the offset, commit and source-log entries, each with its `.crc`), 11-23 ms of every
+micro-batch on two cores (README, *No child processes, no listener*).
 LocalFileSystemWithoutForks (jobs/runtime/jvm) sets them through java.nio instead; setup builds it
 into the venv's jars/ folder (scripts/local-fs-jar.sh).
 
@@ -40,4 +40,7 @@ def local_fs_conf(extra: dict[str, str], on_cluster: bool, jar: Path = JAR) -> d
 
 
 def _joined(jar: Path, theirs: str | None) -> str:
-    return os.pathsep.join(p for p in (str(jar), theirs) if p)
+    # The resolved path: the JVM's class archive (jvm_classes.py) holds only for the class path it
+    # was written with, and pyspark's own jars are named by their resolved paths too, so a venv
+    # reached through a symbolic link must name the jar as setup's archive run did.
+    return os.pathsep.join(p for p in (str(jar.resolve()), theirs) if p)
