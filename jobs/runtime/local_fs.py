@@ -40,7 +40,4 @@ def local_fs_conf(extra: dict[str, str], on_cluster: bool, jar: Path = JAR) -> d
 
 
 def _joined(jar: Path, theirs: str | None) -> str:
-    # The resolved path: the JVM's class archive (jvm_classes.py) holds only for the class path it
-    # was written with, and pyspark's own jars are named by their resolved paths too, so a venv
-    # reached through a symbolic link must name the jar as setup's archive run did.
-    return os.pathsep.join(p for p in (str(jar.resolve()), theirs) if p)
+    return os.pathsep.join(p for p in (str(jar), theirs) if p)
