@@ -5,7 +5,7 @@ emitter), each over a small changelog streamed with --rows-per-batch rows per mi
 one SparkSession (each shape runs once to warm the JVM, then --repeats times, each in a fresh
 run folder). Per shape and run, the median micro-batch, split as Spark reports it (the query's
 durationMs, which the stream step keeps in the run folder; a Python StreamingQueryListener would
-cost each micro-batch about 20 ms of callbacks) and as the foreachBatch handler logs it:
+cost each micro-batch 20-60 ms of callbacks) and as the foreachBatch handler logs it:
 
 - bookkeeping: Spark's work around the batch: finding the new segment file (latestOffset,
   getBatch), writing the offset log (walCommit) and the commit log (commitOffsets), planning;
