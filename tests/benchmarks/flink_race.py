@@ -16,6 +16,10 @@ JOB.json:
 
 Prints one JSON line: {"query_seconds": ...} (from submitting the INSERT to the job's end), or
 {"error": "<Java cause chain>"} and exits 1 when Flink rejects or fails the query.
+
+With "results_to": "/abs/out.json" in the job, the query's final rows are collected instead of
+sent to the blackhole (untimed: the race checks lockstep's sink against them) and written there
+as {"columns": [...], "final": [[...], ...]}, the differential oracle's answer format.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pathlib import Path
 # points Flink's log4j at its quiet configuration, before the gateway starts; the race also uses
 # its description of Flink's errors. The JVM's log goes to FLINK_LOG_DIR (the race sets it).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "differential" / "oracle"))
-from flink_runner import describe  # noqa: E402
+from flink_runner import describe, final_rows  # noqa: E402
 
 from pyflink.table import EnvironmentSettings, TableEnvironment  # noqa: E402
 
@@ -61,13 +65,20 @@ def _with(options: dict) -> str:
 
 
 def run(job: dict) -> float:
-    """Seconds from submitting INSERT INTO the sink to the end of the job."""
+    """Seconds from submitting INSERT INTO the sink to the end of the job (or from submitting
+    the query to its last result row collected, with results_to)."""
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     config = t_env.get_config()
     config.set("parallelism.default", str(job.get("parallelism", 2)))
     config.set("table.local-time-zone", "UTC")
     for table in job["tables"]:
         t_env.execute_sql(source_ddl(table))
+    if job.get("results_to"):
+        started = time.monotonic()
+        result = t_env.sql_query(job["sql"])
+        answer = {"columns": list(result.get_schema().get_field_names()), "final": final_rows(result)}
+        Path(job["results_to"]).write_text(json.dumps(answer))
+        return time.monotonic() - started
     t_env.execute_sql(sink_ddl(t_env, job["sql"]))
     started = time.monotonic()
     t_env.execute_sql(f"INSERT INTO `{SINK}` {job['sql']}").wait()

@@ -18,7 +18,8 @@ memory.py), and lockstep's micro-batches with the mean micro-batch seconds of th
 last tenth of them (of the first and last micro-batch below ten), per stage for multi-stage
 queries: a flat time per micro-batch means the state does not slow the stream down as it grows.
 Per class, from the two sizes: each engine's marginal rate, the extra rows over the extra
-seconds, free of start-up.
+seconds, free of start-up. Then, untimed (skipped with --no-check), whether lockstep's sink holds
+Flink's final rows: a fast answer counts only if it is the right one.
 
 Query classes: group_aggregate, window (tumbling one-minute window per pId over order_time, a
 watermark of one day so no order is late; lockstep's default emit: final, as Flink's window TVF),
@@ -54,9 +55,11 @@ from pathlib import Path
 
 import psutil
 import yaml
+from deltalake import DeltaTable
 
 from jobs.changelog.generate import TIMED_SCHEMA, generate_changelog
 from jobs.spec.load import load_settings
+from tests.differential.compare import comparable_value, multiset_difference
 from tests.benchmarks.bench_stream import DEDUP_SQL, GROUP_SQL, JOIN_SQL, LEFT_JOIN_SQL, WINDOW_SQL
 from tests.benchmarks.memory import SAMPLE_SECONDS, tree_memory
 from tests.benchmarks.workloads import ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, generate_order_events, generate_products
@@ -223,8 +226,10 @@ def lockstep_spec(folder: Path, query: QueryClass, rows_per_batch: int | None) -
 
 # -- one row of the race -------------------------------------------------------------------------
 
-def race_one(query: QueryClass, size: int, work: Path = WORK, rows_per_batch: int | None = None) -> dict:
-    """Both engines over the same files of one class and size: the row of the table."""
+def race_one(query: QueryClass, size: int, work: Path = WORK, rows_per_batch: int | None = None,
+             check: bool = True) -> dict:
+    """Both engines over the same files of one class and size: the row of the table; with
+    `check`, then lockstep's sink against Flink's final rows (untimed)."""
     folder = work / f"{query.name}-{size}"
     rows = write_inputs(folder, query, size)
     row = {"class": query.name, "size": size, "rows": rows}
@@ -236,7 +241,33 @@ def race_one(query: QueryClass, size: int, work: Path = WORK, rows_per_batch: in
     read = row["stages"][0]["rows"] if row["stages"] else 0
     if row["lockstep"]["exit"] == 0 and read != rows:
         row["lockstep"]["note"] = f"read {read:,} of {rows:,} changelog rows"
+    if check and row["flink"]["exit"] == 0 and row["lockstep"]["exit"] == 0:
+        row["results"] = check_results(folder, query)
+        print(f"race: {query.name} {rows:,} rows: results {row['results']}", flush=True)
     return row
+
+
+def check_results(folder: Path, query: QueryClass) -> str:
+    """"equal" when lockstep's sink holds Flink's final rows as a multiset (floating values within
+    the differential tests' tolerance), else what differs: a fast wrong answer is no answer. Flink
+    runs the query again, untimed, collecting its result instead of discarding it."""
+    answer_path = folder / "flink-results.json"
+    job = json.loads(flink_job(folder, query).read_text())
+    job_path = folder / "flink-results-job.json"
+    job_path.write_text(json.dumps({**job, "results_to": str(answer_path)}, indent=1))
+    answer_path.unlink(missing_ok=True)
+    env = {**os.environ, "FLINK_LOG_DIR": str(folder / "flink-log"), "JVM_ARGS": flink_jvm_args()}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([str(FLINK_PYTHON), str(FLINK_SIDE), str(job_path)], env=env, capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT)
+    if done.returncode != 0 or not answer_path.exists():
+        return f"not checked: Flink's collecting run failed: {done.stdout.strip()[-300:] or done.stderr[-300:]}"
+    answer = json.loads(answer_path.read_text())
+    sink = DeltaTable(str(folder / "runs" / f"race_{query.name}" / "stream")).to_pyarrow_table().to_pylist()
+    names = {name.lower(): name for name in (sink[0] if sink else {})}
+    ours = [tuple(comparable_value(row[names[c.lower()]]) for c in answer["columns"]) for row in sink]
+    theirs = [tuple(comparable_value(v) for v in row) for row in answer["final"]]
+    return multiset_difference(ours, theirs) or "equal"
 
 
 def _announced(query: QueryClass, rows: int, engine: str, run) -> dict:
@@ -440,13 +471,13 @@ def print_header(info: dict) -> None:
 def print_table(results: list[dict], rates: list[dict]) -> None:
     print("\n| class | changelog rows | Flink s | lockstep s | Flink rows/s | lockstep rows/s | lockstep / Flink "
           "| peak MiB Flink | peak MiB lockstep | micro-batches | micro-batch s, first / last tenth "
-          "| lockstep's first micro-batch done, s from the command |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+          "| lockstep's first micro-batch done, s from the command | lockstep's sink = Flink's result |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
     for r in results:
         f, s = r["flink"], r["lockstep"]
         print(f"| {r['class']} | {r['rows']:,} | {_seconds(f)} | {_seconds(s)} | {_rate(r, f)} | {_rate(r, s)} | "
               f"{_ratio(f, s)} | {_mib(f)} | {_mib(s)} | {_batch_counts(r)} | {_batch_seconds(r)} | "
-              f"{_first_batch(s)} |")
+              f"{_first_batch(s)} | {_results(r)} |")
     if rates:
         print("\n| class | marginal rows/s Flink | marginal rows/s lockstep | lockstep / Flink per extra row |")
         print("|---|--:|--:|--:|")
@@ -465,11 +496,19 @@ def _print_notes(results: list[dict], rates: list[dict]) -> None:
              if r[engine]["exit"] != 0 or r[engine].get("note")]
     notes += [f"- {m['class']}, no marginal rate for {engine}: {why}"
               for m in rates for engine, why in m["why_missing"].items()]
+    notes += [f"- {r['class']} {r['rows']:,} rows, results: {r['results']}"
+              for r in results if r.get("results", "equal") != "equal"]
     if any(len(r["stages"]) > 1 for r in results):
         notes.append("- multi-stage queries: micro-batches and their seconds per stage, in the order "
                      "the stages ran (stage 1 + stage 2)")
     if notes:
         print("\n" + "\n".join(notes))
+
+
+def _results(row: dict) -> str:
+    """The check's cell: yes, NO (the notes say what differs), or - when not checked."""
+    found = row.get("results")
+    return "-" if found is None or found.startswith("not checked") else ("yes" if found == "equal" else "NO")
 
 
 def _seconds(run: dict) -> str:
@@ -511,7 +550,7 @@ def main() -> None:
     args = _arguments()
     info = machine()
     print_header(info)
-    results = [race_one(CLASSES[name], size, rows_per_batch=args.rows_per_batch)
+    results = [race_one(CLASSES[name], size, rows_per_batch=args.rows_per_batch, check=args.check)
                for name in args.classes for size in args.sizes]
     rates = marginal_rates(results)
     WORK.mkdir(parents=True, exist_ok=True)
@@ -533,6 +572,9 @@ def _arguments() -> argparse.Namespace:
                         help=f"query classes, comma-separated (default: all: {','.join(CLASSES)})")
     parser.add_argument("--rows-per-batch", type=int, default=None,
                         help="set lockstep's stream.rows_per_batch (default: unset, lockstep's own sizing)")
+    parser.add_argument("--no-check", dest="check", action="store_false",
+                        help="skip the untimed check of lockstep's sink against Flink's final rows "
+                             "(a second Flink run per class and size)")
     return parser.parse_args()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from tests.benchmarks.race import CLASSES, FLINK_PYTHON, marginal_rates, race_one
+from tests.benchmarks.race import CLASSES, FLINK_PYTHON, check_results, marginal_rates, race_one
 
 SIZES = (1_000, 3_000)  # logical events: start-up is most of the time at these sizes
 
@@ -52,6 +52,23 @@ def test_lockstep_sink_holds_the_aggregate_of_the_debezium_file(raced):
     folder = work / f"group_aggregate-{rows[-1]['size']}"
     sink = DeltaTable(str(folder / "runs" / "race_group_aggregate" / "stream")).to_pyarrow_table().to_pylist()
     assert sorted((r["pId"], r["total"], r["orders"]) for r in sink) == _aggregate(folder / "orders")
+
+
+def test_flinks_result_and_lockstep_s_sink_are_checked_equal(raced):
+    _, rows = raced
+    assert [row["results"] for row in rows] == ["equal", "equal"]
+
+
+def test_a_sink_that_lost_a_group_is_reported_against_flinks_result(raced):
+    work, rows = raced
+    folder = work / f"group_aggregate-{rows[0]['size']}"
+    sink = folder / "runs" / "race_group_aggregate" / "stream"
+    lost = DeltaTable(str(sink)).to_pyarrow_table().to_pylist()[0]
+    DeltaTable(str(sink)).delete(f"pId = {lost['pId']}")
+    found = check_results(folder, CLASSES["group_aggregate"])
+    groups = len(_aggregate(folder / "orders"))
+    assert found.startswith(f"{groups - 1} vs {groups} rows; 1 row(s) only in the reference, e.g. "
+                            f"({lost['pId']}, {lost['total']}, {lost['orders']})")
 
 
 def test_the_marginal_rate_is_extra_rows_over_extra_seconds(raced):

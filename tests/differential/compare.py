@@ -49,9 +49,9 @@ def compare(case: Case, lockstep: LockstepOutcome, reference: dict) -> Finding:
     missing = [c for c in reference["columns"] if c.lower() not in names]
     if missing or len(names) != len(reference["columns"]):
         return Finding(False, f"columns differ: lockstep {lockstep.columns}, reference {reference['columns']}")
-    ours = [tuple(_value(row[names[c.lower()]]) for c in reference["columns"]) for row in lockstep.rows]
-    theirs = [tuple(_value(v) for v in row) for row in reference["final"]]
-    difference = _multiset_difference(ours, theirs)
+    ours = [tuple(comparable_value(row[names[c.lower()]]) for c in reference["columns"]) for row in lockstep.rows]
+    theirs = [tuple(comparable_value(v) for v in row) for row in reference["final"]]
+    difference = multiset_difference(ours, theirs)
     if difference:
         return Finding(False, f"sink differs from the reference: {difference}")
     if lockstep.verdict != "pass":
@@ -68,7 +68,7 @@ def _append_only(case: Case, reference: dict) -> bool:
     return bool(reference.get("append")) and case.sink.get("emit") != "early"
 
 
-def _value(value):
+def comparable_value(value):
     """A value as both sides can compare it: numbers as Decimal or float, times as naive UTC."""
     if isinstance(value, datetime):
         return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
@@ -89,7 +89,7 @@ def _parsed(text: str):
         return text
 
 
-def _multiset_difference(ours: list[tuple], theirs: list[tuple]) -> str:
+def multiset_difference(ours: list[tuple], theirs: list[tuple]) -> str:
     """'' when equal; else how many rows each side has that the other lacks, with an example."""
     remaining = sorted(theirs, key=_order)
     extra = []
