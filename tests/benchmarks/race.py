@@ -256,16 +256,16 @@ def check_results(folder: Path, query: QueryClass) -> str:
     job_path = folder / "flink-results-job.json"
     job_path.write_text(json.dumps({**job, "results_to": str(answer_path)}, indent=1))
     answer_path.unlink(missing_ok=True)
-    env = {**os.environ, "FLINK_LOG_DIR": str(folder / "flink-log"), "JVM_ARGS": flink_jvm_args()}
-    env.pop("PYTHONPATH", None)
-    done = subprocess.run([str(FLINK_PYTHON), str(FLINK_SIDE), str(job_path)], env=env, capture_output=True,
-                          text=True, timeout=RUN_TIMEOUT)
+    done = subprocess.run([str(FLINK_PYTHON), str(FLINK_SIDE), str(job_path)], env=flink_env(folder),
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
     if done.returncode != 0 or not answer_path.exists():
         return f"not checked: Flink's collecting run failed: {done.stdout.strip()[-300:] or done.stderr[-300:]}"
     answer = json.loads(answer_path.read_text())
-    sink = DeltaTable(str(folder / "runs" / f"race_{query.name}" / "stream")).to_pyarrow_table().to_pylist()
-    names = {name.lower(): name for name in (sink[0] if sink else {})}
-    ours = [tuple(comparable_value(row[names[c.lower()]]) for c in answer["columns"]) for row in sink]
+    sink = DeltaTable(str(folder / "runs" / f"race_{query.name}" / "stream")).to_pyarrow_table()
+    names = {name.lower(): name for name in sink.column_names}
+    if sorted(names) != sorted(c.lower() for c in answer["columns"]):
+        return f"columns differ: lockstep {sink.column_names}, Flink {answer['columns']}"
+    ours = [tuple(comparable_value(row[names[c.lower()]]) for c in answer["columns"]) for row in sink.to_pylist()]
     theirs = [tuple(comparable_value(v) for v in row) for row in answer["final"]]
     return multiset_difference(ours, theirs) or "equal"
 
@@ -283,14 +283,21 @@ def run_flink(folder: Path, query: QueryClass) -> dict:
     if not FLINK_PYTHON.exists():
         return {"exit": None, "seconds": 0.0, "peak_mib": 0,
                 "error": f"{FLINK_PYTHON} is missing: `make setup` creates the Flink environment"}
-    env = {**os.environ, "FLINK_LOG_DIR": str(folder / "flink-log"), "JVM_ARGS": flink_jvm_args()}
-    env.pop("PYTHONPATH", None)  # nothing of lockstep's environment leaks into Flink's
-    result = measure([str(FLINK_PYTHON), str(FLINK_SIDE), str(flink_job(folder, query))], folder / "flink", env)
+    result = measure([str(FLINK_PYTHON), str(FLINK_SIDE), str(flink_job(folder, query))], folder / "flink",
+                     flink_env(folder))
     reported = _last_json(folder / "flink.out")
     if reported.get("error"):
         result["error"] = reported["error"]
     result["query_seconds"] = reported.get("query_seconds")
     return result
+
+
+def flink_env(folder: Path) -> dict:
+    """flink_race.py's environment: its JVM's log folder and heap, and nothing of lockstep's
+    (PYTHONPATH) leaking into Flink's."""
+    env = {**os.environ, "FLINK_LOG_DIR": str(folder / "flink-log"), "JVM_ARGS": flink_jvm_args()}
+    env.pop("PYTHONPATH", None)
+    return env
 
 
 def flink_jvm_args() -> str:
@@ -559,6 +566,8 @@ def main() -> None:
     (WORK / "race.json").write_text(json.dumps(report, indent=1))
     print_table(results, rates)
     print(f"\nfigures: {WORK / 'race.json'}")
+    if any(_results(r) == "NO" for r in results):
+        sys.exit("race: lockstep's sink differs from Flink's result (see the notes above)")
 
 
 def _arguments() -> argparse.Namespace:
