@@ -59,7 +59,7 @@ from deltalake import DeltaTable
 
 from jobs.changelog.generate import TIMED_SCHEMA, generate_changelog
 from jobs.spec.load import load_settings
-from tests.differential.compare import comparable_value, multiset_difference
+from tests.differential.compare import column_difference, row_difference
 from tests.benchmarks.bench_stream import DEDUP_SQL, GROUP_SQL, JOIN_SQL, LEFT_JOIN_SQL, WINDOW_SQL
 from tests.benchmarks.memory import SAMPLE_SECONDS, tree_memory
 from tests.benchmarks.workloads import ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, generate_order_events, generate_products
@@ -262,12 +262,10 @@ def check_results(folder: Path, query: QueryClass) -> str:
         return f"not checked: Flink's collecting run failed: {done.stdout.strip()[-300:] or done.stderr[-300:]}"
     answer = json.loads(answer_path.read_text())
     sink = DeltaTable(str(folder / "runs" / f"race_{query.name}" / "stream")).to_pyarrow_table()
-    names = {name.lower(): name for name in sink.column_names}
-    if sorted(names) != sorted(c.lower() for c in answer["columns"]):
-        return f"columns differ: lockstep {sink.column_names}, Flink {answer['columns']}"
-    ours = [tuple(comparable_value(row[names[c.lower()]]) for c in answer["columns"]) for row in sink.to_pylist()]
-    theirs = [tuple(comparable_value(v) for v in row) for row in answer["final"]]
-    return multiset_difference(ours, theirs) or "equal"
+    columns = column_difference(sink.column_names, answer)
+    if columns:
+        return f"columns differ: {columns}"
+    return row_difference(sink.column_names, sink.to_pylist(), answer) or "equal"
 
 
 def _announced(query: QueryClass, rows: int, engine: str, run) -> dict:

@@ -45,13 +45,10 @@ def compare(case: Case, lockstep: LockstepOutcome, reference: dict) -> Finding:
     if lockstep.error:
         kind = "lockstep crashes" if lockstep.crashed else "lockstep rejects"
         return Finding(False, f"{kind}: {lockstep.error[:300]}")
-    names = {n.lower(): n for n in lockstep.columns}
-    missing = [c for c in reference["columns"] if c.lower() not in names]
-    if missing or len(names) != len(reference["columns"]):
-        return Finding(False, f"columns differ: lockstep {lockstep.columns}, reference {reference['columns']}")
-    ours = [tuple(comparable_value(row[names[c.lower()]]) for c in reference["columns"]) for row in lockstep.rows]
-    theirs = [tuple(comparable_value(v) for v in row) for row in reference["final"]]
-    difference = multiset_difference(ours, theirs)
+    columns = column_difference(lockstep.columns, reference)
+    if columns:
+        return Finding(False, f"columns differ: {columns}")
+    difference = row_difference(lockstep.columns, lockstep.rows, reference)
     if difference:
         return Finding(False, f"sink differs from the reference: {difference}")
     if lockstep.verdict != "pass":
@@ -62,13 +59,31 @@ def compare(case: Case, lockstep: LockstepOutcome, reference: dict) -> Finding:
     return Finding(True)
 
 
+def column_difference(columns: list[str], reference: dict) -> str:
+    """'' when the sink has the reference's columns (names compared without case), else both."""
+    names = {n.lower() for n in columns}
+    missing = [c for c in reference["columns"] if c.lower() not in names]
+    if missing or len(names) != len(reference["columns"]):
+        return f"lockstep {columns}, reference {reference['columns']}"
+    return ""
+
+
+def row_difference(columns: list[str], rows: list[dict], reference: dict) -> str:
+    """'' when the sink's rows (with the reference's columns, column_difference) are the
+    reference's final rows as a multiset, floating values within the tolerance; else what differs."""
+    names = {n.lower(): n for n in columns}
+    ours = [tuple(_value(row[names[c.lower()]]) for c in reference["columns"]) for row in rows]
+    theirs = [tuple(_value(v) for v in row) for row in reference["final"]]
+    return _multiset_difference(ours, theirs)
+
+
 def _append_only(case: Case, reference: dict) -> bool:
     """An append query: Flink's planner gives its result the changelog mode [I]. (emit: early is
     lockstep's update-mode window, a different query from Flink's window TVF, which is final.)"""
     return bool(reference.get("append")) and case.sink.get("emit") != "early"
 
 
-def comparable_value(value):
+def _value(value):
     """A value as both sides can compare it: numbers as Decimal or float, times as naive UTC."""
     if isinstance(value, datetime):
         return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
@@ -89,7 +104,7 @@ def _parsed(text: str):
         return text
 
 
-def multiset_difference(ours: list[tuple], theirs: list[tuple]) -> str:
+def _multiset_difference(ours: list[tuple], theirs: list[tuple]) -> str:
     """'' when equal; else how many rows each side has that the other lacks, with an example."""
     remaining = sorted(theirs, key=_order)
     extra = []
