@@ -99,3 +99,26 @@ def test_new_keys_above_the_table_read_none_of_its_files(tmp_path):
     merge = DeltaTable(writer.path).history(1)[0]["operationMetrics"]
     assert merge["num_target_files_scanned"] == 1
     assert rows(writer)[150] == {"k": 150, "v": -1}
+
+
+def test_changes_into_an_empty_table_are_appended_as_the_merge_would_write_them(tmp_path):
+    writer = keyed_writer(tmp_path)
+    first = upserts((1, 10, UPSERT), (2, 0, DELETE), (3, 30, UPSERT))  # a delete of a key never there
+    assert writer.apply(first, 0).changelog() == {"+I": 2, "-U": 0, "+U": 0, "-D": 0}
+    assert DeltaTable(writer.path).history(1)[0]["operation"] == "WRITE"  # an append, not a MERGE
+    assert writer.apply(first, 0).skipped_replay and writer.committed(0)
+    assert rows(writer) == [{"k": 1, "v": 10}, {"k": 3, "v": 30}]
+    feed = read_change_feed(tmp_path / "t").select(["k", "_change_type"]).to_pylist()
+    assert sorted(feed, key=lambda r: r["k"]) == [{"k": 1, "_change_type": "insert"}, {"k": 3, "_change_type": "insert"}]
+    writer.apply(upserts((1, 11, UPSERT)), 1)  # the table has a file now: a MERGE
+    assert DeltaTable(writer.path).history(1)[0]["operation"] == "MERGE"
+    assert rows(writer) == [{"k": 1, "v": 11}, {"k": 3, "v": 30}]
+
+
+def test_changes_of_another_type_than_the_empty_tables_are_merged_and_cast(tmp_path):
+    writer = keyed_writer(tmp_path)  # v is int64 in the table
+    narrow = upserts((1, 10, UPSERT)).set_column(1, "v", pa.array([10], pa.int32()))
+    writer.apply(narrow, 0)
+    assert DeltaTable(writer.path).history(1)[0]["operation"] == "MERGE"
+    assert DeltaTable(writer.path).to_pyarrow_table().schema.field("v").type == pa.int64()
+    assert rows(writer) == [{"k": 1, "v": 10}]

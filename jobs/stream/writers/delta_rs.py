@@ -21,7 +21,7 @@ from jobs.runtime.delta import is_committed
 from jobs.stream.writers import Changes, MergeCounts
 from jobs.stream.writers.merge import (COPIES, GAINS_COPIES, IS_DELETE, IS_UPSERT, from_source, key_matches,
                                        value_changes, values_of, written_columns)
-from jobs.changelog.columns import COUNT
+from jobs.changelog.columns import COUNT, OP, UPSERT
 
 TABLE_PROPERTIES = {"delta.enableChangeDataFeed": "true"}
 
@@ -64,6 +64,10 @@ class DeltaRsWriter:
             return MergeCounts(skipped_replay=True)
         if changes.num_rows == 0:
             return MergeCounts()
+        inserts = _inserts_into_empty(table, changes)
+        if inserts is not None:
+            write_deltalake(table, inserts, mode="append", commit_properties=self._commit(batch_id))
+            return MergeCounts(inserted=inserts.num_rows)
         merge = self._merge(table, changes, batch_id).when_matched_delete(predicate=IS_DELETE)
         values = values_of(changes.column_names, self.key)
         if values:
@@ -88,13 +92,37 @@ class DeltaRsWriter:
     def _merge(self, table: DeltaTable, changes: pa.Table, batch_id: int):
         return table.merge(
             changes, predicate=key_matches(self.key) + key_ranges(changes, self.key), source_alias="s", target_alias="t",
-            commit_properties=CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)]))
+            commit_properties=self._commit(batch_id))
+
+    def _commit(self, batch_id: int) -> CommitProperties:
+        """The micro-batch's id recorded in the commit (Delta's txn action): a replay sees it."""
+        return CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
 
     def version(self) -> int:
         return DeltaTable(self.path).version()
 
     def snapshot(self) -> pa.Table:
         return DeltaTable(self.path).to_pyarrow_table()
+
+
+def _inserts_into_empty(table: DeltaTable, changes: pa.Table) -> pa.Table | None:
+    """What a MERGE of `changes` into `table` would write, when the table holds no data file:
+    every upsert row is an insert and every delete matches nothing. Appended, that costs a sixth
+    of the MERGE (500,000 rows: 0.06 s against 0.30-0.37 s), and the change feed reads an
+    append's rows as inserts, as it reads the MERGE's. The first micro-batch into a new sink or
+    a window's open-windows table is such a case. None (MERGE as usual) when the table has
+    files, or when a column's name or type differs from the table's: the MERGE casts, an append
+    does not."""
+    if table.file_uris():
+        return None
+    target = pa.schema(table.schema().to_arrow())
+    rows = changes.filter(pc.equal(changes.column(OP), UPSERT))
+    if set(written_columns(changes.column_names)) != set(target.names):
+        return None
+    rows = rows.select(target.names)
+    if any(rows.schema.field(name).type != target.field(name).type for name in target.names):
+        return None
+    return rows
 
 
 def key_ranges(changes: pa.Table, key: tuple[str, ...]) -> str:
