@@ -46,6 +46,7 @@ class FinalWindowEmitter:
         self.closer = DeltaRsWriter(pending_path, key, f"{app_id}-pending-closed")
         self.end_closer = DeltaRsWriter(pending_path, key, f"{app_id}-pending-end")
         self._closing: pa.Table | None = None
+        self._closing_all = False  # whether every open window closes with this micro-batch
 
     @property
     def reads_twice(self) -> bool:
@@ -64,6 +65,9 @@ class FinalWindowEmitter:
         return Changes(rows=rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string())))
 
     def after_sink_commit(self, batch) -> None:
+        if self._closing_all:
+            self.closer.clear(batch.id)
+            return
         closed = self._closing.drop_columns([WINDOW_END])
         deletes = closed.append_column(OP, pa.array([DELETE] * closed.num_rows, pa.string()))
         self.closer.apply(deletes, batch.id)
@@ -81,15 +85,17 @@ class FinalWindowEmitter:
         rows = closing.drop_columns([WINDOW_END])
         upserts = rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string()))
         merged = sink.write(Changes(rows=upserts), version, "upsert")
-        self.end_closer.apply(rows.append_column(OP, pa.array([DELETE] * rows.num_rows, pa.string())), version)
+        self.end_closer.clear(version)
         return merged
 
     def _closed(self, watermark: int | None) -> pa.Table:
         table = self.pending.snapshot()
-        if watermark is None or table.num_rows == 0:
-            return table.slice(0, 0)
-        ends = table.column(WINDOW_END).cast(pa.int64())
-        return table.filter(pc.fill_null(pc.less_equal(ends, watermark), False))
+        closed = table.slice(0, 0)
+        if watermark is not None and table.num_rows:
+            ends = table.column(WINDOW_END).cast(pa.int64())
+            closed = table.filter(pc.fill_null(pc.less_equal(ends, watermark), False))
+        self._closing_all = closed.num_rows == table.num_rows > 0
+        return closed
 
 
 def _late_session_changes(rows: DataFrame, node: SessionAggregate) -> DataFrame:

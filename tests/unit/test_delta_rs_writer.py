@@ -1,6 +1,6 @@
 """The delta-rs writer on its own (no Spark): upserts and deletes by key, copies of a multiset
-table, a replayed micro-batch left out, an upsert that changes nothing not written, and the key
-ranges that let a MERGE skip files changing no match."""
+table, a replayed micro-batch left out, an upsert that changes nothing not written, the key
+ranges that let a MERGE skip files changing no match, and a table cleared at once."""
 
 from __future__ import annotations
 
@@ -122,3 +122,15 @@ def test_changes_of_another_type_than_the_empty_tables_are_merged_and_cast(tmp_p
     assert DeltaTable(writer.path).history(1)[0]["operation"] == "MERGE"
     assert DeltaTable(writer.path).to_pyarrow_table().schema.field("v").type == pa.int64()
     assert rows(writer) == [{"k": 1, "v": 10}]
+
+
+def test_a_cleared_table_is_empty_with_its_schema_and_a_replayed_clear_writes_nothing(tmp_path):
+    writer = keyed_writer(tmp_path)
+    writer.apply(upserts((1, 10, UPSERT), (2, 20, UPSERT)), 0)
+    writer.clear(1)
+    assert rows(writer) == [] and writer.committed(1)
+    assert pa.schema(DeltaTable(writer.path).schema().to_arrow()).names == ["k", "v"]
+    writer.apply(upserts((3, 30, UPSERT)), 2)
+    version = writer.version()
+    writer.clear(1)  # micro-batch 1 replayed after a crash: its clear is committed already
+    assert writer.version() == version and rows(writer) == [{"k": 3, "v": 30}]
