@@ -60,7 +60,9 @@ class FinalWindowEmitter:
     def changes(self, spark: SparkSession, updated: DataFrame, batch) -> Changes:
         touched = self.inner.changed_rows(spark, updated, batch, hidden=(WINDOW_END,))
         self.pending.apply(touched, batch.id)
-        self._closing = self._closed(batch.watermark_after)
+        open_windows = self.pending.snapshot()
+        self._closing = _closed(open_windows, batch.watermark_after)
+        self._closing_all = self._closing.num_rows == open_windows.num_rows > 0
         rows = self._closing.drop_columns([WINDOW_END])
         return Changes(rows=rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string())))
 
@@ -88,14 +90,13 @@ class FinalWindowEmitter:
         self.end_closer.clear(version)
         return merged
 
-    def _closed(self, watermark: int | None) -> pa.Table:
-        table = self.pending.snapshot()
-        closed = table.slice(0, 0)
-        if watermark is not None and table.num_rows:
-            ends = table.column(WINDOW_END).cast(pa.int64())
-            closed = table.filter(pc.fill_null(pc.less_equal(ends, watermark), False))
-        self._closing_all = closed.num_rows == table.num_rows > 0
-        return closed
+
+def _closed(open_windows: pa.Table, watermark: int | None) -> pa.Table:
+    """The open windows whose end the watermark has reached."""
+    if watermark is None or open_windows.num_rows == 0:
+        return open_windows.slice(0, 0)
+    ends = open_windows.column(WINDOW_END).cast(pa.int64())
+    return open_windows.filter(pc.fill_null(pc.less_equal(ends, watermark), False))
 
 
 def _late_session_changes(rows: DataFrame, node: SessionAggregate) -> DataFrame:

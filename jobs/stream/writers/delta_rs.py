@@ -125,10 +125,9 @@ def _inserts_into_empty(table: DeltaTable, changes: pa.Table) -> pa.Table | None
     if table.file_uris():
         return None
     target = pa.schema(table.schema().to_arrow())
-    rows = changes.filter(pc.equal(changes.column(OP), UPSERT))
     if set(written_columns(changes.column_names)) != set(target.names):
         return None
-    rows = rows.select(target.names)
+    rows = changes.filter(pc.equal(changes.column(OP), UPSERT)).select(target.names)
     if any(rows.schema.field(name).type != target.field(name).type for name in target.names):
         return None
     return rows
