@@ -19,6 +19,9 @@ def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
     if name == "demo":
         command.add_argument("--queries", type=Path, default=Path("conf/queries"),
                              help="folder of query specs to run (default: conf/queries)")
+        command.add_argument("--generated-events", type=int, default=300_000, metavar="N",
+                             help="events of a synthetic changelog the demo generates when its folder "
+                                  "(data/generated/...) is missing (default 300000)")
     if name == "generate":
         command.add_argument("--events", type=int, default=300_000, help="logical events (default 300000)")
         command.add_argument("--groups", type=int, default=20_000, help="distinct products (default 20000)")

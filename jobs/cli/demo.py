@@ -10,11 +10,12 @@ import contextlib
 import shutil
 import time
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from expectations.report.publish import publish_error
 from jobs.changelog.generate import generate_changelog
 from jobs.cli.demo_service import DemoDimensionService, tables_in
-from jobs.errors import RunStateError, SpecError, one_line
+from jobs.errors import SpecError, one_line
 from jobs.pipeline import Pipeline
 from jobs.runtime.spark import LOGS, log_jvm_to
 from jobs.plan import plan_query
@@ -23,23 +24,38 @@ from jobs.spec import load_settings, load_spec, with_master, with_writer
 
 GENERATED = "generated"
 DIMENSIONS = Path("data") / "dimensions"  # <table>.json files the demo's lookup joins ask for
-DIMENSION_PORT = 8765  # the port the demo specs' lookup URLs name
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
 
 
 @contextlib.contextmanager
 def _dimension_service(folder: Path, progress: Progress):
-    """The demo's HTTP dimension service, for the duration of the demo (none without tables)."""
+    """The demo's HTTP dimension service on a port of its own for the duration of the demo (None
+    without tables): two demos, or a demo beside a test, never contend for one port."""
     if not folder.is_dir():
-        yield
+        yield None
         return
-    try:
-        service = DemoDimensionService(tables_in(folder), port=DIMENSION_PORT)
-    except OSError as exc:
-        raise RunStateError(f"cannot serve the demo's dimension tables on 127.0.0.1:{DIMENSION_PORT} "
-                            f"({exc}); is another demo running?", where=str(folder)) from None
-    with service:
+    with DemoDimensionService(tables_in(folder), port=0) as service:
         progress.say(f"dimension service on {service.url}: {', '.join(service.tables)}")
-        yield
+        yield service
+
+
+def _served_by(spec, service):
+    """The spec with each lookup that asks the local demo service for one of its tables pointed
+    at the port the demo's service listens on (the bundled spec names the port that `python -m
+    jobs.cli.demo_service` uses by default)."""
+    if service is None:
+        return spec
+    lookups = {name: lookup.model_copy(update={"url": _on_service(lookup.url, service)})
+               for name, lookup in spec.lookups.items()}
+    return spec.model_copy(update={"lookups": lookups})
+
+
+def _on_service(url: str, service) -> str:
+    parts = urlsplit(url)
+    table = parts.path.strip("/").split("/")[0]
+    if parts.hostname not in LOCAL_HOSTS or table not in service.tables:
+        return url
+    return urlunsplit(parts._replace(netloc=urlsplit(service.url).netloc))
 
 
 def run_demo(args) -> int:
@@ -51,9 +67,9 @@ def run_demo(args) -> int:
     if not specs:
         raise SpecError("no query specs (*.yaml) here", where=str(args.queries))
     rows = []
-    with _dimension_service(args.queries / DIMENSIONS, progress):
+    with _dimension_service(args.queries / DIMENSIONS, progress) as service:
         for path in specs:
-            rows.append(_run_one(path, settings, out, progress, args.writer))
+            rows.append(_run_one(path, settings, out, progress, args, service))
     print(_table(rows))
     print(f"\nreports: {out}/index.html (one page per query: {out}/<query>/report.html, figures in "
           f"report.json); Data Docs: {out}/<query>/gx/uncommitted/data_docs/local_site/index.html")
@@ -61,13 +77,13 @@ def run_demo(args) -> int:
     return 2 if "error" in verdicts else (1 if "fail" in verdicts else 0)
 
 
-def _run_one(path: Path, settings, out: Path, progress: Progress, writer: str | None) -> dict:
+def _run_one(path: Path, settings, out: Path, progress: Progress, args, service) -> dict:
     """One query's row of the table. A query that cannot even be planned gets an error report of
     its own; one that fails later got it from the pipeline. Either way the others go on."""
     started = time.monotonic()
     try:
-        spec = with_writer(load_spec(path), writer)
-        _generate_missing(spec, progress)
+        spec = _served_by(with_writer(load_spec(path), args.writer), service)
+        _generate_missing(spec, progress, args.generated_events)
         pipeline = Pipeline.of(plan_query(spec), settings, out, progress)
     except Exception as exc:
         publish_error(path.stem, "", Path(out) / path.stem, one_line(exc))
@@ -87,11 +103,11 @@ def _error_row(path: Path, exc: Exception, started: float) -> dict:
     return {"query": path.stem, "verdict": "error", "detail": one_line(exc), "seconds": time.monotonic() - started}
 
 
-def _generate_missing(spec, progress: Progress) -> None:
+def _generate_missing(spec, progress: Progress, events: int) -> None:
     for source in spec.sources.values():
         if GENERATED in source.path.parts and not source.path.exists():
-            progress.say(f"generating the synthetic changelog in {source.path}")
-            rows = generate_changelog(source.path)
+            progress.say(f"generating the synthetic changelog ({events:,} events) in {source.path}")
+            rows = generate_changelog(source.path, events=events)
             progress.say(f"wrote {rows:,} changelog rows")
 
 
