@@ -67,27 +67,42 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lockstep", description=__doc__.split("\n\n")[0],
         epilog="Exit codes: 0 pass, 1 stream and batch disagree, 2 invalid spec, SQL or input, or a failure "
-               "before a verdict.")
+               "before a verdict. Environment: LOCKSTEP_SETTINGS (settings file), LOCKSTEP_RUNS_DIR (runs "
+               "folder).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    _global_flags(parser, None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, handler, help_text, with_spec in commands.COMMANDS:
         command = sub.add_parser(name, help=help_text, description=help_text)
         if with_spec:
             command.add_argument("spec", type=Path, help="query spec (YAML), e.g. conf/queries/income_per_product.yaml")
-        # explain writes nothing; report takes its runs folder as its argument.
-        _common(command, with_out=name not in ("explain", "report"))
+        if name not in ("explain", "report", "schema"):  # these write no run folder
+            command.add_argument("--out", type=Path, default=None,
+                                 help="runs folder (default: LOCKSTEP_RUNS_DIR, else runs_dir from the "
+                                      "settings, 'runs')")
+        # Given after the command they win; left out, the value given before it stands.
+        _global_flags(command, argparse.SUPPRESS)
         commands.extra_arguments(name, command)
         command.set_defaults(handler=handler)
     return parser
 
 
-def _common(command: argparse.ArgumentParser, with_out: bool) -> None:
-    if with_out:
-        command.add_argument("--out", type=Path, default=None,
-                             help="runs folder (default: runs_dir from the settings, 'runs')")
-    command.add_argument("--settings", type=Path, default=None,
-                         help="settings file (default: conf/settings.yaml if present)")
-    command.add_argument("--quiet", action="store_true", help="no progress output")
-    command.add_argument("--debug", action="store_true", help="show tracebacks")
+def _global_flags(parser: argparse.ArgumentParser, default) -> None:
+    """--settings, --quiet and --debug, accepted before the command and after it."""
+    flag_default = False if default is None else default
+    parser.add_argument("--settings", type=Path, default=default,
+                        help="settings file (default: LOCKSTEP_SETTINGS, else conf/settings.yaml if present)")
+    parser.add_argument("--quiet", action="store_true", default=flag_default, help="no progress output")
+    parser.add_argument("--debug", action="store_true", default=flag_default, help="show tracebacks")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lockstep")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, get_args
 
@@ -12,6 +13,7 @@ from jobs.errors import SpecError, place
 from jobs.spec.model import QuerySpec, Settings, SinkSpec
 
 DEFAULT_SETTINGS = Path("conf/settings.yaml")
+SETTINGS_VARIABLE, RUNS_DIR_VARIABLE = "LOCKSTEP_SETTINGS", "LOCKSTEP_RUNS_DIR"
 
 
 def load_spec(path: str | Path) -> QuerySpec:
@@ -25,12 +27,23 @@ def load_spec(path: str | Path) -> QuerySpec:
 
 
 def load_settings(path: str | Path | None = None) -> Settings:
-    """Settings from `path`, or conf/settings.yaml when present, or the embedded defaults."""
-    path = Path(path) if path else DEFAULT_SETTINGS
-    if not path.exists():
-        if path != DEFAULT_SETTINGS:
-            raise SpecError("settings file not found", where=str(path))
+    """Settings from `path` (--settings), else the file LOCKSTEP_SETTINGS names, else
+    conf/settings.yaml when present, else the embedded defaults. LOCKSTEP_RUNS_DIR, when set,
+    overrides the file's runs_dir."""
+    settings = _settings_file(path)
+    runs_dir = os.environ.get(RUNS_DIR_VARIABLE)
+    return settings.model_copy(update={"runs_dir": Path(runs_dir)}) if runs_dir else settings
+
+
+def _settings_file(path: str | Path | None) -> Settings:
+    from_variable = not path and os.environ.get(SETTINGS_VARIABLE)
+    named = path or from_variable
+    if not named and not DEFAULT_SETTINGS.exists():
         return Settings()
+    path = Path(named) if named else DEFAULT_SETTINGS
+    if not path.exists():
+        named_by = f" (named by {SETTINGS_VARIABLE})" if from_variable else ""
+        raise SpecError(f"settings file not found{named_by}", where=str(path))
     data, root = _read_yaml(path)
     settings = _validate(Settings, data, root, path)
     return settings.model_copy(update={"settings_path": path})

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from jobs.errors import SpecError
@@ -89,3 +91,25 @@ def test_on_lookup_error_null_is_the_policy_whether_or_not_yaml_reads_it_as_a_nu
               f"    key: [k]\n    output: \"name STRING\"\n    on_lookup_error: {written}\n")
     spec = load_spec(write_spec(tmp_path, VALID + lookup))
     assert spec.lookups["customers"].on_lookup_error == written.strip("'")
+
+
+def test_settings_come_from_the_flag_then_the_variable_then_conf_settings_yaml(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOCKSTEP_SETTINGS", raising=False)
+    monkeypatch.delenv("LOCKSTEP_RUNS_DIR", raising=False)
+    write_spec(tmp_path / "conf", "runs_dir: from_conf\n", name="settings.yaml")
+    by_variable = write_spec(tmp_path, "runs_dir: from_variable\n", name="variable.yaml")
+    by_flag = write_spec(tmp_path, "runs_dir: from_flag\n", name="flag.yaml")
+    assert load_settings(None).runs_dir == Path("from_conf")
+    monkeypatch.setenv("LOCKSTEP_SETTINGS", str(by_variable))
+    assert load_settings(None).runs_dir == Path("from_variable")
+    assert load_settings(by_flag).runs_dir == Path("from_flag")
+    monkeypatch.setenv("LOCKSTEP_RUNS_DIR", "/elsewhere/runs")
+    assert load_settings(by_flag).runs_dir == Path("/elsewhere/runs")
+
+
+def test_a_settings_file_the_variable_names_must_exist(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOCKSTEP_SETTINGS", str(tmp_path / "missing.yaml"))
+    with pytest.raises(SpecError, match=r"missing.yaml: settings file not found \(named by LOCKSTEP_SETTINGS\)"):
+        load_settings(None)
