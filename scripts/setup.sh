@@ -60,7 +60,7 @@ install_venv() {
   echo "$want" > "$dir/.lockstep-installed"
 }
 
-install_venv .venv pyproject.toml constraints.txt -- -c constraints.txt -e '.[dev]'
+install_venv .venv pyproject.toml constraints.txt -- -c constraints.txt -e '.[airflow,dev]'
 # Delta's Spark connector: the io.delta jars of the delta-spark release pip installed, built for
 # this pyspark's Spark and Scala, fetched once with Maven into .venv/jars (next to the package they
 # must match). Spark gets them through spark.jars; nothing is resolved when Spark starts.
