@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# report.json's shape: raised when a key is renamed or removed, or changes meaning; a key added
+# keeps it. Reports without the key are version 1.
+SCHEMA_VERSION = 1
+
 
 @dataclass(frozen=True)
 class ExpectationOutcome:
@@ -96,7 +100,7 @@ class Report:
 
     def to_json(self) -> dict:
         data = {
-            "query": self.query, "description": self.description, "verdict": self.verdict,
+            "schema_version": SCHEMA_VERSION, "query": self.query, "description": self.description, "verdict": self.verdict,
             "warnings": list(self.warnings), "stream_rows": self.stream_rows, "batch_rows": self.batch_rows,
             "missing_rows": self.missing_rows, "extra_rows": self.extra_rows,
             "mismatched_rows": self.mismatched_rows, "changelog": self.changelog,

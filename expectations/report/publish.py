@@ -13,6 +13,7 @@ from pathlib import Path
 
 from expectations.report.index import render_index
 from expectations.report.page import render_page
+from expectations.report.model import SCHEMA_VERSION
 from expectations.report.runs import (HISTORY, INDEX_HTML, REPORT_HTML, REPORT_JSON, history_dirs,
                                       query_dirs, read_report, run_id)
 from jobs.errors import RunStateError
@@ -33,7 +34,8 @@ def publish_error(query: str, description: str, query_dir: Path, error: str,
                   logical_date: str | None = None) -> Path:
     """A run that ended before a verdict (invalid input, a crash): an error report, so the index
     lists the query as ERROR with its reason instead of leaving it out."""
-    report = {"query": query, "description": description, "verdict": "error", "error": error,
+    report = {"schema_version": SCHEMA_VERSION, "query": query, "description": description,
+              "verdict": "error", "error": error,
               "logical_date": logical_date, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     return publish(report, query_dir)
 

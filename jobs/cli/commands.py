@@ -42,6 +42,9 @@ def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
                              help="logical date of a scheduled run: stream the partitions up to it "
                                   "(or, once the stream is past it, re-check its consistency point "
                                   "by time travel)")
+    if name == "schema":
+        command.add_argument("kind", nargs="?", choices=("spec", "settings"), default="spec",
+                             help="the query spec's schema (default) or the settings file's")
     if name == "report":
         command.add_argument("runs_dir", type=Path, nargs="?", default=None, metavar="RUNS_DIR",
                              help="runs folder (default: runs_dir from the settings, 'runs')")
@@ -147,6 +150,13 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_schema(args) -> int:
+    from jobs.spec.json_schema import json_schema_text
+
+    print(json_schema_text(args.kind), end="")
+    return 0
+
+
 COMMANDS = [
     ("run", cmd_run, "stream, batch and check one query (exit 0 pass, 1 fail, 2 invalid)", True),
     ("stream", cmd_stream, "replay the sources' new changelog files into the Delta sink", True),
@@ -157,5 +167,6 @@ COMMANDS = [
     ("explain", cmd_explain, "print the plan with each operator's changelog mode", True),
     ("demo", cmd_demo, "run every query in conf/queries on the bundled data", False),
     ("generate", cmd_generate, "write the large synthetic changelog used by the demo and benchmark", False),
+    ("schema", cmd_schema, "print the JSON Schema of a query spec (or of the settings file), for editors", False),
     ("report", cmd_report, "re-render every run's report.html and the runs folder's index.html", False),
 ]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from jobs.errors import place
 from jobs.spec.intervals import parse_interval
@@ -21,7 +22,9 @@ SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@mo
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Attribute docstrings are the JSON Schema's descriptions (`lockstep schema`), what an editor
+    # shows beside a key.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class SourceSpec(Strict):
@@ -29,33 +32,40 @@ class SourceSpec(Strict):
     format delta, an existing Delta table's change data feed, read version by version."""
 
     path: Path
+    """The folder of changelog files (or, with format delta, the Delta table), relative to the
+    spec file."""
     format: Literal["changelog-json", "debezium-json", "json", "delta"]
+    """changelog-json: JSON lines with an "op" of +I, -U, +U, -D. debezium-json: Debezium's
+    before/after/op envelopes. json: plain rows, each an insert. delta: a Delta table's change
+    data feed."""
     schema_ddl: str = Field(alias="schema")
+    """The columns, as Spark DDL: "order_id BIGINT, pId BIGINT, income BIGINT"."""
     primary_key: tuple[str, ...] = ()
-    # fail: exit 2 at the first bad row. quarantine: set bad rows aside, counted in the report.
-    # keep: malformed rows are quarantined, but rows that only break the changelog protocol (a
-    # retraction of a row never inserted, an update without its before-image) are fed to both
-    # jobs as they are, as Flink would, and listed as anomalies: the check attributes the
-    # differences they cause to them.
+    """The source's key; without one the source is a multiset of rows."""
     on_bad_rows: Literal["fail", "quarantine", "keep"] = "fail"
-    # Event time and the allowed out-of-orderness: watermark = max event time seen - watermark.
+    """fail: exit 2 at the first bad row. quarantine: set bad rows aside, counted in the report.
+    keep: malformed rows are quarantined, but rows that only break the changelog protocol (a
+    retraction of a row never inserted, an update without its before-image) are fed to both jobs
+    as they are, as Flink would, and listed as anomalies."""
     event_time: str | None = None
+    """The TIMESTAMP column windows use (with watermark)."""
     watermark: str | None = None
-    # true: the files are a finished changelog (a replay, a dated partition): at the end of the
-    # input every window closes, as Flink ends a bounded source with the largest watermark; a
-    # later change to a closed window is late. false: a pipeline that resumes tomorrow; windows
-    # stay open until the watermark passes them.
+    """The allowed out-of-orderness, e.g. "5 seconds": watermark = max event time seen - this."""
     bounded: bool = True
-    # date: the changelog arrives in daily folders, path/date=YYYY-MM-DD/*; a scheduled run for
-    # logical date D reads the folders up to D.
+    """true: the files are a finished changelog, and every window closes at its end, as Flink ends
+    a bounded source. false: a pipeline that resumes; windows stay open until the watermark
+    passes them."""
     partitioned_by: Literal["date"] | None = None
-    # format delta only: the version (or the commit time: the latest version committed at or
-    # before it) whose snapshot starts the changelog, as inserts; the versions after it follow as
-    # their change data feed. Neither: version 0.
+    """date: the files arrive in daily folders, path/date=YYYY-MM-DD/; a run for logical date D
+    reads the folders up to D."""
     starting_version: int | None = Field(default=None, ge=0)
+    """format delta only: the version whose snapshot starts the changelog, as inserts; the later
+    versions follow as their change data feed. Default: version 0."""
     starting_timestamp: datetime | None = None
+    """format delta only: as starting_version, the latest version committed at or before this
+    time."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True)
 
     @field_validator("watermark")
     @classmethod
@@ -87,22 +97,22 @@ class SourceSpec(Strict):
 
 
 class SinkSpec(Strict):
-    # None: the query's upsert key (the group keys, or the source key for a projection).
     primary_key: tuple[str, ...] | None = None
+    """The sink's key. Default: the query's upsert key (the group keys, or the source key for a
+    projection), else its unique key."""
     upsert_materialize: Literal["auto", "none", "force"] = "auto"
-    # What the sink accepts: append (inserts only), upsert (by primary key) or retract (every
-    # change, the table a multiset of rows with a count).
-    # None: upsert when the sink names a primary key or the query's output has a unique key,
-    # else retract (as Flink writes a retract changelog to a sink table without a primary key).
+    """Flink's table.exec.sink.upsert-materialize: auto adds the materializer when the sink's key
+    does not contain the upsert key."""
     changelog_mode: Literal["append", "upsert", "retract"] | None = None
-    # Windowed queries only. final: a window's row is written once, when the watermark passes
-    # its end (an append query). early: written and updated as changes arrive. None: final.
+    """append: inserts only (a query that updates is rejected). upsert: MERGE by primary key.
+    retract: every row with its copy count. Default: upsert when there is a key, else retract."""
     emit: Literal["final", "early"] | None = None
-    # Who writes the Delta tables (the sink, stage tables, the batch result) and reads their change
-    # feeds: delta-rs, embedded in the driver, or delta-spark, Delta's Spark connector on the
-    # executors (the cluster path). `--writer` overrides it. The default is the faster one on
-    # one machine (README: Sink writers).
+    """Windowed queries. final (default): a window's row is written once, when the watermark
+    passes its end. early: written and updated as changes arrive."""
     writer: Literal["delta-rs", "delta-spark"] = "delta-rs"
+    """Who writes the Delta tables and reads their change feeds: delta-rs, embedded in the
+    driver (fastest on one machine), or delta-spark, Delta's Spark connector on the executors.
+    --writer overrides it."""
 
     @property
     def through_spark(self) -> bool:
@@ -111,25 +121,38 @@ class SinkSpec(Strict):
 
 
 class CacheSpec(Strict):
-    max_rows: int = Field(default=0, ge=0)  # 0: no cache
+    max_rows: int = Field(default=0, ge=0)
+    """Rows kept per worker; 0: no cache."""
     ttl: str = "10 minutes"
+    """How long an answer is kept."""
 
 
 class LookupSpec(Strict):
     """An external dimension service the SQL joins like a table (JOIN <name> ON ... = <name>.<key>)."""
 
     kind: Literal["http"]
-    url: str  # with {key column} placeholders, e.g. http://127.0.0.1:8765/customers/{customer_id}
+    """The service's protocol."""
+    url: str
+    """GET with {key column} placeholders, e.g. http://127.0.0.1:8765/customers/{customer_id}: 200
+    answers a JSON object, 404 no row."""
     key: tuple[str, ...] = Field(min_length=1)
-    output: str  # Spark DDL of the columns the service answers, e.g. "name STRING, tier STRING"
-    capacity: int = Field(default=100, ge=1)  # requests in flight per Spark task
+    """The key columns the SQL's ON clause equates."""
+    output: str
+    """Spark DDL of the columns the service answers, e.g. "name STRING, tier STRING"."""
+    capacity: int = Field(default=100, ge=1)
+    """Requests in flight per Spark task."""
     timeout: str = "2 seconds"
+    """Per attempt."""
     retries: int = Field(default=2, ge=0)
+    """Extra attempts, with a short backoff."""
     order: Literal["ordered", "unordered"] = "ordered"
+    """ordered: rows leave in input order. unordered: as answers complete, but never ahead of an
+    earlier retraction."""
     cache: CacheSpec = CacheSpec()
-    # fail: a lookup that still fails after the retries fails the micro-batch, naming the key.
-    # null: the row gets nulls, counted in the report.
+    """A per-worker LRU cache of answers."""
     on_lookup_error: Literal["fail", "null"] = "fail"
+    """fail: a lookup that still fails after the retries fails the micro-batch, naming the key.
+    null: the row gets nulls, counted in the report."""
 
     @field_validator("on_lookup_error", mode="before")
     @classmethod
@@ -148,28 +171,25 @@ StateStore = Literal["lockstep", "memory", "rocksdb"]  # stream.state_store's va
 
 
 class StreamSpec(Strict):
-    # Unset: micro-batches are cut by size, about `megabytes_per_batch` of staged rows each, so a
-    # replay takes a few large micro-batches. A number: exactly that many rows per micro-batch
-    # (tests set small ones to get many boundaries). Fewer, larger micro-batches cost less than
-    # their sum, not only the fixed cost of each: a group touched in every micro-batch is updated
-    # (aggregation state, sink MERGE, a keyed operator's state files) once instead of each time.
-    # 256 MiB (about 4 M of the race's rows) replayed the race's 6 M-row group aggregate in 30-33 s
-    # against 44-46 s at 64 MiB, in no more memory; larger gained little more (30-32 s at 512), and
-    # a keyed operator holds its micro-batch on the driver and in the driver's heap, so the
-    # micro-batch is kept to a sixteenth of the default 4 GiB heap; a smaller heap wants a smaller
-    # one (README, the race: micro-batch size).
+    # Fewer, larger micro-batches cost less than their sum, not only the fixed cost of each: a
+    # group touched in every micro-batch is updated (aggregation state, sink MERGE, a keyed
+    # operator's state files) once instead of each time. 256 MiB (about 4 M of the race's rows)
+    # replayed its 6 M-row group aggregate a third faster than 64 MiB in no more memory; 512 MiB
+    # gained little more, and a keyed operator holds its micro-batch in the driver's heap, so the
+    # default keeps it to a sixteenth of the default 4 GiB heap.
     rows_per_batch: int | None = Field(default=None, ge=1)
+    """Exactly this many changelog rows per micro-batch, instead of cutting by size (small values
+    give many micro-batch boundaries, as a test wants)."""
     megabytes_per_batch: int = Field(default=256, ge=1)
-    # Where a group aggregate's or a window's state is kept (jobs/stream/state_store.py):
-    # lockstep keeps its sums per group in its own files, read by key, and forgets a group whose
-    # rows were all retracted; memory and rocksdb are Spark's streaming aggregation with its
-    # state stores, which keep every group ever seen (rocksdb on disk: a state larger than
-    # memory).
+    """Micro-batch size when replaying files: about this many MiB of staged rows each."""
     state_store: StateStore = "lockstep"
-    # Forget a group's aggregation state once it has not changed for this long, as Flink's
-    # table.exec.state.ttl (e.g. "1 day"); off by default. The stream's result may then differ
-    # from the batch's, and the report says so. Only with state_store: lockstep.
+    """Where a group aggregate's or a window's state is kept. lockstep: its own files, read by
+    key, forgetting a group whose rows were all retracted. memory, rocksdb: Spark's streaming
+    aggregation and its state stores, which keep every group ever seen."""
     state_ttl: str | None = None
+    """Forget a group's aggregation state once it has not changed for this long (Flink's
+    table.exec.state.ttl), e.g. "1 day"; off by default. The stream may then differ from the
+    batch, and the report says so. Only with state_store: lockstep."""
 
     @field_validator("state_ttl")
     @classmethod
@@ -197,20 +217,27 @@ class StreamSpec(Strict):
 
 
 class QuerySpec(Strict):
+    """A lockstep query: Spark SQL over CDC changelog sources, run as a stream and as a batch job
+    and checked for agreement."""
+
     name: str = Field(pattern=IDENTIFIER)
+    """Identifier: names the run folder, the sink and the Airflow DAG."""
     description: str = ""
     sql: str
+    """One SELECT, Spark SQL, over the sources (and lookups) by name."""
     sources: dict[str, SourceSpec] = Field(min_length=1)
+    """The changelogs, by the table name the SQL uses."""
     lookups: dict[str, LookupSpec] = {}
+    """External dimension services the SQL joins like tables."""
     sink: SinkSpec = SinkSpec()
     stream: StreamSpec = StreamSpec()
-    # The DAG's schedule: an Airflow preset (@daily) or a five-field cron; None: triggered only.
     schedule: str | None = None
+    """The DAG's schedule: an Airflow preset (@daily) or a five-field cron; none: triggered only."""
     # Set by the loader, not by the YAML: where the spec came from and where its SQL starts,
     # so that errors in the SQL can name the YAML line.
-    spec_path: Path = Path("<memory>")
-    sql_line: int = 1
-    key_lines: dict[str, int] = {}  # the YAML line of each key, by dotted path (sources.orders.schema)
+    spec_path: SkipJsonSchema[Path] = Path("<memory>")
+    sql_line: SkipJsonSchema[int] = 1
+    key_lines: SkipJsonSchema[dict[str, int]] = {}  # the YAML line of each key, by dotted path
 
     def place_of(self, *keys: str) -> str:
         """`file:line` of a key of the spec (`place_of("sources", "orders", "schema")`)."""
@@ -242,32 +269,39 @@ class QuerySpec(Strict):
 
 class SparkSettings(Strict):
     master: str = "local[2]"
+    """Spark's master: local[N], or spark://host:7077 for a standalone cluster (--master)."""
     shuffle_partitions: int = Field(default=2, ge=1)
     driver_memory: str = "4g"
-    executor_memory: str = "1g"  # per executor, on a cluster (--master spark://...)
-    # Timestamps without a zone are read and shown in this zone, so a run gives the same
-    # result on any machine.
+    executor_memory: str = "1g"
+    """Per executor, on a cluster."""
     session_time_zone: str = "UTC"
-    # A micro-batch, batch job or check over fewer input rows than this runs without whole-stage
-    # code generation and adaptive execution (jobs/runtime/small_work.py); 0 never switches them.
+    """Timestamps without a zone are read and shown in this zone: the same windows on any machine."""
     small_work_rows: int = Field(default=10_000, ge=0)
-    # A stream step whose sources' files total fewer MiB than this starts the driver JVM with its
-    # quick compiler alone (jobs/runtime/jit.py: seconds sooner on small input, slower once warm);
-    # 0 never.
+    """A micro-batch, batch job or check over fewer input rows runs without whole-stage code
+    generation and adaptive execution, which cost more than the work on a few rows; 0: never."""
     quick_jit_below_mib: int = Field(default=256, ge=0)
+    """A stream step whose sources' files total fewer MiB starts the driver JVM with its quick
+    compiler alone: seconds sooner on small input, slower once warm; 0: never."""
     extra: dict[str, str] = {}
+    """Any other Spark conf, e.g. {"spark.sql.ansi.enabled": "true"}."""
 
 
 class CheckSettings(Strict):
     # Floating columns (AVG, SUM over DOUBLE) may differ in the last bits between an incremental
-    # and a one-shot computation: |a - b| <= abs_tol + rel_tol * max(|a|, |b|).
+    # and a one-shot computation.
     float_abs_tol: float = Field(default=1e-9, ge=0)
+    """Floating columns agree when |a - b| <= abs_tol + rel_tol * max(|a|, |b|)."""
     float_rel_tol: float = Field(default=1e-9, ge=0)
+    """See float_abs_tol."""
     sample_rows: int = Field(default=20, ge=1)
+    """Differing rows kept per expectation in report.json."""
 
 
 class Settings(Strict):
+    """lockstep's settings file (conf/settings.yaml, --settings or LOCKSTEP_SETTINGS)."""
+
     runs_dir: Path = Path("runs")
+    """Where runs are written when --out is not given (LOCKSTEP_RUNS_DIR overrides it)."""
     spark: SparkSettings = SparkSettings()
     check: CheckSettings = CheckSettings()
-    settings_path: Path = Path("<defaults>")
+    settings_path: SkipJsonSchema[Path] = Path("<defaults>")  # set by the loader

@@ -9,6 +9,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from expectations.check import run_check
+from expectations.report.model import SCHEMA_VERSION
 from jobs.plan import plan_query
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
@@ -43,7 +44,7 @@ def names_failed(report):
 def test_agreeing_results_pass_with_a_complete_report_and_data_docs(run):
     plan, layout = run
     report = run_check(plan, Settings(), layout).to_json()
-    assert report["verdict"] == "pass"
+    assert report["verdict"] == "pass" and report["schema_version"] == SCHEMA_VERSION
     assert (report["stream_rows"], report["batch_rows"]) == (3, 3)
     assert (report["missing_rows"], report["extra_rows"], report["mismatched_rows"]) == (0, 0, 0)
     assert report["changelog"] == {"+I": 4, "-U": 4, "+U": 4, "-D": 1}

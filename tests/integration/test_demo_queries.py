@@ -65,7 +65,7 @@ def test_a_query_that_errors_does_not_stop_the_demo_and_is_listed_as_an_error(sp
     assert "a_good" in table and "c_good" in table and table.count("PASS") == 2
     assert "ERROR" in table and "unknown column 'incme'" in table
     bad = json.loads((tmp_path / "runs" / "b_bad" / "report.json").read_text())
-    assert bad["verdict"] == "error" and "unknown column 'incme'" in bad["error"]
+    assert bad["verdict"] == "error" and "unknown column 'incme'" in bad["error"] and bad["schema_version"] == 1
     index = (tmp_path / "runs" / "index.html").read_text()
     assert index.count('class="query"') == 3 and "unknown column &#39;incme&#39;" in index
 
