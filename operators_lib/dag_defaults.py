@@ -1,7 +1,8 @@
 """What every lockstep DAG shares: where the specs, settings and runs are, the pool, the start.
 
 Environment overrides: LOCKSTEP_QUERIES (specs folder), LOCKSTEP_RUNS_DIR (runs folder),
-LOCKSTEP_SETTINGS (settings file). Reads YAML only: nothing heavy at DAG-parse time.
+LOCKSTEP_SETTINGS (settings file). Without them, a checkout's conf/ (next to dags/), as `make
+airflow` runs it. Reads YAML only: nothing heavy at DAG-parse time.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 # Scheduled runs start here; other dates are backfills (`airflow backfill create`).
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 POOL = "lockstep_spark"  # one slot, so two Spark jobs never share 2 cores; scripts/airflow.sh creates it
+PLUGIN_PREFIX = "/lockstep"  # where the report plugin (operators_lib/plugin.py) sits on the API server
 
 
 def queries_dir() -> Path:
@@ -26,10 +28,8 @@ def settings_path() -> Path | None:
 
 
 def runs_dir() -> Path:
+    """The runs folder: LOCKSTEP_RUNS_DIR, else the settings' runs_dir (relative to the project)."""
     from jobs.spec import load_settings
 
-    configured = os.environ.get("LOCKSTEP_RUNS_DIR")
-    if configured:
-        return Path(configured)
-    path = load_settings(settings_path()).runs_dir
+    path = load_settings(settings_path()).runs_dir  # LOCKSTEP_RUNS_DIR, when set, is in it
     return path if path.is_absolute() else PROJECT / path

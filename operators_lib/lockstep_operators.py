@@ -9,8 +9,13 @@ partitions up to it, batch and check use its consistency point (a past date is r
 travel). Every step is a call on jobs.pipeline.Pipeline, as the command line's.
 
 Where Spark runs: the operator's `master`, else the Airflow Variable `lockstep_spark_master`,
-else the Airflow connection `lockstep_spark` (spark://host:port), else the settings file's
-spark.master. `writer` overrides the spec's sink writer the same way (`lockstep_sink_writer`).
+else the Airflow connection `lockstep_spark` (of type `lockstep`, operators_lib/hook.py), else
+the settings file's spark.master. `writer` overrides the spec's sink writer the same way
+(`lockstep_sink_writer`).
+
+The check task's outlets (set by operators_lib/query_dags.py) are the query's sink as an Asset:
+an event is recorded each time a check passes, with the verdict, the logical date and the sink's
+Delta version, so downstream DAGs can be scheduled on a certified sink.
 """
 
 from __future__ import annotations
@@ -38,13 +43,13 @@ class LockstepOperator(BaseOperator):
         logical = context.get("logical_date")
         self.rebuild = bool((context.get("params") or {}).get("rebuild"))
         try:
-            return self.run_step(self._pipeline(), logical.date() if logical else None)
+            return self.run_step(self._pipeline(), logical.date() if logical else None, context)
         except RunLocked as exc:  # another writer holds the run folder: a retry may find it free
             raise AirflowException(f"lockstep: {exc}") from None
         except LockstepError as exc:
             raise AirflowFailException(f"lockstep: {exc}") from None
 
-    def run_step(self, pipeline, logical_date) -> dict:
+    def run_step(self, pipeline, logical_date, context) -> dict:
         raise NotImplementedError
 
     def _pipeline(self):
@@ -63,17 +68,17 @@ REPORT_URL_VARIABLE = "lockstep_report_base_url"
 def spark_master_from_airflow() -> str | None:
     """The Spark master the Airflow deployment names (Variable, then connection); None: the
     settings file's."""
-    from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from operators_lib.hook import LockstepHook
 
     master = _variable(MASTER_VARIABLE)
     if master:
         return master
     try:
-        connection = BaseHook.get_connection(MASTER_CONNECTION)
+        return LockstepHook(MASTER_CONNECTION).spark_master()
     except AirflowNotFoundException:
         return None
-    return f"spark://{connection.host}:{connection.port or 7077}"
 
 
 def _variable(name: str) -> str | None:
@@ -85,7 +90,7 @@ def _variable(name: str) -> str | None:
 class LockstepStreamOperator(LockstepOperator):
     """Stage the sources' new changelog files and stream them into the Delta sink."""
 
-    def run_step(self, pipeline, logical_date) -> dict:
+    def run_step(self, pipeline, logical_date, context) -> dict:
         if self.rebuild:  # the DAG's `rebuild` parameter: replay every partition up to this date
             reports = pipeline.rebuild(logical_date)
             failed = [r.logical_date for r in reports if not r.passed]
@@ -103,15 +108,16 @@ class LockstepStreamOperator(LockstepOperator):
 class LockstepBatchOperator(LockstepOperator):
     """Compute the query in batch on exactly what the stream consumed."""
 
-    def run_step(self, pipeline, logical_date) -> dict:
+    def run_step(self, pipeline, logical_date, context) -> dict:
         result = pipeline.batch(logical_date)
         return {"rows": result.rows, "input_rows": result.input_rows}
 
 
 class ReportLink(BaseOperatorLink):
     """The check task's button to the report page of its run (history/<run id>/report.html: the
-    page of this date, kept when later runs replace the latest one). A file:// link, or under
-    the Airflow Variable lockstep_report_base_url when the runs folder is served over HTTP."""
+    page of this date, kept when later runs replace the latest one), served by lockstep's plugin
+    on Airflow's API server (operators_lib/plugin.py), or under the Airflow Variable
+    lockstep_report_base_url when another web server serves the runs folder."""
 
     name = "lockstep report"
 
@@ -119,10 +125,22 @@ class ReportLink(BaseOperatorLink):
         page = getattr(operator, "report_page", None)  # set by execute, on this task object
         if page is None:
             return ""
+        relative = page.relative_to(Path(operator.runs_dir)).as_posix()
         base = _variable(REPORT_URL_VARIABLE)
-        if base:
-            return f"{base.rstrip('/')}/{page.relative_to(Path(operator.runs_dir)).as_posix()}"
-        return page.resolve().as_uri()
+        return f"{base.rstrip('/')}/{relative}" if base else plugin_url(relative)
+
+
+def plugin_url(relative: str) -> str:
+    """A runs-folder file as the plugin serves it, under the API server's own path (an Airflow
+    behind a reverse proxy at /airflow has its plugin at /airflow/lockstep)."""
+    from urllib.parse import urlsplit
+
+    from airflow.configuration import conf
+
+    from operators_lib.dag_defaults import PLUGIN_PREFIX
+
+    base_path = urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+    return f"{base_path}{PLUGIN_PREFIX}/runs/{relative}"
 
 
 class LockstepCheckOperator(LockstepOperator):
@@ -131,11 +149,15 @@ class LockstepCheckOperator(LockstepOperator):
 
     operator_extra_links = (ReportLink(),)
 
-    def run_step(self, pipeline, logical_date) -> dict:
+    def run_step(self, pipeline, logical_date, context) -> dict:
         from expectations.report.runs import HISTORY, REPORT_HTML, run_id
 
         report = pipeline.check(logical_date)
         self.report_page = pipeline.layout.root / HISTORY / run_id(report.to_json()) / REPORT_HTML
+        certified = {"verdict": report.verdict, "logical_date": report.logical_date,
+                     "sink_version": report.consistency_point.get("sink_version")}
+        for asset in self.outlets:  # recorded by Airflow only when the task succeeds (a pass)
+            context["outlet_events"][asset].extra = certified
         summary = {"verdict": report.verdict, "stream_rows": report.stream_rows, "batch_rows": report.batch_rows,
                    "missing_rows": report.missing_rows, "extra_rows": report.extra_rows,
                    "mismatched_rows": report.mismatched_rows,

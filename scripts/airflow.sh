@@ -3,7 +3,9 @@
 # dag-processor and triggerer, via `airflow standalone`. Its home is state/airflow (ignored by
 # git); dags/ is the DAGs folder. Stop it with Ctrl-C (or SIGTERM to its process group).
 #
-# Environment: AIRFLOW_HOME, AIRFLOW_PORT (8080), LOCKSTEP_RUNS_DIR (runs folder for the DAGs).
+# Environment: AIRFLOW_HOME, AIRFLOW_PORT (8080), LOCKSTEP_QUERIES (specs), LOCKSTEP_RUNS_DIR (runs
+# folder for the DAGs and the report plugin). lockstep is an installed provider of this venv: its
+# connection type, report link and plugin (reports under /lockstep/) need no setup here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -25,10 +27,6 @@ export PATH=$root/.venv/bin:$PATH  # standalone starts its components as `airflo
 airflow=$root/.venv/bin/airflow
 "$airflow" db migrate >/dev/null
 "$airflow" pools set lockstep_spark 1 "lockstep: one Spark job at a time on 2 cores" >/dev/null
-# One DAG file per query spec, in place before the first parse (dags/lockstep_queries.py keeps them
-# in step with the specs afterwards).
-"$root/.venv/bin/python" -c "from pathlib import Path; from operators_lib.dag_defaults import queries_dir; \
-from operators_lib.query_dags import write_dag_files; write_dag_files(queries_dir(), Path('$root/dags/queries'))"
 echo "airflow: http://127.0.0.1:${AIRFLOW__API__PORT} (user admin, password in" \
      "$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated once it has started)" >&2
 exec "$airflow" standalone

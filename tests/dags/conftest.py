@@ -23,16 +23,7 @@ def airflow_db():
 
 
 @pytest.fixture
-def query_dag_files():
-    """One DAG file per spec of conf/queries in dags/queries (what dags/lockstep_queries.py keeps
-    up to date while Airflow runs; a DagBag lists the folder before it parses that file)."""
-    from operators_lib.query_dags import write_dag_files
-
-    return write_dag_files(ROOT / "conf" / "queries", ROOT / "dags" / "queries")
-
-
-@pytest.fixture
-def dag_bag(airflow_db, query_dag_files):
+def dag_bag(airflow_db):
     from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(dag_folder=str(ROOT / "dags"))

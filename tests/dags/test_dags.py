@@ -8,7 +8,7 @@ import yaml
 from tests.conftest import ROOT
 
 SPECS = sorted((ROOT / "conf" / "queries").glob("*.yaml"))
-DAG_FILES = [ROOT / "dags" / "lockstep_reports.py"] + [ROOT / "dags" / "queries" / f"lockstep_{s.stem}.py" for s in SPECS]
+DAG_FILES = [ROOT / "dags" / "lockstep_reports.py", ROOT / "dags" / "lockstep_queries.py"]
 
 
 def test_the_dag_folder_imports_without_errors(dag_bag):
@@ -16,7 +16,7 @@ def test_the_dag_folder_imports_without_errors(dag_bag):
 
 
 @pytest.mark.parametrize("dag_file", DAG_FILES, ids=[f.stem for f in DAG_FILES])
-def test_each_dag_file_loads_on_its_own(airflow_db, query_dag_files, dag_file):
+def test_each_dag_file_loads_on_its_own(airflow_db, dag_file):
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(dag_file))
@@ -56,7 +56,7 @@ def test_parsing_the_dags_imports_neither_spark_nor_great_expectations(airflow_d
 # seed 004: a bounded source closes its last window at the end of the input (6 windows, not 5).
 @pytest.mark.parametrize("query, stream_rows", [("income_per_product", 3), ("seed_004_windows", 6),
                                                 ("seed_003_join", 2)])
-def test_a_query_dag_runs_end_to_end_and_leaves_a_passing_report(spark, airflow_db, query_dag_files, tmp_path,
+def test_a_query_dag_runs_end_to_end_and_leaves_a_passing_report(spark, airflow_db, tmp_path,
                                                                   monkeypatch, query, stream_rows):
     import json
 
@@ -69,3 +69,25 @@ def test_a_query_dag_runs_end_to_end_and_leaves_a_passing_report(spark, airflow_
     report = json.loads((tmp_path / "runs" / query / "report.json").read_text())
     assert report["verdict"] == "pass"
     assert report["stream_rows"] == report["batch_rows"] == stream_rows
+    # The passing check recorded an event on the sink's Asset, and its link is the plugin's URL.
+    (event,) = _asset_events(f"lockstep.{query}", run.run_id)
+    assert event.extra == {"verdict": "pass", "logical_date": "2026-11-21",
+                           "sink_version": report["consistency_point"]["sink_version"]}
+    assert event.asset.uri == f"lockstep://{query}/sink"
+    assert event.asset.extra["table"] == (tmp_path / "runs" / query / "stream").resolve().as_uri()
+    link = run.get_task_instance("check").xcom_pull(task_ids="check", key="_link_ReportLink")
+    assert link == f"/lockstep/runs/{query}/history/2026-11-21/report.html"
+
+
+def _asset_events(name: str, run_id: str) -> list:
+    from sqlalchemy import select
+    from sqlalchemy.orm import joinedload
+
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = (select(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                 .where(AssetModel.name == name, AssetEvent.source_run_id == run_id)
+                 .options(joinedload(AssetEvent.asset)))
+        return list(session.scalars(query).unique())

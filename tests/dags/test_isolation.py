@@ -1,16 +1,21 @@
-"""A broken spec never takes the other queries' DAGs with it: each spec has its own DAG file, so
-Airflow lists a broken one among its import errors under that file's name, with the reason."""
+"""A broken spec never takes the other queries' DAGs with it: dags/lockstep_queries.py builds
+every DAG from the specs folder, and a spec that cannot become one gets a DAG whose only task
+fails naming the reason, while every other DAG loads."""
 
 from __future__ import annotations
 
 import shutil
+from datetime import datetime, timezone
+
+import pytest
 
 from tests.conftest import ROOT
 
 GOOD = (ROOT / "conf" / "queries" / "income_per_product.yaml").read_text()
 
 
-def test_each_broken_spec_is_its_own_import_error_and_every_other_dag_loads(airflow_db, tmp_path, monkeypatch):
+@pytest.fixture
+def broken_queries(tmp_path, monkeypatch):
     queries = tmp_path / "queries"
     shutil.copytree(ROOT / "conf" / "queries", queries, ignore=shutil.ignore_patterns("data"))
     (queries / "not_utf8.yaml").write_bytes(GOOD.replace("income_per_product", "a").encode().replace(b"SUM", b"S\xffM"))
@@ -19,33 +24,49 @@ def test_each_broken_spec_is_its_own_import_error_and_every_other_dag_loads(airf
     (queries / "no_plan.yaml").write_text(GOOD.replace("income_per_product", "d").replace("SUM(income)", "SUM(incme)"))
     (queries / "twin.yaml").write_text(GOOD)  # the same name as income_per_product.yaml
     monkeypatch.setenv("LOCKSTEP_QUERIES", str(queries))
-    from airflow.dag_processing.dagbag import DagBag
-    from operators_lib.query_dags import write_dag_files
+    return queries
 
-    folder = tmp_path / "dags"
-    write_dag_files(queries, folder)
-    bag = DagBag(dag_folder=str(folder))
-    errors = {name.split("/")[-1]: text.strip().splitlines()[-1] for name, text in bag.import_errors.items()}
-    assert sorted(errors) == ["lockstep_bad_cron.py", "lockstep_income_per_product.py", "lockstep_no_plan.py",
-                              "lockstep_not_utf8.py", "lockstep_twin.py", "lockstep_unknown_key.py"]
-    assert "not UTF-8 text" in errors["lockstep_not_utf8.py"]
-    assert "colour: unknown key" in errors["lockstep_unknown_key.py"]
-    assert "a b c d e" in errors["lockstep_bad_cron.py"]
-    assert "unknown column 'incme'" in errors["lockstep_no_plan.py"]
-    assert "also the name of twin.yaml" in errors["lockstep_income_per_product.py"]
-    assert "also the name of income_per_product.yaml" in errors["lockstep_twin.py"]
+
+def test_each_broken_spec_is_a_failing_dag_of_its_own_and_every_other_dag_loads(airflow_db, broken_queries):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags" / "lockstep_queries.py"))
+    assert bag.import_errors == {}
+    invalid = {dag_id: dag.get_task("invalid_spec").reason for dag_id, dag in bag.dags.items()
+               if "invalid-spec" in dag.tags}
+    # Named as the spec's DAG would be; after the file where the spec's name cannot be read.
+    assert sorted(invalid) == ["lockstep_b", "lockstep_c", "lockstep_d", "lockstep_income_per_product",
+                               "lockstep_not_utf8", "lockstep_twin"]
+    assert "not UTF-8 text" in invalid["lockstep_not_utf8"]
+    assert "colour: unknown key" in invalid["lockstep_b"]
+    assert "a b c d e" in invalid["lockstep_c"]
+    assert "unknown column 'incme'" in invalid["lockstep_d"]
+    assert "also the name of twin.yaml" in invalid["lockstep_income_per_product"]
+    assert "also the name of income_per_product.yaml" in invalid["lockstep_twin"]
     healthy = {f"lockstep_{s.stem}" for s in (ROOT / "conf" / "queries").glob("*.yaml")} - {"lockstep_income_per_product"}
     assert healthy <= set(bag.dag_ids)
+    assert all(sorted(bag.dags[d].task_ids) == ["batch", "check", "stream"] for d in healthy)
+    assert bag.dags["lockstep_d"].description.startswith("INVALID SPEC: ")
 
 
-def test_a_removed_spec_takes_its_dag_file_with_it(tmp_path):
-    from operators_lib.query_dags import write_dag_files
+def test_the_task_of_a_broken_specs_dag_fails_with_the_reason(airflow_db, broken_queries):
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(ROOT / "dags" / "lockstep_queries.py")).get_dag("lockstep_d")
+    run = dag.test(logical_date=datetime(2026, 11, 21, tzinfo=timezone.utc))
+    assert str(run.state) in ("failed", "DagRunState.FAILED")
+    (instance,) = run.get_task_instances()
+    assert (instance.task_id, str(instance.state)) in {("invalid_spec", "failed"), ("invalid_spec", "TaskInstanceState.FAILED")}
+
+
+def test_a_removed_spec_takes_its_dag_with_it(airflow_db, tmp_path, monkeypatch):
+    from operators_lib.query_dags import query_dags
 
     queries = tmp_path / "queries"
     queries.mkdir()
-    (queries / "a.yaml").write_text(GOOD)
-    (queries / "b.yaml").write_text(GOOD)
-    assert [p.name for p in write_dag_files(queries, tmp_path / "dags")] == ["lockstep_a.py", "lockstep_b.py"]
+    (queries / "a.yaml").write_text(GOOD.replace("income_per_product", "a"))
+    (queries / "b.yaml").write_text(GOOD.replace("income_per_product", "b"))
+    assert sorted(query_dags(queries)) == ["lockstep_a", "lockstep_b"]
     (queries / "b.yaml").unlink()
-    write_dag_files(queries, tmp_path / "dags")
-    assert sorted(p.name for p in (tmp_path / "dags").glob("*.py")) == ["lockstep_a.py"]
+    assert sorted(query_dags(queries)) == ["lockstep_a"]
+    assert not list(ROOT.joinpath("dags").glob("queries/*.py")) and not list(queries.glob("*.py"))

@@ -3,8 +3,10 @@ processor on loopback; the test backfills two dates of a scheduled query through
 with the first stream attempt killed right after a sink commit, and waits for both runs.
 
 Checks: the killed stream task was retried and resumed from its checkpoint (the sink equals an
-uninterrupted run's), each date has a passing report at its consistency point, and every process
-the test started is gone afterwards.
+uninterrupted run's), each date has a passing report at its consistency point, whose check task
+links to its page served over HTTP by lockstep's plugin and recorded an event on the sink's
+Asset; the provider and the plugin are discovered; and every process the test started is gone
+afterwards.
 """
 
 from __future__ import annotations
@@ -57,14 +59,17 @@ class Airflow:
         self.token = self.call("POST", "/auth/token", {"username": "admin", "password": password})["access_token"]
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        return json.loads(self.fetch(method, path, body) or b"{}")
+
+    def fetch(self, method: str, path: str, body: dict | None = None, *, login: bool = True) -> bytes:
         request = urllib.request.Request(self.base + path, method=method,
                                          data=json.dumps(body).encode() if body is not None else None)
         request.add_header("Content-Type", "application/json")
-        if self.token:
+        if self.token and login:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
-                return json.loads(response.read() or b"{}")
+                return response.read()
         except urllib.error.HTTPError as exc:
             raise HttpError(f"{method} {path}: {exc.code} {exc.read()[:500]!r}") from None
 
@@ -186,10 +191,19 @@ def test_a_running_airflow_backfills_two_dates_and_retries_a_killed_stream(spark
         report = json.loads((query / "history" / day / "report.json").read_text())
         assert report["verdict"] == "pass" and report["logical_date"] == day
         assert (query / "history" / day / "report.html").is_file()
-        # The check task links to its date's report page (an extra link in Airflow's UI).
+        # The check task links to its date's report page, which the plugin serves to a logged-in user.
         run_id = _runs(api)[day]["dag_run_id"]
         links = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/check/links")
-        assert links["extra_links"] == {"lockstep report": (query / "history" / day / "report.html").resolve().as_uri()}
+        assert links["extra_links"] == {"lockstep report": f"/lockstep/runs/daily_orders/history/{day}/report.html"}
+        page = api.fetch("GET", links["extra_links"]["lockstep report"]).decode()
+        assert page == (query / "history" / day / "report.html").read_text()
+        with pytest.raises(HttpError, match=": 401 "):
+            api.fetch("GET", links["extra_links"]["lockstep report"], login=False)
+    events = api.call("GET", "/api/v2/assets/events?source_dag_id=lockstep_daily_orders&limit=50")["asset_events"]
+    assert sorted((e["name"], e["uri"], e["extra"]["logical_date"], e["extra"]["verdict"]) for e in events) == [
+        ("lockstep.daily_orders", "lockstep://daily_orders/sink", day, "pass") for day in DATES]
+    assert "lockstep" in {p["package_name"] for p in api.call("GET", "/api/v2/providers")["providers"]}
+    assert "lockstep" in {p["name"] for p in api.call("GET", "/api/v2/plugins")["plugins"]}
     point = json.loads((query / "_state" / "points" / f"{DATES[-1]}.json").read_text())
 
     # The same dates streamed without a crash give the same sink and change feed.

@@ -18,7 +18,7 @@ def _run(dag, day: str):
 
 
 def test_a_backfill_leaves_one_report_per_date_and_a_past_date_is_rechecked_by_time_travel(
-        spark, airflow_db, query_dag_files, tmp_path, monkeypatch):
+        spark, airflow_db, tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     monkeypatch.setenv("LOCKSTEP_RUNS_DIR", str(runs))
     from airflow.dag_processing.dagbag import DagBag

@@ -31,6 +31,13 @@ def test_a_connection_names_the_cluster(monkeypatch):
     assert pipeline_of().settings.spark.master == "spark://10.1.2.3:7078"
 
 
+def test_a_lockstep_connection_names_its_master_by_host_and_port_or_in_its_extra(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_LOCKSTEP_SPARK", "lockstep://spark-master.internal:7079")
+    assert pipeline_of().settings.spark.master == "spark://spark-master.internal:7079"
+    monkeypatch.setenv("AIRFLOW_CONN_LOCKSTEP_SPARK", '{"conn_type": "lockstep", "extra": {"master": "local[1]"}}')
+    assert pipeline_of().settings.spark.master == "local[1]"
+
+
 def test_a_variable_wins_over_the_connection_and_the_operator_over_both(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_LOCKSTEP_SPARK", "spark://10.1.2.3:7078")
     monkeypatch.setenv("AIRFLOW_VAR_LOCKSTEP_SPARK_MASTER", "spark://10.9.9.9:7077")

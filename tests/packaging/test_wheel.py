@@ -35,8 +35,16 @@ def installed(tmp_path_factory) -> Path:
 
 
 def _build_wheel(dist: Path) -> Path:
+    """Built from a copy of the project's files: setuptools leaves build/ and egg-info folders in
+    the tree it builds."""
+    source = dist.parent / "source"
+    listed = _run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT).stdout.split("\n")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-          "--wheel-dir", dist, ROOT], cwd=dist.parent)
+          "--wheel-dir", dist, source], cwd=dist.parent)
     (wheel,) = dist.glob("lockstep-*.whl")
     return wheel
 
@@ -64,6 +72,10 @@ def test_the_installed_package_imports_from_the_virtualenv_with_its_data_files(i
     assert Path(where[1]).is_relative_to(installed.parent)
     version = _run([installed / "lockstep", "--version"], cwd=tmp_path).stdout
     assert version.strip().startswith("lockstep ") and "unknown" not in version
+    providers = _run([installed / "python", "-c", "from importlib.metadata import entry_points; "
+                      "print(sorted(e.value for e in entry_points(group='apache_airflow_provider')))"],
+                     cwd=tmp_path).stdout
+    assert "operators_lib.provider:get_provider_info" in providers
 
 
 def test_the_installed_command_explains_and_runs_a_query(installed, tmp_path):
