@@ -73,8 +73,13 @@ class Sides:
     open_windows: int = 0
 
 
-def run_check(plan: Plan, settings: Settings, layout: RunLayout,
-              progress: Progress | None = None, logical_date: date | None = None) -> Report:
+def run_check(
+    plan: Plan,
+    settings: Settings,
+    layout: RunLayout,
+    progress: Progress | None = None,
+    logical_date: date | None = None,
+) -> Report:
     """Check the latest consistency point, or a logical date's, against the batch result in
     place (jobs/pipeline.py makes sure it was computed at that point). A past date (the stream has
     moved on) is re-checked by time travel: the sink and stage tables at that date's versions.
@@ -86,17 +91,24 @@ def run_check(plan: Plan, settings: Settings, layout: RunLayout,
         return _check(spark, plan, settings, layout, point, progress or Progress(quiet=True))
 
 
-def _check(spark: SparkSession, plan: Plan, settings: Settings, layout: RunLayout, point: ConsistencyPoint,
-           progress: Progress) -> Report:
+def _check(
+    spark: SparkSession, plan: Plan, settings: Settings, layout: RunLayout, point: ConsistencyPoint, progress: Progress
+) -> Report:
     started = time.monotonic()
     past = point.sink_version != read_point(layout).sink_version
     progress.say(f"check {plan.spec.name}: the sink at version {point.sink_version} against the batch result")
     sides = _sides(spark, plan, layout, point, settings)
     feed = _change_feed(spark, plan, layout, point)
-    data = {"stream_result": sides.stream, "batch_result": sides.batch,
-            "change_feed": _ordered_feed(spark, feed, sides.cols).cache()}
-    specs = [unity_suite(sides.cols, sides.batch.columns), batch_result_suite(sides.cols),
-             retraction_suite(sides.cols, final_windows=sides.windows.final_windows() if sides.windows else None)]
+    data = {
+        "stream_result": sides.stream,
+        "batch_result": sides.batch,
+        "change_feed": _ordered_feed(spark, feed, sides.cols).cache(),
+    }
+    specs = [
+        unity_suite(sides.cols, sides.batch.columns),
+        batch_result_suite(sides.cols),
+        retraction_suite(sides.cols, final_windows=sides.windows.final_windows() if sides.windows else None),
+    ]
     if sides.windows is not None:
         specs.append(sides.windows.suite(sides.cols))
     materializer = None if past else _add_state_suites(spark, plan, layout, sides.cols, data, specs)
@@ -106,34 +118,48 @@ def _check(spark: SparkSession, plan: Plan, settings: Settings, layout: RunLayou
     stages = compare_stages(spark, plan, layout, point.stage_versions if past else None, plan.spec.sink.through_spark)
     evidence = Evidence(spark, plan, layout, point, sides.cols, sides.windows, stages, materializer)
     report = Report(
-        query=plan.spec.name, description=plan.spec.description,
-        verdict="pass" if all(o.success for o in outcomes) else "fail", warnings=plan.warnings,
-        **counts, **_difference_counts(outcomes), changelog=_changelog(feed), expectations=tuple(outcomes),
+        query=plan.spec.name,
+        description=plan.spec.description,
+        verdict="pass" if all(o.success for o in outcomes) else "fail",
+        warnings=plan.warnings,
+        **counts,
+        **_difference_counts(outcomes),
+        changelog=_changelog(feed),
+        expectations=tuple(outcomes),
         consistency_point={"sink_version": point.sink_version, "sources": point.to_json()["sources"]},
         quarantined_rows=read_quarantine(layout.quarantine).num_rows,
         source_anomalies=read_quarantine(layout.anomalies).num_rows,
         rows_with_absent_fields=sum(StagedChangelog(layout.staged(t)).absent_fields for t in plan.source_tables),
         micro_batches=micro_batches(layout, point.last_batch),
         sink={"path": "stream", "primary_key": list(plan.sink_key), "version": point.sink_version},
-        data_docs=DATA_DOCS, plan=explain(plan), checked_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        data_docs=DATA_DOCS,
+        plan=explain(plan),
+        checked_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         diagnosis=diagnose(evidence, settings.check.sample_rows, agreed=_agree_row_for_row(outcomes)),
         differences=differences_section(sides.cols, outcomes),
-        check_seconds=round(time.monotonic() - started, 2), logical_date=point.to_json()["logical_date"],
+        check_seconds=round(time.monotonic() - started, 2),
+        logical_date=point.to_json()["logical_date"],
         rechecked_by_time_travel=past,
         windows=sides.windows.figures(spark, sides.cols, sides.open_windows) if sides.windows else None,
-        stages=stages, materializer=_materializer_figures(plan, materializer), lookups=_lookups(plan, layout),
-        skipped_expectations=tuple({"suite": s.name, "name": name, "reason": reason}
-                                   for s in specs for name, reason in s.skipped),
-        listed_rows=listed_rows(layout, sides.windows.late if sides.windows else None,
-                                settings.spark.session_time_zone))
+        stages=stages,
+        materializer=_materializer_figures(plan, materializer),
+        lookups=_lookups(plan, layout),
+        skipped_expectations=tuple(
+            {"suite": s.name, "name": name, "reason": reason} for s in specs for name, reason in s.skipped
+        ),
+        listed_rows=listed_rows(
+            layout, sides.windows.late if sides.windows else None, settings.spark.session_time_zone
+        ),
+    )
     publish(report.to_json(), layout.root)
-    progress.say(f"check {plan.spec.name}: {report.verdict.upper()} "
-                 f"({sum(o.success for o in outcomes)}/{len(outcomes)} expectations hold)")
+    progress.say(
+        f"check {plan.spec.name}: {report.verdict.upper()} "
+        f"({sum(o.success for o in outcomes)}/{len(outcomes)} expectations hold)"
+    )
     return report
 
 
-def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint,
-           settings: Settings) -> Sides:
+def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint, settings: Settings) -> Sides:
     # Each expectation is a query or two over these: cached once, scanned from memory after.
     through_spark = plan.spec.sink.through_spark
     sink = read_snapshot(spark, layout.stream, point.sink_version, through_spark=through_spark).cache()
@@ -147,12 +173,19 @@ def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: Consistenc
     batch.createOrReplaceTempView(BATCH_VIEW)
     sink.createOrReplaceTempView(STREAM_VIEW)
     stream.createOrReplaceTempView(STREAM_COMPARED_VIEW)
-    return Sides(sink, stream, batch, _columns(plan, sink, settings), windows,
-                 open_windows.count() if open_windows is not None else 0)
+    return Sides(
+        sink,
+        stream,
+        batch,
+        _columns(plan, sink, settings),
+        windows,
+        open_windows.count() if open_windows is not None else 0,
+    )
 
 
-def _add_state_suites(spark: SparkSession, plan: Plan, layout: RunLayout, cols: Columns, data: dict,
-                      specs: list[SuiteSpec]) -> DataFrame | None:
+def _add_state_suites(
+    spark: SparkSession, plan: Plan, layout: RunLayout, cols: Columns, data: dict, specs: list[SuiteSpec]
+) -> DataFrame | None:
     """The state and materializer suites, on the state as of now; the materializer's rows."""
     last_stage = plan.final_stage  # the stage that writes the sink owns the checkpoint's state
     if last_stage.aggregate is not None:
@@ -169,8 +202,9 @@ def _add_state_suites(spark: SparkSession, plan: Plan, layout: RunLayout, cols: 
     return materializer
 
 
-def _validate_all(layout: RunLayout, specs: list[SuiteSpec], data: dict, counts: dict,
-                  sample_rows: int, progress: Progress) -> list[ExpectationOutcome]:
+def _validate_all(
+    layout: RunLayout, specs: list[SuiteSpec], data: dict, counts: dict, sample_rows: int, progress: Progress
+) -> list[ExpectationOutcome]:
     context = gx_context(layout.root)
     outcomes, pages = [], []
     try:
@@ -187,8 +221,9 @@ def _validate_all(layout: RunLayout, specs: list[SuiteSpec], data: dict, counts:
     return outcomes
 
 
-def _validate_one(context, spec: SuiteSpec, frame: DataFrame, counts: dict, sample_rows: int,
-                  progress: Progress) -> Validated:
+def _validate_one(
+    context, spec: SuiteSpec, frame: DataFrame, counts: dict, sample_rows: int, progress: Progress
+) -> Validated:
     started = time.monotonic()
     with progress.waiting(f"  suite {spec.name}: {len(spec.expectations)} expectation(s) on {spec.asset} ..."):
         validated = validate(context, spec, frame, counts, sample_rows)
@@ -226,8 +261,7 @@ def _columns(plan: Plan, stream: DataFrame, settings: Settings) -> Columns:
     # A multiset sink's rows are identified by all their columns; the copy count is the value.
     key = plan.sink_key if plan.write_mode == "upsert" else tuple(c for c in stream.columns if c != COUNT)
     values = tuple(c for c in stream.columns if c not in key)
-    floating = frozenset(f.name for f in stream.schema.fields
-                         if isinstance(f.dataType, (DoubleType, FloatType)))
+    floating = frozenset(f.name for f in stream.schema.fields if isinstance(f.dataType, (DoubleType, FloatType)))
     return Columns(key, values, floating, Tolerance(settings.check.float_abs_tol, settings.check.float_rel_tol))
 
 
@@ -239,16 +273,20 @@ def _state_suite(stage: StagePlan) -> SuiteSpec:
 
 def _difference_counts(outcomes: list[ExpectationOutcome]) -> dict[str, int]:
     by_name = {o.name: o for o in outcomes}
-    return {field: (by_name[rule.expectation_type].unexpected_rows or 0) if rule.expectation_type in by_name else 0
-            for field, rule in DIFFERENCES.items()}
+    return {
+        field: (by_name[rule.expectation_type].unexpected_rows or 0) if rule.expectation_type in by_name else 0
+        for field, rule in DIFFERENCES.items()
+    }
 
 
 def _agree_row_for_row(outcomes: list[ExpectationOutcome]) -> bool:
     """Whether the unity suite ran all three of its comparisons and none found a row: a row
     that differs is missing from one side, or on both with other values."""
     by_name = {o.name: o for o in outcomes}
-    return all(rule.expectation_type in by_name and by_name[rule.expectation_type].unexpected_rows == 0
-               for rule in DIFFERENCES.values())
+    return all(
+        rule.expectation_type in by_name and by_name[rule.expectation_type].unexpected_rows == 0
+        for rule in DIFFERENCES.values()
+    )
 
 
 def _changelog(feed: DataFrame) -> dict[str, int]:
@@ -259,8 +297,10 @@ def _changelog(feed: DataFrame) -> dict[str, int]:
 def _materializer_figures(plan: Plan, materializer: DataFrame | None) -> dict | None:
     if not plan.materialize:
         return None
-    return {"reasons": list(plan.notes.materialize),
-            "state_rows": materializer.count() if materializer is not None else 0}
+    return {
+        "reasons": list(plan.notes.materialize),
+        "state_rows": materializer.count() if materializer is not None else 0,
+    }
 
 
 def _lookups(plan: Plan, layout: RunLayout) -> dict | None:

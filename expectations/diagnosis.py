@@ -22,25 +22,31 @@ Figures and samples only: the verdict stays the expectations'.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
-from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from expectations.columns import Columns
 from expectations.report.model import StageFigures
-from expectations.sql import (BATCH_VIEW, MATERIALIZER_VIEW, STREAM_COMPARED_VIEW, differing_rows, duplicate_keys,
-                             keys_with_distinct_rows)
+from expectations.sql import (
+    BATCH_VIEW,
+    MATERIALIZER_VIEW,
+    STREAM_COMPARED_VIEW,
+    differing_rows,
+    duplicate_keys,
+    keys_with_distinct_rows,
+)
 from expectations.window_check import WindowCheck
 from jobs.changelog.columns import FILE, LINE
 from jobs.changelog.frames import consumed_changes, source_snapshot
 from jobs.changelog.quarantine import read_quarantine
 from jobs.changelog.staging import StagedChangelog
 from jobs.lookup.tables import lookup_joins
-from jobs.plan.nodes import ChangelogSource, LookupJoin
 from jobs.plan import Plan
+from jobs.plan.nodes import ChangelogSource, LookupJoin
 from jobs.point import ConsistencyPoint
 from jobs.runtime.layout import RunLayout
 from jobs.spark_sql import run_sql
@@ -73,8 +79,13 @@ class Evidence:
 
 
 def _agreed() -> dict:
-    return {"differing_rows": 0, "explained_rows": 0, "unexplained_rows": 0, "causes": [],
-            "summary": "stream and batch agree row for row"}
+    return {
+        "differing_rows": 0,
+        "explained_rows": 0,
+        "unexplained_rows": 0,
+        "causes": [],
+        "summary": "stream and batch agree row for row",
+    }
 
 
 def diagnose(evidence: Evidence, sample_rows: int, agreed: bool = False) -> dict:
@@ -99,12 +110,25 @@ def diagnose(evidence: Evidence, sample_rows: int, agreed: bool = False) -> dict
             causes.append(_cause(name, title, rows, found.detail, explained, sample_rows))
     unexplained = remaining.count()
     if unexplained:
-        causes.insert(0, _cause("unexplained", "Unexplained", unexplained,
-                                "no known cause accounts for these rows: look here first",
-                                remaining, sample_rows))
+        causes.insert(
+            0,
+            _cause(
+                "unexplained",
+                "Unexplained",
+                unexplained,
+                "no known cause accounts for these rows: look here first",
+                remaining,
+                sample_rows,
+            ),
+        )
     differing.unpersist()
-    return {"differing_rows": total, "explained_rows": total - unexplained,
-            "unexplained_rows": unexplained, "causes": causes, "summary": _summary(total, causes)}
+    return {
+        "differing_rows": total,
+        "explained_rows": total - unexplained,
+        "unexplained_rows": unexplained,
+        "causes": causes,
+        "summary": _summary(total, causes),
+    }
 
 
 def _split(rows: DataFrame, found: Found, key: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
@@ -112,8 +136,9 @@ def _split(rows: DataFrame, found: Found, key: tuple[str, ...]) -> tuple[DataFra
     if isinstance(found.keys, str):
         return rows, rows.limit(0)
     keys = found.keys.select(*[F.col(f"`{k}`").alias(f"__k{i}") for i, k in enumerate(key)]).distinct()
-    match = reduce(lambda a, b: a & b, [rows[f"`{k}`"].eqNullSafe(keys[f"__k{i}"])
-                                        for i, k in enumerate(key)], F.lit(True))
+    match = reduce(
+        lambda a, b: a & b, [rows[f"`{k}`"].eqNullSafe(keys[f"__k{i}"]) for i, k in enumerate(key)], F.lit(True)
+    )
     inside, outside = rows.join(keys, match, "left_semi"), rows.join(keys, match, "left_anti")
     return (outside, inside) if found.outside else (inside, outside)
 
@@ -124,13 +149,16 @@ def _cause(name: str, title: str, rows: int, detail: str, explained: DataFrame, 
 
 
 def _summary(total: int, causes: list[dict]) -> str:
-    parts = [f"{c['rows']:,} {'unexplained' if c['cause'] == 'unexplained' else 'explained by ' + c['title'].lower()}"
-             for c in causes]
+    parts = [
+        f"{c['rows']:,} {'unexplained' if c['cause'] == 'unexplained' else 'explained by ' + c['title'].lower()}"
+        for c in causes
+    ]
     rows = "1 row differs" if total == 1 else f"{total:,} rows differ"
     return f"{rows}: " + "; ".join(parts)
 
 
 # -- the causes ------------------------------------------------------------------------------------
+
 
 def _non_deterministic(evidence: Evidence) -> Found | None:
     if not evidence.plan.warnings:
@@ -150,43 +178,59 @@ def _primary_key_violations(evidence: Evidence) -> Found | None:
     violated = keys.distinct().count()
     if not violated:
         return None
-    return Found(f"{violated:,} sink key(s) [{', '.join(cols.key)}] hold two or more different rows: "
-                 f"the key is not unique in the query's result", keys)
+    return Found(
+        f"{violated:,} sink key(s) [{', '.join(cols.key)}] hold two or more different rows: "
+        f"the key is not unique in the query's result",
+        keys,
+    )
 
 
 def _source_anomalies(evidence: Evidence) -> Found | None:
     anomalies = read_quarantine(evidence.layout.anomalies)
     if anomalies.num_rows == 0:
         return None
-    touched = [_keys_fed_by(evidence, source, _suspect_images(evidence.spark, evidence.layout, source,
-                                                              evidence.point.rows_consumed(source), anomalies))
-               for source in sorted(set(anomalies.column("source").to_pylist()))]
+    touched = [
+        _keys_fed_by(
+            evidence,
+            source,
+            _suspect_images(evidence.spark, evidence.layout, source, evidence.point.rows_consumed(source), anomalies),
+        )
+        for source in sorted(set(anomalies.column("source").to_pylist()))
+    ]
     reasons = sorted(set(r.split(" for ")[0] for r in anomalies.column("reason").to_pylist()))
-    return Found(f"{anomalies.num_rows:,} source changelog row(s) break the changelog protocol and were "
-                 f"kept (on_bad_rows: keep): {', '.join(reasons)}; these are the rows they feed",
-                 reduce(DataFrame.unionByName, touched))
+    return Found(
+        f"{anomalies.num_rows:,} source changelog row(s) break the changelog protocol and were "
+        f"kept (on_bad_rows: keep): {', '.join(reasons)}; these are the rows they feed",
+        reduce(DataFrame.unionByName, touched),
+    )
 
 
 def _keys_fed_by(evidence: Evidence, source: str, rows: DataFrame) -> DataFrame:
     """The output keys that `rows` of `source` reach: the query re-run with that source holding
     only them (the other sources, and the lookups as the batch job saw them, whole)."""
     spark, plan = evidence.spark, evidence.plan
-    tables = {s.table: source_snapshot(spark, StagedChangelog(evidence.layout.staged(s.table)),
-                                       evidence.point.rows_consumed(s.table)) for s in plan.sources}
+    tables = {
+        s.table: source_snapshot(
+            spark, StagedChangelog(evidence.layout.staged(s.table)), evidence.point.rows_consumed(s.table)
+        )
+        for s in plan.sources
+    }
     for node in lookup_joins(plan):
         tables[node.lookup] = spark.read.parquet(str(evidence.layout.lookup_answers(node.lookup, "batch")))
     result = run_sql(spark, plan, {**tables, source: rows})
     return result.select(*[f"`{k}`" for k in evidence.cols.key])
 
 
-def _suspect_images(spark: SparkSession, layout: RunLayout, source: str, consumed: int,
-                    anomalies) -> DataFrame:
+def _suspect_images(spark: SparkSession, layout: RunLayout, source: str, consumed: int, anomalies) -> DataFrame:
     """The row images a protocol-breaking change involves: with a primary key, every image its key
     ever had (a +U without its -U leaves the old image counted), else the row itself."""
     staged = StagedChangelog(layout.staged(source))
     changes = consumed_changes(spark, staged, consumed)
-    mine = [(f, line) for s, f, line in zip(*(anomalies.column(c).to_pylist() for c in ("source", "file", "line")))
-            if s == source]
+    mine = [
+        (f, line)
+        for s, f, line in zip(*(anomalies.column(c).to_pylist() for c in ("source", "file", "line")))
+        if s == source
+    ]
     marks = spark.createDataFrame(mine, f"`{FILE}` STRING, `{LINE}` INT")
     suspects = changes.join(marks, [FILE, LINE], "left_semi")
     key = list(staged.manifest["primary_key"])
@@ -206,14 +250,17 @@ def _lookups_changed(evidence: Evidence) -> Found | None:
         changed_keys += changed.count()
         keys = changed.toDF(*node.input_keys)
         consumed = evidence.point.rows_consumed(node.input.table)
-        rows = source_snapshot(evidence.spark, StagedChangelog(evidence.layout.staged(node.input.table)),
-                               consumed).join(keys, list(node.input_keys), "left_semi")
+        rows = source_snapshot(
+            evidence.spark, StagedChangelog(evidence.layout.staged(node.input.table)), consumed
+        ).join(keys, list(node.input_keys), "left_semi")
         touched.append(_keys_fed_by(evidence, node.input.table, rows))
     if not changed_keys:
         return None
-    return Found(f"{changed_keys:,} lookup key(s) got a different answer in the stream than in the batch "
-                 f"job: the dimension changed between the two reads (not an engine error)",
-                 reduce(DataFrame.unionByName, touched))
+    return Found(
+        f"{changed_keys:,} lookup key(s) got a different answer in the stream than in the batch "
+        f"job: the dimension changed between the two reads (not an engine error)",
+        reduce(DataFrame.unionByName, touched),
+    )
 
 
 def _changed_lookup_keys(evidence: Evidence, node: LookupJoin) -> DataFrame | None:
@@ -225,7 +272,7 @@ def _changed_lookup_keys(evidence: Evidence, node: LookupJoin) -> DataFrame | No
     spark, columns = evidence.spark, list(node.lookup_columns)
     stream = spark.read.parquet(str(stream_dir)).toDF(*columns).distinct()
     batch = spark.read.parquet(str(batch_dir)).select(*columns).distinct()
-    key = columns[:len(node.input_keys)]
+    key = columns[: len(node.input_keys)]
     return stream.exceptAll(batch).unionByName(batch.exceptAll(stream)).select(*key).distinct()
 
 
@@ -234,8 +281,11 @@ def _late_events(evidence: Evidence) -> Found | None:
     if windows is None or windows.late.count() == 0:
         return None
     still = windows.still_differing(evidence.spark, evidence.cols)
-    return Found("the watermark left these events out of the stream; without them the batch result "
-                 "agrees on these rows", still, outside=True)
+    return Found(
+        "the watermark left these events out of the stream; without them the batch result agrees on these rows",
+        still,
+        outside=True,
+    )
 
 
 def _diverging_stage(evidence: Evidence) -> Found | None:
@@ -243,9 +293,12 @@ def _diverging_stage(evidence: Evidence) -> Found | None:
     if not first:
         return None
     stage = next(s for s in evidence.stages.stages if s["stage"] == first)
-    return Found(f"intermediate stage {first} already differs from its batch equivalent "
-                 f"({stage['missing_rows']:,} missing, {stage['extra_rows']:,} extra rows): the final "
-                 f"difference follows from it", EVERY_ROW)
+    return Found(
+        f"intermediate stage {first} already differs from its batch equivalent "
+        f"({stage['missing_rows']:,} missing, {stage['extra_rows']:,} extra rows): the final "
+        f"difference follows from it",
+        EVERY_ROW,
+    )
 
 
 CAUSES: list[tuple[str, str, Callable[[Evidence], Found | None]]] = [

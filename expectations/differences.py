@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from expectations.columns import Columns
 from expectations.report.model import ExpectationOutcome
-from expectations.suites.unity import (MISMATCH_SUFFIXES, ExpectNoExtraRowsInStream, ExpectNoMismatchedValues,
-                                       ExpectNoRowsMissingFromStream)
+from expectations.suites.unity import (
+    MISMATCH_SUFFIXES,
+    ExpectNoExtraRowsInStream,
+    ExpectNoMismatchedValues,
+    ExpectNoRowsMissingFromStream,
+)
 
 
 def differences_section(cols: Columns, outcomes: list[ExpectationOutcome]) -> dict:
@@ -20,8 +24,18 @@ def differences_section(cols: Columns, outcomes: list[ExpectationOutcome]) -> di
     for row in samples.get(ExpectNoMismatchedValues.expectation_type, []):
         stream = {v: row.get(v + stream_suffix) for v in cols.values}
         batch = {v: row.get(v + batch_suffix) for v in cols.values}
-        mismatched.append({"key": {k: row.get(k) for k in cols.key}, "stream": stream, "batch": batch,
-                           "differing": [v for v in cols.values if not cols.same(v, stream[v], batch[v])]})
-    return {"key": list(cols.key), "values": list(cols.values),
-            "missing": samples.get(ExpectNoRowsMissingFromStream.expectation_type, []),
-            "extra": samples.get(ExpectNoExtraRowsInStream.expectation_type, []), "mismatched": mismatched}
+        mismatched.append(
+            {
+                "key": {k: row.get(k) for k in cols.key},
+                "stream": stream,
+                "batch": batch,
+                "differing": [v for v in cols.values if not cols.same(v, stream[v], batch[v])],
+            }
+        )
+    return {
+        "key": list(cols.key),
+        "values": list(cols.values),
+        "missing": samples.get(ExpectNoRowsMissingFromStream.expectation_type, []),
+        "extra": samples.get(ExpectNoExtraRowsInStream.expectation_type, []),
+        "mismatched": mismatched,
+    }

@@ -29,8 +29,9 @@ def listed_rows(layout: RunLayout, late: DataFrame | None, time_zone: str) -> di
         total = late.count()
         if total:
             first = late.orderBy("window_start", "op").limit(LISTED_ROWS).collect()
-            listed["late_events"] = _listing(layout, layout.late_events, total,
-                                             [_readable(r.asDict(), time_zone) for r in first])
+            listed["late_events"] = _listing(
+                layout, layout.late_events, total, [_readable(r.asDict(), time_zone) for r in first]
+            )
     for kind, path in (("quarantined", layout.quarantine), ("anomalies", layout.anomalies)):
         table = read_quarantine(path)
         if table.num_rows:
@@ -45,8 +46,7 @@ def _listing(layout: RunLayout, path: Path, total: int, rows: list[dict]) -> dic
 
 def _first_by_place(table: pa.Table) -> list[dict]:
     """The first rows by source, file and line: where a reader goes to fix them."""
-    order = pc.sort_indices(table, sort_keys=[("source", "ascending"), ("file", "ascending"),
-                                               ("line", "ascending")])
+    order = pc.sort_indices(table, sort_keys=[("source", "ascending"), ("file", "ascending"), ("line", "ascending")])
     return table.take(order[:LISTED_ROWS]).to_pylist()
 
 

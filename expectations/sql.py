@@ -41,11 +41,13 @@ def differing_rows(cols: Columns, stream: str, batch: str) -> str:
     """Keys missing on either side or with different values: one row per differing key."""
     keys = ", ".join(f"COALESCE(s.{q(k)}, b.{q(k)}) AS {q(k)}" for k in cols.key)
     head = f"{keys}, " if keys else ""
-    return (f"SELECT {head}CASE WHEN s.__in IS NULL THEN 'missing from the stream' "
-            f"WHEN b.__in IS NULL THEN 'extra in the stream' ELSE 'different values' END AS difference "
-            f"FROM (SELECT *, TRUE AS __in FROM {stream}) s FULL OUTER JOIN "
-            f"(SELECT *, TRUE AS __in FROM {batch}) b ON {key_match(cols.key, 's', 'b')} "
-            f"WHERE s.__in IS NULL OR b.__in IS NULL OR NOT ({all_equal(cols)})")
+    return (
+        f"SELECT {head}CASE WHEN s.__in IS NULL THEN 'missing from the stream' "
+        f"WHEN b.__in IS NULL THEN 'extra in the stream' ELSE 'different values' END AS difference "
+        f"FROM (SELECT *, TRUE AS __in FROM {stream}) s FULL OUTER JOIN "
+        f"(SELECT *, TRUE AS __in FROM {batch}) b ON {key_match(cols.key, 's', 'b')} "
+        f"WHERE s.__in IS NULL OR b.__in IS NULL OR NOT ({all_equal(cols)})"
+    )
 
 
 def duplicate_keys(cols: Columns, table: str) -> str:
@@ -59,5 +61,7 @@ def duplicate_keys(cols: Columns, table: str) -> str:
 def keys_with_distinct_rows(cols: Columns, table: str) -> str:
     """Sink keys holding two or more distinct rows in `table`."""
     key = select_list(cols.key)
-    return (f"SELECT {key}, COUNT(*) AS distinct_live_rows FROM (SELECT DISTINCT {select_list(cols.all)} "
-            f"FROM {table}) GROUP BY {key} HAVING COUNT(*) > 1")
+    return (
+        f"SELECT {key}, COUNT(*) AS distinct_live_rows FROM (SELECT DISTINCT {select_list(cols.all)} "
+        f"FROM {table}) GROUP BY {key} HAVING COUNT(*) > 1"
+    )

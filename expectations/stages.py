@@ -10,37 +10,51 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from expectations.report.model import StageFigures
+from jobs.changelog.columns import COUNT
 from jobs.plan import Plan, StagePlan
 from jobs.runtime.delta import read_snapshot
 from jobs.runtime.layout import RunLayout
-from expectations.report.model import StageFigures
-from jobs.changelog.columns import COUNT
 
 
-def compare_stages(spark: SparkSession, plan: Plan, layout: RunLayout,
-                   versions: dict[str, int] | None = None, through_spark: bool = False) -> StageFigures | None:
+def compare_stages(
+    spark: SparkSession,
+    plan: Plan,
+    layout: RunLayout,
+    versions: dict[str, int] | None = None,
+    through_spark: bool = False,
+) -> StageFigures | None:
     """versions: each stage table's Delta version at the consistency point (None: the latest);
     through_spark: read the tables with Delta's Spark connector (the delta-spark writer's)."""
     stages = plan.intermediate_stages
     if not stages:
         return None
-    found = [_compare(spark, stage, layout.for_stage(stage.name), (versions or {}).get(stage.name), through_spark)
-             for stage in stages]
+    found = [
+        _compare(spark, stage, layout.for_stage(stage.name), (versions or {}).get(stage.name), through_spark)
+        for stage in stages
+    ]
     first = next((s["stage"] for s in found if not s["agrees"]), None)
     return StageFigures(found, first)
 
 
-def _compare(spark: SparkSession, stage: StagePlan, layout: RunLayout, version: int | None,
-             through_spark: bool) -> dict:
+def _compare(
+    spark: SparkSession, stage: StagePlan, layout: RunLayout, version: int | None, through_spark: bool
+) -> dict:
     stream = _rows(read_snapshot(spark, layout.stream, version, through_spark=through_spark))
     batch = read_snapshot(spark, layout.batch, through_spark=through_spark)
     columns = [F.col(f"`{c}`") for c in batch.columns]
     stream = stream.select(*columns)
     missing = batch.exceptAll(stream).count()
     extra = stream.exceptAll(batch).count()
-    return {"stage": stage.name, "sql": stage.sql, "stream_rows": stream.count(),
-            "batch_rows": batch.count(), "missing_rows": missing, "extra_rows": extra,
-            "agrees": missing == 0 and extra == 0}
+    return {
+        "stage": stage.name,
+        "sql": stage.sql,
+        "stream_rows": stream.count(),
+        "batch_rows": batch.count(),
+        "missing_rows": missing,
+        "extra_rows": extra,
+        "agrees": missing == 0 and extra == 0,
+    }
 
 
 def _rows(table: DataFrame) -> DataFrame:

@@ -42,13 +42,19 @@ def validate(context, spec: SuiteSpec, frame: DataFrame, parameters: dict, sampl
     definition = _whole_frame(context, spec.asset)
     suite = context.suites.add_or_update(ExpectationSuite(name=spec.name, expectations=list(spec.expectations)))
     validation = context.validation_definitions.add_or_update(
-        gx.ValidationDefinition(name=spec.name, data=definition, suite=suite))
-    checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
-        name=spec.name, validation_definitions=[validation], result_format={"result_format": "COMPLETE"},
-        actions=[]))  # Data Docs are built once, after the last suite
+        gx.ValidationDefinition(name=spec.name, data=definition, suite=suite)
+    )
+    checkpoint = context.checkpoints.add_or_update(
+        gx.Checkpoint(
+            name=spec.name, validation_definitions=[validation], result_format={"result_format": "COMPLETE"}, actions=[]
+        )
+    )  # Data Docs are built once, after the last suite
     result = checkpoint.run(batch_parameters={"dataframe": frame}, expectation_parameters=parameters)
-    outcomes = [_outcome(spec.name, convert_to_json_serializable(item.to_json_dict()), sample_rows)
-                for run in result.run_results.values() for item in run.results]
+    outcomes = [
+        _outcome(spec.name, convert_to_json_serializable(item.to_json_dict()), sample_rows)
+        for run in result.run_results.values()
+        for item in run.results
+    ]
     return Validated(outcomes, (*result.run_results, ExpectationSuiteIdentifier(name=spec.name)))
 
 
@@ -87,5 +93,10 @@ def _outcome(suite: str, result: dict, sample_rows: int) -> ExpectationOutcome:
     unexpected = observed if counts_rows and isinstance(observed, int) else None
     if result.get("exception_info", {}).get("raised_exception"):
         rows = [{"exception": result["exception_info"]["exception_message"]}]
-    return ExpectationOutcome(suite, result["expectation_config"]["type"], bool(result["success"]), unexpected,
-                              tuple(dict(r) for r in rows[:sample_rows]))
+    return ExpectationOutcome(
+        suite,
+        result["expectation_config"]["type"],
+        bool(result["success"]),
+        unexpected,
+        tuple(dict(r) for r in rows[:sample_rows]),
+    )

@@ -70,8 +70,12 @@ class WindowCheck:
 
     def suite(self, cols: Columns) -> SuiteSpec:
         if isinstance(self.plan.window, SessionAggregate):
-            skipped = ((ExpectWindowsWithoutLateEventsAgree.expectation_type,
-                        "session windows: a late change has no fixed window to set its differences apart by"),)
+            skipped = (
+                (
+                    ExpectWindowsWithoutLateEventsAgree.expectation_type,
+                    "session windows: a late change has no fixed window to set its differences apart by",
+                ),
+            )
             return SuiteSpec("windows", "stream_result", (), skipped)
         return windows_suite(cols, self.plan.window_column())
 
@@ -79,8 +83,14 @@ class WindowCheck:
         differing = spark.sql(differing_rows(cols, STREAM_COMPARED_VIEW, BATCH_VIEW)).count()
         late_events = self.late.count()
         explained = self._explain(spark, cols, differing, late_events) if late_events else None
-        return WindowFigures(_iso(spark, self.watermark), self._end_of_input(), open_windows, late_events,
-                             _by_window(self.late), explained)
+        return WindowFigures(
+            _iso(spark, self.watermark),
+            self._end_of_input(),
+            open_windows,
+            late_events,
+            _by_window(self.late),
+            explained,
+        )
 
     def _end_of_input(self) -> str:
         if not self.final:
@@ -102,20 +112,33 @@ class WindowCheck:
     def _explain(self, spark: SparkSession, cols: Columns, differing: int, late_events: int) -> dict:
         remaining = self.still_differing(spark, cols).count()
         explains = "all" if remaining == 0 else ("part" if remaining < differing else "none")
-        sentence = {"all": f"{late_events} late events explain all of the difference: without them "
-                           f"the batch result equals the stream's",
-                    "part": f"{late_events} late events explain only part of the difference: without "
-                            f"them {remaining} of {differing} differing rows remain",
-                    "none": f"{late_events} late events do not explain the difference: without them "
-                            f"{remaining} rows still differ"}[explains]
-        return {"explains": explains, "differing_rows": differing,
-                "differing_rows_without_late_events": remaining, "summary": sentence}
+        sentence = {
+            "all": f"{late_events} late events explain all of the difference: without them "
+            f"the batch result equals the stream's",
+            "part": f"{late_events} late events explain only part of the difference: without "
+            f"them {remaining} of {differing} differing rows remain",
+            "none": f"{late_events} late events do not explain the difference: without them "
+            f"{remaining} rows still differ",
+        }[explains]
+        return {
+            "explains": explains,
+            "differing_rows": differing,
+            "differing_rows_without_late_events": remaining,
+            "summary": sentence,
+        }
 
 
 def _by_window(late: DataFrame) -> list[dict]:
     counted = late.groupBy("window_start", "window_end", "op").count().orderBy("window_start", "op")
-    return [{"window_start": str(r["window_start"]), "window_end": str(r["window_end"]),
-             "kind": r["op"], "events": r["count"]} for r in counted.collect()]
+    return [
+        {
+            "window_start": str(r["window_start"]),
+            "window_end": str(r["window_end"]),
+            "kind": r["op"],
+            "events": r["count"],
+        }
+        for r in counted.collect()
+    ]
 
 
 def _iso(spark: SparkSession, micros: int | None) -> str | None:

@@ -44,9 +44,16 @@ class Pipeline:
     progress: Progress
 
     @classmethod
-    def open(cls, spec_path: str | Path, *, settings_path: str | Path | None = None,
-             runs_dir: str | Path | None = None, progress: Progress | None = None,
-             writer: str | None = None, master: str | None = None) -> Pipeline:
+    def open(
+        cls,
+        spec_path: str | Path,
+        *,
+        settings_path: str | Path | None = None,
+        runs_dir: str | Path | None = None,
+        progress: Progress | None = None,
+        writer: str | None = None,
+        master: str | None = None,
+    ) -> Pipeline:
         """Load and plan the spec; its run folder is <runs_dir>/<query name> (runs_dir: the
         settings' when not given). writer and master override the spec's sink writer and the
         settings' Spark master."""
@@ -54,8 +61,9 @@ class Pipeline:
         return cls.of(plan_query(with_writer(load_spec(spec_path), writer)), settings, runs_dir, progress)
 
     @classmethod
-    def of(cls, plan: Plan, settings: Settings, runs_dir: str | Path | None = None,
-           progress: Progress | None = None) -> Pipeline:
+    def of(
+        cls, plan: Plan, settings: Settings, runs_dir: str | Path | None = None, progress: Progress | None = None
+    ) -> Pipeline:
         layout = RunLayout.for_query(Path(runs_dir or settings.runs_dir), plan.spec.name)
         return cls(plan, settings, layout, progress or Progress(quiet=True))
 
@@ -98,8 +106,10 @@ class Pipeline:
         if not self.layout.batch.exists():
             raise RunStateError("no batch result: run `lockstep batch` first", where=str(self.layout.root))
         if not batch_is_at(self.layout, read_point(self.layout, logical_date)):
-            self.progress.say(f"check {self.plan.spec.name}: the batch result is at another consistency "
-                              f"point (a run for another date wrote it); recomputing it at this one")
+            self.progress.say(
+                f"check {self.plan.spec.name}: the batch result is at another consistency "
+                f"point (a run for another date wrote it); recomputing it at this one"
+            )
             self.batch(logical_date)
         # Imported here: Great Expectations takes seconds to import, and `lockstep stream` or
         # `batch` never needs it.
@@ -115,6 +125,12 @@ class Pipeline:
             yield
         except Exception as exc:
             from expectations.report.publish import publish_error  # not on a stream's path: see _check
-            publish_error(self.plan.spec.name, self.plan.spec.description, self.layout.root, one_line(exc),
-                          logical_date.isoformat() if logical_date else None)
+
+            publish_error(
+                self.plan.spec.name,
+                self.plan.spec.description,
+                self.layout.root,
+                one_line(exc),
+                logical_date.isoformat() if logical_date else None,
+            )
             raise

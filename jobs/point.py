@@ -73,20 +73,31 @@ class ConsistencyPoint:
         return json.dumps({name: p.to_json() for name, p in self.sources.items()}, sort_keys=True)
 
     def to_json(self) -> dict:
-        return {"query": self.query, "sink_version": self.sink_version, "last_batch": self.last_batch,
-                "sources": {name: p.to_json() for name, p in self.sources.items()},
-                "stages": list(self.stage_versions), "stage_versions": dict(self.stage_versions),
-                "logical_date": self.logical_date.isoformat() if self.logical_date else None,
-                "written_at": self.written_at, "open_windows_version": self.open_windows_version}
+        return {
+            "query": self.query,
+            "sink_version": self.sink_version,
+            "last_batch": self.last_batch,
+            "sources": {name: p.to_json() for name, p in self.sources.items()},
+            "stages": list(self.stage_versions),
+            "stage_versions": dict(self.stage_versions),
+            "logical_date": self.logical_date.isoformat() if self.logical_date else None,
+            "written_at": self.written_at,
+            "open_windows_version": self.open_windows_version,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> ConsistencyPoint:
         logical = data.get("logical_date")
-        return cls(data["query"], data["sink_version"], data.get("last_batch"),
-                   {name: SourcePosition.from_json(p) for name, p in data["sources"].items()},
-                   dict(data.get("stage_versions") or {}),
-                   date.fromisoformat(logical) if logical else None, data.get("written_at", ""),
-                   data.get("open_windows_version"))
+        return cls(
+            data["query"],
+            data["sink_version"],
+            data.get("last_batch"),
+            {name: SourcePosition.from_json(p) for name, p in data["sources"].items()},
+            dict(data.get("stage_versions") or {}),
+            date.fromisoformat(logical) if logical else None,
+            data.get("written_at", ""),
+            data.get("open_windows_version"),
+        )
 
 
 def write_point(layout: RunLayout, point: ConsistencyPoint) -> ConsistencyPoint:
@@ -103,8 +114,9 @@ def read_point(layout: RunLayout, logical_date: date | None = None) -> Consisten
     if logical_date is not None:
         path = layout.point_for(logical_date.isoformat())
         if not path.exists():
-            raise RunStateError(f"no consistency point for {logical_date}: the stream has not run "
-                                f"for that date", where=str(layout.root))
+            raise RunStateError(
+                f"no consistency point for {logical_date}: the stream has not run for that date", where=str(layout.root)
+            )
     else:
         path = layout.consistency
         if not path.exists():

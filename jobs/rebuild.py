@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from jobs.changelog.partitions import dates_in
 from jobs.plan import Plan
@@ -25,8 +26,13 @@ if TYPE_CHECKING:
     from expectations.report.model import Report
 
 
-def rebuild(plan: Plan, layout: RunLayout, progress: Progress, run_date: Callable[[date | None], Report],
-            until: date | None = None) -> list[Report]:
+def rebuild(
+    plan: Plan,
+    layout: RunLayout,
+    progress: Progress,
+    run_date: Callable[[date | None], Report],
+    until: date | None = None,
+) -> list[Report]:
     """Run `run_date` (stream, batch and check of one logical date) for every date in a fresh
     folder; return each date's report (one report when no source is partitioned)."""
     old = _set_aside(layout)
@@ -68,5 +74,7 @@ def _put_back(layout: RunLayout, old: Path, progress: Progress) -> None:
         layout.root.rename(failed)
     if old.exists():
         old.rename(layout.root)
-    progress.say(f"rebuild {layout.root.name}: a date failed; the old run folder is back in place, the "
-                 f"new one is kept as {failed}")
+    progress.say(
+        f"rebuild {layout.root.name}: a date failed; the old run folder is back in place, the "
+        f"new one is kept as {failed}"
+    )

@@ -48,8 +48,6 @@ def first_content(spark: SparkSession, plan: Plan, stage: StagePlan) -> pa.Table
     query without one the schema (Spark's analysis, no job) is the whole answer, which spares
     the run a Spark job of seconds before its first micro-batch."""
     result = result_on_empty_input(spark, plan, stage)
-    if any(isinstance(node, GroupAggregate) and node.is_global
-           for each in plan.stages for node in each.root.walk()):
+    if any(isinstance(node, GroupAggregate) and node.is_global for each in plan.stages for node in each.root.walk()):
         return result.toArrow()
-    return to_arrow_schema(result.schema, error_on_duplicated_field_names_in_struct=True,
-                           timezone="UTC").empty_table()
+    return to_arrow_schema(result.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC").empty_table()

@@ -2,8 +2,11 @@
 execute(), by the same functions the `lockstep` command runs, and nothing heavy is imported at
 DAG-parse time."""
 
-from operators_lib.lockstep_operators import (LockstepBatchOperator, LockstepCheckOperator,
-                                              LockstepReportOperator, LockstepStreamOperator)
+from operators_lib.lockstep_operators import (
+    LockstepBatchOperator,
+    LockstepCheckOperator,
+    LockstepReportOperator,
+    LockstepStreamOperator,
+)
 
-__all__ = ["LockstepBatchOperator", "LockstepCheckOperator", "LockstepReportOperator",
-           "LockstepStreamOperator"]
+__all__ = ["LockstepBatchOperator", "LockstepCheckOperator", "LockstepReportOperator", "LockstepStreamOperator"]

@@ -8,12 +8,12 @@ airflow` runs it. Reads YAML only: nothing heavy at DAG-parse time.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 # Scheduled runs start here; other dates are backfills (`airflow backfill create`).
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 POOL = "lockstep_spark"  # one slot, so two Spark jobs never share 2 cores; scripts/airflow.sh creates it
 PLUGIN_PREFIX = "/lockstep"  # where the report plugin (operators_lib/plugin.py) sits on the API server
 

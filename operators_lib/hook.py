@@ -37,8 +37,11 @@ class LockstepHook(BaseHook):
         return {
             "hidden_fields": ["schema", "login", "password"],
             "relabeling": {"host": "Spark master host", "port": "Spark master port"},
-            "placeholders": {"host": "spark-master.internal", "port": str(STANDALONE_PORT),
-                             "extra": '{"master": "spark://host:7077"} (instead of host and port)'},
+            "placeholders": {
+                "host": "spark-master.internal",
+                "port": str(STANDALONE_PORT),
+                "extra": '{"master": "spark://host:7077"} (instead of host and port)',
+            },
         }
 
 

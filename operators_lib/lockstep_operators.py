@@ -31,8 +31,16 @@ class LockstepOperator(BaseOperator):
     template_fields = ("spec_path", "runs_dir", "master", "writer")
     ui_color = "#e8f1fb"
 
-    def __init__(self, *, spec_path: str, runs_dir: str, settings_path: str | None = None,
-                 master: str | None = None, writer: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        spec_path: str,
+        runs_dir: str,
+        settings_path: str | None = None,
+        master: str | None = None,
+        writer: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.spec_path, self.runs_dir, self.settings_path = spec_path, runs_dir, settings_path
         self.master, self.writer = master, writer
@@ -56,9 +64,14 @@ class LockstepOperator(BaseOperator):
         from jobs.pipeline import Pipeline
         from jobs.runtime.progress import Progress
 
-        return Pipeline.open(self.spec_path, settings_path=self.settings_path, runs_dir=Path(self.runs_dir),
-                             progress=Progress(emit=self.log.info), master=self.master or spark_master_from_airflow(),
-                             writer=self.writer or _variable(WRITER_VARIABLE))
+        return Pipeline.open(
+            self.spec_path,
+            settings_path=self.settings_path,
+            runs_dir=Path(self.runs_dir),
+            progress=Progress(emit=self.log.info),
+            master=self.master or spark_master_from_airflow(),
+            writer=self.writer or _variable(WRITER_VARIABLE),
+        )
 
 
 MASTER_VARIABLE, MASTER_CONNECTION, WRITER_VARIABLE = "lockstep_spark_master", "lockstep_spark", "lockstep_sink_writer"
@@ -95,14 +108,19 @@ class LockstepStreamOperator(LockstepOperator):
             reports = pipeline.rebuild(logical_date)
             failed = [r.logical_date for r in reports if not r.passed]
             if failed:
-                raise AirflowFailException(f"{pipeline.plan.spec.name}: rebuild failed at {failed[0]}; the "
-                                           f"old run folder is back in place")
+                raise AirflowFailException(
+                    f"{pipeline.plan.spec.name}: rebuild failed at {failed[0]}; the old run folder is back in place"
+                )
             return {"rebuilt_dates": [r.logical_date for r in reports]}
         result = pipeline.stream(logical_date)
         if result is None:
             return {"rechecked_by_time_travel": True}
-        return {"micro_batches": result.batches, "input_rows": result.input_rows,
-                "sink_version": result.sink_version, "changelog": dict(result.changelog)}
+        return {
+            "micro_batches": result.batches,
+            "input_rows": result.input_rows,
+            "sink_version": result.sink_version,
+            "changelog": dict(result.changelog),
+        }
 
 
 class LockstepBatchOperator(LockstepOperator):
@@ -154,18 +172,28 @@ class LockstepCheckOperator(LockstepOperator):
 
         report = pipeline.check(logical_date)
         self.report_page = pipeline.layout.root / HISTORY / run_id(report.to_json()) / REPORT_HTML
-        certified = {"verdict": report.verdict, "logical_date": report.logical_date,
-                     "sink_version": report.consistency_point.get("sink_version")}
+        certified = {
+            "verdict": report.verdict,
+            "logical_date": report.logical_date,
+            "sink_version": report.consistency_point.get("sink_version"),
+        }
         for asset in self.outlets:  # recorded by Airflow only when the task succeeds (a pass)
             context["outlet_events"][asset].extra = certified
-        summary = {"verdict": report.verdict, "stream_rows": report.stream_rows, "batch_rows": report.batch_rows,
-                   "missing_rows": report.missing_rows, "extra_rows": report.extra_rows,
-                   "mismatched_rows": report.mismatched_rows,
-                   "report": str(pipeline.layout.root / "report.html")}
+        summary = {
+            "verdict": report.verdict,
+            "stream_rows": report.stream_rows,
+            "batch_rows": report.batch_rows,
+            "missing_rows": report.missing_rows,
+            "extra_rows": report.extra_rows,
+            "mismatched_rows": report.mismatched_rows,
+            "report": str(pipeline.layout.root / "report.html"),
+        }
         if not report.passed:
-            raise AirflowFailException(f"{pipeline.plan.spec.name}: stream and batch disagree "
-                                       f"({', '.join(report.failed_expectations)}); "
-                                       f"{report.diagnosis.get('summary', '')}; report: {summary['report']}")
+            raise AirflowFailException(
+                f"{pipeline.plan.spec.name}: stream and batch disagree "
+                f"({', '.join(report.failed_expectations)}); "
+                f"{report.diagnosis.get('summary', '')}; report: {summary['report']}"
+            )
         return summary
 
 
@@ -188,14 +216,14 @@ class LockstepReportOperator(BaseOperator):
         runs = Path(self.runs_dir)
         try:
             pages = rebuild(runs)
-            latest = {d.name: read_report(d / REPORT_JSON) for d in query_dirs(runs)
-                      if (d / REPORT_JSON).is_file()}
+            latest = {d.name: read_report(d / REPORT_JSON) for d in query_dirs(runs) if (d / REPORT_JSON).is_file()}
         except LockstepError as exc:
             raise AirflowFailException(f"lockstep: {exc}") from None
         failing = sorted(name for name, report in latest.items() if report.get("verdict") != "pass")
         self.log.info("index: %s (%d pages, %d queries)", runs / INDEX_HTML, len(pages), len(latest))
         if failing:
             raise AirflowFailException(
-                f"latest verdict is fail for {len(failing)} of {len(latest)} queries: " +
-                "; ".join(f"{name} ({runs / name / REPORT_HTML})" for name in failing))
+                f"latest verdict is fail for {len(failing)} of {len(latest)} queries: "
+                + "; ".join(f"{name} ({runs / name / REPORT_HTML})" for name in failing)
+            )
         return {"index": str(runs / INDEX_HTML), "queries": len(latest), "pages": len(pages)}

@@ -13,7 +13,7 @@ else the settings' runs_dir).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from airflow.api_fastapi.core_api.security import get_user
 from airflow.plugins_manager import AirflowPlugin
@@ -33,7 +33,7 @@ def reports_app() -> FastAPI:
         return RedirectResponse(f"{URL_PREFIX}/runs/index.html")
 
     @app.get("/runs/{path:path}")
-    def runs_file(path: str, user: Any = Depends(get_user)) -> FileResponse:
+    def runs_file(path: str, user: Annotated[Any, Depends(get_user)]) -> FileResponse:
         return FileResponse(inside(runs_dir(), path))
 
     return app

@@ -13,13 +13,17 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "lockstep",  # must be the distribution's name
         "name": "lockstep",
         "description": "Batch-vs-stream consistency checks for Spark SQL over CDC changelogs: "
-                       "stream, batch and check operators, a report link and plugin, and DAGs "
-                       "built from query specs.",
+        "stream, batch and check operators, a report link and plugin, and DAGs "
+        "built from query specs.",
         "integrations": [{"integration-name": "lockstep", "tags": ["software"]}],
-        "operators": [{"integration-name": "lockstep",
-                       "python-modules": ["operators_lib.lockstep_operators"]}],
+        "operators": [{"integration-name": "lockstep", "python-modules": ["operators_lib.lockstep_operators"]}],
         "hooks": [{"integration-name": "lockstep", "python-modules": ["operators_lib.hook"]}],
-        "connection-types": [{"connection-type": "lockstep", "hook-class-name": "operators_lib.hook.LockstepHook",
-                              "hook-name": "lockstep"}],
+        "connection-types": [
+            {
+                "connection-type": "lockstep",
+                "hook-class-name": "operators_lib.hook.LockstepHook",
+                "hook-name": "lockstep",
+            }
+        ],
         "extra-links": ["operators_lib.lockstep_operators.ReportLink"],
     }

@@ -85,26 +85,43 @@ def sink_asset(spec: QuerySpec, runs: Path) -> Asset:
     is still the same asset (Airflow refuses a second active asset of one name with another
     URI); the Delta table's location is in the asset's extra."""
     sink = RunLayout.for_query(runs, spec.name).stream
-    return Asset(name=f"lockstep.{spec.name}", uri=f"lockstep://{spec.name}/sink", group="lockstep",
-                 extra={"table": sink.resolve().as_uri(), "format": "delta"})
+    return Asset(
+        name=f"lockstep.{spec.name}",
+        uri=f"lockstep://{spec.name}/sink",
+        group="lockstep",
+        extra={"table": sink.resolve().as_uri(), "format": "delta"},
+    )
 
 
 def build_dag(spec: QuerySpec, spec_path: Path, runs: Path) -> DAG:
     settings = settings_path()
-    common = {"spec_path": str(spec_path), "runs_dir": str(runs),
-              "settings_path": str(settings) if settings else None}
+    common = {"spec_path": str(spec_path), "runs_dir": str(runs), "settings_path": str(settings) if settings else None}
     # auto_register off: a DAG is the module's only by being returned, never half-built.
-    with DAG(dag_id=f"lockstep_{spec.name}", schedule=spec.schedule, catchup=False, max_active_runs=1,
-             start_date=START, tags=["lockstep"], default_args={"pool": POOL}, auto_register=False,
-             params={"rebuild": Param(False, type="boolean",
-                                      description="replay every partition up to this date into a fresh "
-                                                  "sink, checking each date (after the query changed)")},
-             description=spec.description or f"lockstep query {spec.name}",
-             doc_md=f"{DOC}\n\nSpec: `{spec_path}`\n\n```sql\n{spec.sql}\n```") as dag:
+    with DAG(
+        dag_id=f"lockstep_{spec.name}",
+        schedule=spec.schedule,
+        catchup=False,
+        max_active_runs=1,
+        start_date=START,
+        tags=["lockstep"],
+        default_args={"pool": POOL},
+        auto_register=False,
+        params={
+            "rebuild": Param(
+                False,
+                type="boolean",
+                description="replay every partition up to this date into a fresh "
+                "sink, checking each date (after the query changed)",
+            )
+        },
+        description=spec.description or f"lockstep query {spec.name}",
+        doc_md=f"{DOC}\n\nSpec: `{spec_path}`\n\n```sql\n{spec.sql}\n```",
+    ) as dag:
         # depends_on_past: a date streams only after the previous date's stream succeeded, so
         # backfill runs and scheduled runs still feed the stream in date order.
-        stream = LockstepStreamOperator(task_id="stream", retries=STREAM_RETRIES, depends_on_past=True,
-                                        retry_delay=timedelta(seconds=10), **common)
+        stream = LockstepStreamOperator(
+            task_id="stream", retries=STREAM_RETRIES, depends_on_past=True, retry_delay=timedelta(seconds=10), **common
+        )
         batch = LockstepBatchOperator(task_id="batch", **common)
         check = LockstepCheckOperator(task_id="check", outlets=[sink_asset(spec, runs)], **common)
         stream >> batch >> check
@@ -126,10 +143,16 @@ class InvalidSpecOperator(BaseOperator):
 
 def invalid_spec_dag(path: Path, reason: str, dag_id: str) -> DAG:
     """A DAG for a spec that cannot be one; it runs only when asked."""
-    with DAG(dag_id=dag_id, schedule=None, start_date=START,
-             catchup=False, tags=["lockstep", "invalid-spec"], auto_register=False,
-             description=f"INVALID SPEC: {reason}"[:1000],
-             doc_md=f"The spec `{path}` cannot become a lockstep DAG:\n\n    {reason}\n") as dag:
+    with DAG(
+        dag_id=dag_id,
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        tags=["lockstep", "invalid-spec"],
+        auto_register=False,
+        description=f"INVALID SPEC: {reason}"[:1000],
+        doc_md=f"The spec `{path}` cannot become a lockstep DAG:\n\n    {reason}\n",
+    ) as dag:
         InvalidSpecOperator(task_id="invalid_spec", reason=reason)
     return dag
 
@@ -138,8 +161,9 @@ def _check_unique_name(spec: QuerySpec, path: Path) -> None:
     """Two specs with one name would be one DAG: each names the other."""
     for other in sorted(path.parent.glob("*.yaml")):
         if other != path and _name_in(other) == spec.name:
-            raise SpecError(f"name {spec.name!r} is also the name of {other.name}: each query needs its own",
-                            where=str(path))
+            raise SpecError(
+                f"name {spec.name!r} is also the name of {other.name}: each query needs its own", where=str(path)
+            )
 
 
 def _name_in(path: Path) -> str | None:

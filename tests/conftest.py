@@ -51,14 +51,31 @@ def write_spec(folder: Path, text: str, name: str = "query.yaml") -> Path:
     return path
 
 
-def orders_spec(folder: Path, sql: str, *, rows_per_batch: int = 2, sink: dict | None = None,
-                source: dict | None = None, stream: dict | None = None, name: str = "q") -> Path:
+def orders_spec(
+    folder: Path,
+    sql: str,
+    *,
+    rows_per_batch: int = 2,
+    sink: dict | None = None,
+    source: dict | None = None,
+    stream: dict | None = None,
+    name: str = "q",
+) -> Path:
     """A spec over an `orders` changelog-json source read from folder/orders."""
-    spec = {"name": name, "sql": sql,
-            "sources": {"orders": {"path": "orders", "format": "changelog-json",
-                                   "schema": "order_id BIGINT, pId BIGINT, income BIGINT",
-                                   "primary_key": ["order_id"], **(source or {})}},
-            "stream": {"rows_per_batch": rows_per_batch, **(stream or {})}}
+    spec = {
+        "name": name,
+        "sql": sql,
+        "sources": {
+            "orders": {
+                "path": "orders",
+                "format": "changelog-json",
+                "schema": "order_id BIGINT, pId BIGINT, income BIGINT",
+                "primary_key": ["order_id"],
+                **(source or {}),
+            }
+        },
+        "stream": {"rows_per_batch": rows_per_batch, **(stream or {})},
+    }
     if sink is not None:
         spec["sink"] = sink
     folder.mkdir(parents=True, exist_ok=True)

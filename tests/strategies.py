@@ -31,8 +31,20 @@ XS = st.one_of(st.none(), st.integers(-5, 5))
 YS = st.one_of(st.none(), st.sampled_from([0.5, 1.25, -2.0, 3.1, 1e-3]))
 SS = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]))
 
-AGGREGATES = ["SUM(x)", "COUNT(*)", "COUNT(x)", "AVG(x)", "MIN(x)", "MAX(y)", "SUM(y)", "AVG(y)",
-              "COUNT(DISTINCT s)", "MIN(s)", "MAX(x)", "SUM(DISTINCT x)"]
+AGGREGATES = [
+    "SUM(x)",
+    "COUNT(*)",
+    "COUNT(x)",
+    "AVG(x)",
+    "MIN(x)",
+    "MAX(y)",
+    "SUM(y)",
+    "AVG(y)",
+    "COUNT(DISTINCT s)",
+    "MIN(s)",
+    "MAX(x)",
+    "SUM(DISTINCT x)",
+]
 FILTERS = ["x > 0", "y IS NOT NULL", "s <> 'b'", "x + 1 < 4"]
 
 
@@ -107,8 +119,12 @@ def timed_changelogs(draw, max_events: int = 24) -> list[dict]:
         key = draw(st.integers(0, 6))
         # A few seconds of jitter on the minute: near a minute's start it steps a minute back.
         minute = (clock + draw(st.integers(-4, 4))) // 60 % 60
-        row = {"id": key, "g": draw(st.integers(0, 2)), "x": draw(st.integers(-3, 9)),
-               "ts": f"2026-11-21 09:{minute:02d}:{clock % 60:02d}"}
+        row = {
+            "id": key,
+            "g": draw(st.integers(0, 2)),
+            "x": draw(st.integers(-3, 9)),
+            "ts": f"2026-11-21 09:{minute:02d}:{clock % 60:02d}",
+        }
         out += _change(draw, live, key, row)
     return out
 
@@ -119,5 +135,4 @@ def window_queries(draw) -> tuple[str, str]:
     aggs = draw(st.lists(st.sampled_from(WINDOW_AGGREGATES), min_size=1, max_size=3, unique=True))
     select = ["g", "window.start AS ws"] + [f"{a} AS a{i}" for i, a in enumerate(aggs)]
     where = " WHERE x > 0" if draw(st.booleans()) else ""
-    return (f"SELECT {', '.join(select)} FROM t{where} GROUP BY g, {window}",
-            draw(st.sampled_from(["final", "early"])))
+    return (f"SELECT {', '.join(select)} FROM t{where} GROUP BY g, {window}", draw(st.sampled_from(["final", "early"])))

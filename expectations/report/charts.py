@@ -51,8 +51,15 @@ def state_chart(micro_batches: list[dict]) -> str:
         seconds_axes.spines["right"].set_visible(True)
         seconds_axes.set_ylabel("seconds")
         seconds_axes.set_ylim(0, max([b.get("seconds") or 0 for b in micro_batches] + [0.1]) * 1.2)
-        lines += seconds_axes.plot(batches, [_number(b.get("seconds")) for b in micro_batches], marker="s",
-                                   markersize=3, linestyle="--", color=SECONDS_COLOUR, label="seconds")
+        lines += seconds_axes.plot(
+            batches,
+            [_number(b.get("seconds")) for b in micro_batches],
+            marker="s",
+            markersize=3,
+            linestyle="--",
+            color=SECONDS_COLOUR,
+            label="seconds",
+        )
         axes.set_ylim(bottom=0)
         axes.legend(lines, [line.get_label() for line in lines], loc="lower right", fontsize=8, frameon=False)
         return _svg(figure, "state", "state rows and seconds per micro-batch")
@@ -61,9 +68,15 @@ def state_chart(micro_batches: list[dict]) -> str:
 def _style(name: str):
     # A salt per chart keeps the clip-path ids of the two SVGs apart on one page; text stays
     # text (fonttype none): smaller, selectable, drawn in the page's font.
-    return matplotlib.rc_context({"svg.hashsalt": f"lockstep-{name}", "svg.fonttype": "none",
-                                  "font.size": 9, "axes.spines.top": False,
-                                  "axes.spines.right": False})
+    return matplotlib.rc_context(
+        {
+            "svg.hashsalt": f"lockstep-{name}",
+            "svg.fonttype": "none",
+            "font.size": 9,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    )
 
 
 def _figure(title: str, ylabel: str):
@@ -85,7 +98,7 @@ def _svg(figure: Figure, name: str, label: str) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue()
-    svg = svg[svg.index("<svg"):]
+    svg = svg[svg.index("<svg") :]
     svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, count=1, flags=re.DOTALL)
     svg = re.sub(r' id="([a-z]+(?:_[a-z]+)*_\d+)"', rf' id="{name}-\1"', svg)
     return svg.replace("<svg ", f'<svg class="chart" data-chart="{name}" role="img" aria-label="{label}" ', 1)

@@ -44,15 +44,20 @@ def differences(report: dict) -> Differences | None:
     if not isinstance(found, dict):
         return None
     key, values = list(found.get("key") or []), list(found.get("values") or [])
-    return Differences(rows_table(found.get("missing") or [], key, values),
-                       rows_table(found.get("extra") or [], key, values),
-                       side_by_side(found.get("mismatched") or [], key, values))
+    return Differences(
+        rows_table(found.get("missing") or [], key, values),
+        rows_table(found.get("extra") or [], key, values),
+        side_by_side(found.get("mismatched") or [], key, values),
+    )
 
 
 def side_by_side(mismatched: list[dict], key: list[str], values: list[str]) -> SideBySide:
     key = key or list(dict.fromkeys(name for row in mismatched for name in row.get("key") or {}))
-    values = list(dict.fromkeys([*values, *(name for row in mismatched
-                                            for side in ("stream", "batch") for name in row.get(side) or {})]))
+    values = list(
+        dict.fromkeys(
+            [*values, *(name for row in mismatched for side in ("stream", "batch") for name in row.get(side) or {})]
+        )
+    )
     return SideBySide(key, values, [_mismatch(row, key, values) for row in mismatched])
 
 
@@ -62,5 +67,7 @@ def _mismatch(row: dict, key: list[str], values: list[str]) -> Mismatch:
     # any inequality counts.
     differing = row.get("differing")
     marked = set(differing) if differing is not None else {v for v in values if stream.get(v) != batch.get(v)}
-    return Mismatch([cell((row.get("key") or {}).get(name)) for name in key],
-                    [Pair(cell(stream.get(v)), cell(batch.get(v)), v in marked) for v in values])
+    return Mismatch(
+        [cell((row.get("key") or {}).get(name)) for name in key],
+        [Pair(cell(stream.get(v)), cell(batch.get(v)), v in marked) for v in values],
+    )

@@ -8,23 +8,26 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
-from expectations.report.runs import REPORT_HTML, REPORT_JSON, history_dirs, query_dirs, read_report
 from expectations.report.page import verdict_of
+from expectations.report.runs import REPORT_HTML, REPORT_JSON, history_dirs, query_dirs, read_report
 from expectations.report.templating import render
 from jobs.errors import RunStateError
 
 
 def render_index(runs_dir: Path) -> str:
     runs_dir = Path(runs_dir)
-    return render("index.html.j2", runs_dir=runs_dir.resolve().name,
-                  queries=[_query(d) for d in query_dirs(runs_dir)])
+    return render("index.html.j2", runs_dir=runs_dir.resolve().name, queries=[_query(d) for d in query_dirs(runs_dir)])
 
 
 def _query(query_dir: Path) -> dict:
     latest = query_dir / REPORT_JSON
     report, problem = _readable(latest) if latest.is_file() else (None, None)
-    return {"name": query_dir.name, "latest": _latest(report, _href(query_dir.name, REPORT_HTML)) if report else None,
-            "problem": problem, "history": [_run(d, query_dir.name) for d in history_dirs(query_dir)]}
+    return {
+        "name": query_dir.name,
+        "latest": _latest(report, _href(query_dir.name, REPORT_HTML)) if report else None,
+        "problem": problem,
+        "history": [_run(d, query_dir.name) for d in history_dirs(query_dir)],
+    }
 
 
 def _readable(path: Path) -> tuple[dict | None, str | None]:
@@ -38,18 +41,27 @@ def _readable(path: Path) -> tuple[dict | None, str | None]:
 
 def _latest(report: dict, href: str) -> dict:
     diagnosis = report.get("diagnosis") or {}
-    return {"href": href, "verdict": verdict_of(report), "reason": reason(report),
-            "description": report.get("description") or "", "checked_at": report.get("checked_at") or "",
-            "stream_rows": report.get("stream_rows"), "batch_rows": report.get("batch_rows"),
-            # Older reports have no diagnosis: unknown, not zero.
-            "unexplained_rows": diagnosis.get("unexplained_rows")}
+    return {
+        "href": href,
+        "verdict": verdict_of(report),
+        "reason": reason(report),
+        "description": report.get("description") or "",
+        "checked_at": report.get("checked_at") or "",
+        "stream_rows": report.get("stream_rows"),
+        "batch_rows": report.get("batch_rows"),
+        # Older reports have no diagnosis: unknown, not zero.
+        "unexplained_rows": diagnosis.get("unexplained_rows"),
+    }
 
 
 def _run(run_dir: Path, query: str) -> dict:
     report = _readable(run_dir / REPORT_JSON)[0] or {}
-    return {"run_id": run_dir.name, "verdict": verdict_of(report),
-            "checked_at": report.get("checked_at") or "",
-            "href": _href(query, "history", run_dir.name, REPORT_HTML)}
+    return {
+        "run_id": run_dir.name,
+        "verdict": verdict_of(report),
+        "checked_at": report.get("checked_at") or "",
+        "href": _href(query, "history", run_dir.name, REPORT_HTML),
+    }
 
 
 def reason(report: dict) -> str:

@@ -24,8 +24,12 @@ class ExpectationOutcome:
     sample: tuple[dict, ...] = ()  # the first of them, for a failed expectation
 
     def to_json(self) -> dict:
-        return {"suite": self.suite, "name": self.name, "success": self.success,
-                "unexpected_rows": self.unexpected_rows}
+        return {
+            "suite": self.suite,
+            "name": self.name,
+            "success": self.success,
+            "unexpected_rows": self.unexpected_rows,
+        }
 
 
 @dataclass(frozen=True)
@@ -38,9 +42,13 @@ class WindowFigures:
     late_explanation: dict | None = None
 
     def to_json(self) -> dict:
-        figures = {"final_watermark": self.final_watermark, "end_of_input": self.end_of_input,
-                   "open_windows": self.open_windows,
-                   "late_events": self.late_events, "late_events_by_window": self.late_events_by_window}
+        figures = {
+            "final_watermark": self.final_watermark,
+            "end_of_input": self.end_of_input,
+            "open_windows": self.open_windows,
+            "late_events": self.late_events,
+            "late_events_by_window": self.late_events_by_window,
+        }
         if self.late_explanation is not None:
             figures["late_explanation"] = self.late_explanation
         return figures
@@ -100,17 +108,30 @@ class Report:
 
     def to_json(self) -> dict:
         data = {
-            "schema_version": SCHEMA_VERSION, "query": self.query, "description": self.description, "verdict": self.verdict,
-            "warnings": list(self.warnings), "stream_rows": self.stream_rows, "batch_rows": self.batch_rows,
-            "missing_rows": self.missing_rows, "extra_rows": self.extra_rows,
-            "mismatched_rows": self.mismatched_rows, "changelog": self.changelog,
+            "schema_version": SCHEMA_VERSION,
+            "query": self.query,
+            "description": self.description,
+            "verdict": self.verdict,
+            "warnings": list(self.warnings),
+            "stream_rows": self.stream_rows,
+            "batch_rows": self.batch_rows,
+            "missing_rows": self.missing_rows,
+            "extra_rows": self.extra_rows,
+            "mismatched_rows": self.mismatched_rows,
+            "changelog": self.changelog,
             "expectations": [e.to_json() for e in self.expectations],
             "samples": {e.name: list(e.sample) for e in self.expectations if not e.success and e.sample},
-            "consistency_point": self.consistency_point, "quarantined_rows": self.quarantined_rows,
+            "consistency_point": self.consistency_point,
+            "quarantined_rows": self.quarantined_rows,
             "source_anomalies": self.source_anomalies,
-            "rows_with_absent_fields": self.rows_with_absent_fields, "micro_batches": self.micro_batches,
-            "sink": self.sink, "data_docs": self.data_docs, "plan": self.plan, "checked_at": self.checked_at,
-            "skipped_expectations": list(self.skipped_expectations), "listed_rows": self.listed_rows or {},
+            "rows_with_absent_fields": self.rows_with_absent_fields,
+            "micro_batches": self.micro_batches,
+            "sink": self.sink,
+            "data_docs": self.data_docs,
+            "plan": self.plan,
+            "checked_at": self.checked_at,
+            "skipped_expectations": list(self.skipped_expectations),
+            "listed_rows": self.listed_rows or {},
         }
         for section in (self.windows, self.stages):
             if section is not None:
@@ -120,6 +141,11 @@ class Report:
         data.update({"diagnosis": self.diagnosis, "differences": self.differences})
         if self.lookups is not None:
             data["lookups"] = self.lookups
-        data.update({"check_seconds": self.check_seconds, "logical_date": self.logical_date,
-                     "rechecked_by_time_travel": self.rechecked_by_time_travel})
+        data.update(
+            {
+                "check_seconds": self.check_seconds,
+                "logical_date": self.logical_date,
+                "rechecked_by_time_travel": self.rechecked_by_time_travel,
+            }
+        )
         return data

@@ -12,10 +12,18 @@ import time
 from pathlib import Path
 
 from expectations.report.index import render_index
-from expectations.report.page import render_page
 from expectations.report.model import SCHEMA_VERSION
-from expectations.report.runs import (HISTORY, INDEX_HTML, REPORT_HTML, REPORT_JSON, history_dirs,
-                                      query_dirs, read_report, run_id)
+from expectations.report.page import render_page
+from expectations.report.runs import (
+    HISTORY,
+    INDEX_HTML,
+    REPORT_HTML,
+    REPORT_JSON,
+    history_dirs,
+    query_dirs,
+    read_report,
+    run_id,
+)
 from jobs.errors import RunStateError
 
 
@@ -30,13 +38,18 @@ def publish(report: dict, query_dir: Path) -> Path:
     return query_dir / REPORT_HTML
 
 
-def publish_error(query: str, description: str, query_dir: Path, error: str,
-                  logical_date: str | None = None) -> Path:
+def publish_error(query: str, description: str, query_dir: Path, error: str, logical_date: str | None = None) -> Path:
     """A run that ended before a verdict (invalid input, a crash): an error report, so the index
     lists the query as ERROR with its reason instead of leaving it out."""
-    report = {"schema_version": SCHEMA_VERSION, "query": query, "description": description,
-              "verdict": "error", "error": error,
-              "logical_date": logical_date, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "query": query,
+        "description": description,
+        "verdict": "error",
+        "error": error,
+        "logical_date": logical_date,
+        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     return publish(report, query_dir)
 
 
@@ -44,8 +57,7 @@ def rebuild(runs_dir: Path) -> list[Path]:
     """Re-render every report.html (latest and history) from its report.json, and the index."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
-        raise RunStateError("no such runs folder (`lockstep run` or `lockstep demo` writes it)",
-                            where=str(runs_dir))
+        raise RunStateError("no such runs folder (`lockstep run` or `lockstep demo` writes it)", where=str(runs_dir))
     pages = []
     for query_dir in query_dirs(runs_dir):
         if (query_dir / REPORT_JSON).is_file():
@@ -58,8 +70,9 @@ def _write_page(report: dict, folder: Path, depth: int) -> Path:
     """depth: how many folders below the query folder the page is (history/<run_id>/ is 2)."""
     up = "../" * depth
     data_docs = report.get("data_docs")
-    html = render_page(report, data_docs_href=f"{up}{data_docs}" if data_docs else None,
-                       index_href=f"{up}../{INDEX_HTML}")
+    html = render_page(
+        report, data_docs_href=f"{up}{data_docs}" if data_docs else None, index_href=f"{up}../{INDEX_HTML}"
+    )
     return write_atomic(folder / REPORT_HTML, html)
 
 

@@ -1,9 +1,9 @@
 """Where reports live in a runs folder, and reading them back.
 
-    runs/index.html                               every query, its latest verdict and its history
-    runs/<query>/report.json, report.html         the latest check
-    runs/<query>/history/<run_id>/report.*        every check: run_id is the logical date of a
-                                                  scheduled run, else from checked_at
+runs/index.html                               every query, its latest verdict and its history
+runs/<query>/report.json, report.html         the latest check
+runs/<query>/history/<run_id>/report.*        every check: run_id is the logical date of a
+                                              scheduled run, else from checked_at
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ def run_id(report: dict) -> str:
         return report["logical_date"]
     checked_at = report.get("checked_at")
     if not checked_at:
-        raise RunStateError("report has no checked_at to name its history folder",
-                            where=str(report.get("query", "report")))
+        raise RunStateError(
+            "report has no checked_at to name its history folder", where=str(report.get("query", "report"))
+        )
     return checked_at.replace("-", "").replace(":", "")
 
 
@@ -44,8 +45,7 @@ def read_report(path: Path) -> dict:
 
 def query_dirs(runs_dir: Path) -> list[Path]:
     """Run folders that hold a report (latest or archived), by name."""
-    return sorted(d for d in runs_dir.iterdir()
-                  if d.is_dir() and ((d / REPORT_JSON).is_file() or history_dirs(d)))
+    return sorted(d for d in runs_dir.iterdir() if d.is_dir() and ((d / REPORT_JSON).is_file() or history_dirs(d)))
 
 
 def history_dirs(query_dir: Path) -> list[Path]:

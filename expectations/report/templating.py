@@ -14,9 +14,14 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 @cache
 def environment() -> Environment:
-    return Environment(loader=PackageLoader("expectations.report", "templates"), autoescape=True,
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                       keep_trailing_newline=True)
+    return Environment(
+        loader=PackageLoader("expectations.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
 def render(template: str, **context) -> str:

@@ -51,10 +51,12 @@ class LockstepExpectation(gxe.UnexpectedRowsExpectation):
     def build(cls, *args) -> LockstepExpectation:
         return cls(unexpected_rows_query=cls.rows_query(*args))
 
-    def _validate(self, metrics: dict, runtime_configuration: dict | None = None,
-                  execution_engine=None) -> dict:
+    def _validate(self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None) -> dict:
         # Great Expectations' own judgement, from the two metrics it would have computed apart,
         # so the result (and the Data Docs that render it) is the one it gives.
         rows, count = metrics[METRIC]
-        return super()._validate({"unexpected_rows_query.table": rows, "unexpected_rows_query.row_count": count},
-                                 runtime_configuration, execution_engine)
+        return super()._validate(
+            {"unexpected_rows_query.table": rows, "unexpected_rows_query.row_count": count},
+            runtime_configuration,
+            execution_engine,
+        )

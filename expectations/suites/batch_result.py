@@ -8,8 +8,9 @@ from expectations.suites import LockstepExpectation, SuiteSpec
 
 
 class ExpectBatchKeyUnique(LockstepExpectation):
-    description: str = ("The batch result has at most one row per sink primary key, so a "
-                        "comparison by key is a comparison of rows.")
+    description: str = (
+        "The batch result has at most one row per sink primary key, so a comparison by key is a comparison of rows."
+    )
 
     @classmethod
     def rows_query(cls, cols: Columns) -> str:

@@ -8,8 +8,10 @@ from expectations.suites import LockstepExpectation, SuiteSpec
 
 
 class ExpectNoPrimaryKeyViolations(LockstepExpectation):
-    description: str = ("The upsert materializer holds at most one distinct live row per sink "
-                        "primary key: two would mean the key is not unique in the query's result.")
+    description: str = (
+        "The upsert materializer holds at most one distinct live row per sink "
+        "primary key: two would mean the key is not unique in the query's result."
+    )
 
     @classmethod
     def rows_query(cls, cols: Columns) -> str:

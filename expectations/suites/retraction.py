@@ -19,11 +19,13 @@ ADDITIONS = "('insert', 'update_postimage')"
 def ordered_feed(cols: Columns, feed_view: str) -> str:
     image = "named_struct(" + ", ".join(f"'{c}', `{c}`" for c in cols.all) + ")"
     partition = f"PARTITION BY {select_list(cols.key)} " if cols.key else ""
-    return (f"SELECT *, LAG(_change_type) OVER w AS __prev_type, LAG(__image) OVER w AS __prev_image, "
-            f"LAG(_commit_version) OVER w AS __prev_version, LEAD(_change_type) OVER w AS __next_type "
-            f"FROM (SELECT *, {image} AS __image, CASE WHEN _change_type IN {RETRACTIONS} THEN 0 "
-            f"ELSE 1 END AS __rank FROM {feed_view}) "
-            f"WINDOW w AS ({partition}ORDER BY _commit_version, __rank)")
+    return (
+        f"SELECT *, LAG(_change_type) OVER w AS __prev_type, LAG(__image) OVER w AS __prev_image, "
+        f"LAG(_commit_version) OVER w AS __prev_version, LEAD(_change_type) OVER w AS __next_type "
+        f"FROM (SELECT *, {image} AS __image, CASE WHEN _change_type IN {RETRACTIONS} THEN 0 "
+        f"ELSE 1 END AS __rank FROM {feed_view}) "
+        f"WINDOW w AS ({partition}ORDER BY _commit_version, __rank)"
+    )
 
 
 def _feed_rows(cols: Columns, condition: str) -> str:
@@ -31,8 +33,10 @@ def _feed_rows(cols: Columns, condition: str) -> str:
 
 
 class ExpectNoGhostRetractions(LockstepExpectation):
-    description: str = ("Every update_preimage (-U) and delete (-D) retracts a row that is live at "
-                        "that point of the change feed: nothing retracts a row never emitted.")
+    description: str = (
+        "Every update_preimage (-U) and delete (-D) retracts a row that is live at "
+        "that point of the change feed: nothing retracts a row never emitted."
+    )
 
     @classmethod
     def rows_query(cls, cols: Columns) -> str:
@@ -40,8 +44,7 @@ class ExpectNoGhostRetractions(LockstepExpectation):
 
 
 class ExpectRetractionsMatchLastImage(LockstepExpectation):
-    description: str = ("Every update_preimage (-U) and delete (-D) carries exactly the image last "
-                        "emitted for its key.")
+    description: str = "Every update_preimage (-U) and delete (-D) carries exactly the image last emitted for its key."
 
     @classmethod
     def rows_query(cls, cols: Columns) -> str:
@@ -57,45 +60,60 @@ class ExpectNoInsertOverLiveRow(LockstepExpectation):
 
 
 class ExpectUpdatesInPairs(LockstepExpectation):
-    description: str = ("Every update_postimage (+U) directly follows the update_preimage (-U) of its "
-                        "key in the same commit, and every -U is followed by its +U.")
+    description: str = (
+        "Every update_postimage (+U) directly follows the update_preimage (-U) of its "
+        "key in the same commit, and every -U is followed by its +U."
+    )
 
     @classmethod
     def rows_query(cls, cols: Columns) -> str:
-        return _feed_rows(cols, "(_change_type = 'update_postimage' AND (__prev_type IS NULL OR "
-                                "__prev_type <> 'update_preimage' OR __prev_version <> _commit_version)) OR "
-                                "(_change_type = 'update_preimage' AND (__next_type IS NULL OR "
-                                "__next_type <> 'update_postimage'))")
+        return _feed_rows(
+            cols,
+            "(_change_type = 'update_postimage' AND (__prev_type IS NULL OR "
+            "__prev_type <> 'update_preimage' OR __prev_version <> _commit_version)) OR "
+            "(_change_type = 'update_preimage' AND (__next_type IS NULL OR "
+            "__next_type <> 'update_postimage'))",
+        )
 
 
 class ExpectChangeFeedReplaysToTable(LockstepExpectation):
-    description: str = ("Replaying the change feed from the first commit gives exactly the sink "
-                        "table: no ghost rows, nothing lost.")
+    description: str = (
+        "Replaying the change feed from the first commit gives exactly the sink table: no ghost rows, nothing lost."
+    )
 
     @classmethod
     def rows_query(cls, cols: Columns) -> str:
         """A key's last change, if an addition, is its live row: that must be exactly the table."""
-        replayed = (f"SELECT {select_list(cols.all)} FROM {VALIDATED} "
-                    f"WHERE __next_type IS NULL AND _change_type IN {ADDITIONS}")
+        replayed = (
+            f"SELECT {select_list(cols.all)} FROM {VALIDATED} WHERE __next_type IS NULL AND _change_type IN {ADDITIONS}"
+        )
         table = f"SELECT {select_list(cols.all)} FROM {STREAM_VIEW}"
-        return (f"SELECT 'only in the replayed change feed' AS side, * FROM ({replayed} EXCEPT ALL {table}) "
-                f"UNION ALL SELECT 'only in the sink table' AS side, * FROM ({table} EXCEPT ALL {replayed})")
+        return (
+            f"SELECT 'only in the replayed change feed' AS side, * FROM ({replayed} EXCEPT ALL {table}) "
+            f"UNION ALL SELECT 'only in the sink table' AS side, * FROM ({table} EXCEPT ALL {replayed})"
+        )
 
 
 class ExpectNoWindowEndAfterWatermark(LockstepExpectation):
-    description: str = ("emit: final: no window was emitted before the watermark passed its end (the "
-                        "final watermark, or the end of a bounded input).")
+    description: str = (
+        "emit: final: no window was emitted before the watermark passed its end (the "
+        "final watermark, or the end of a bounded input)."
+    )
 
     @classmethod
     def rows_query(cls, cols: Columns, window_end_sql: str, watermark_micros: int | None) -> str:
         limit = "NULL" if watermark_micros is None else str(watermark_micros)
-        return (f"SELECT {select_list(cols.all)}, {window_end_sql} AS window_end_at FROM {VALIDATED} "
-                f"WHERE _change_type = 'insert' AND ({limit} IS NULL OR unix_micros({window_end_sql}) > {limit})")
+        return (
+            f"SELECT {select_list(cols.all)}, {window_end_sql} AS window_end_at FROM {VALIDATED} "
+            f"WHERE _change_type = 'insert' AND ({limit} IS NULL OR unix_micros({window_end_sql}) > {limit})"
+        )
 
 
 class ExpectFinalWindowRowsNeverChange(LockstepExpectation):
-    description: str = ("emit: final: a window's row is inserted once, when the watermark passes its "
-                        "end, and never updated or deleted afterwards (the change feed holds inserts only).")
+    description: str = (
+        "emit: final: a window's row is inserted once, when the watermark passes its "
+        "end, and never updated or deleted afterwards (the change feed holds inserts only)."
+    )
 
     @classmethod
     def rows_query(cls, cols: Columns) -> str:
@@ -110,10 +128,19 @@ def retraction_suite(cols: Columns, final_windows: tuple[str | None, int | None]
         end_sql, watermark = final_windows
         final = (ExpectFinalWindowRowsNeverChange.build(cols),)
         if end_sql is None:
-            skipped = ((ExpectNoWindowEndAfterWatermark.expectation_type,
-                        "the query does not select session_window.end, and a session's end is not its start plus a size"),)
+            skipped = (
+                (
+                    ExpectNoWindowEndAfterWatermark.expectation_type,
+                    "the query does not select session_window.end, and a session's end is not its start plus a size",
+                ),
+            )
         else:
             final += (ExpectNoWindowEndAfterWatermark.build(cols, end_sql, watermark),)
-    rules = (ExpectNoGhostRetractions, ExpectRetractionsMatchLastImage, ExpectNoInsertOverLiveRow,
-             ExpectUpdatesInPairs, ExpectChangeFeedReplaysToTable)
+    rules = (
+        ExpectNoGhostRetractions,
+        ExpectRetractionsMatchLastImage,
+        ExpectNoInsertOverLiveRow,
+        ExpectUpdatesInPairs,
+        ExpectChangeFeedReplaysToTable,
+    )
     return SuiteSpec("retraction", "change_feed", final + tuple(rule.build(cols) for rule in rules), skipped)

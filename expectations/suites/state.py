@@ -3,10 +3,9 @@ no sink row for a group without live rows (all retracted, or never seen)."""
 
 from __future__ import annotations
 
-from jobs.changelog.columns import COUNT, SLOT
-
 from expectations.sql import STREAM_VIEW, VALIDATED
 from expectations.suites import LockstepExpectation, SuiteSpec
+from jobs.changelog.columns import COUNT, SLOT
 
 
 class ExpectNoNegativeGroupCounts(LockstepExpectation):
@@ -21,21 +20,26 @@ class ExpectNoNegativeGroupCounts(LockstepExpectation):
 
 
 class ExpectNoEmptyGroupInSink(LockstepExpectation):
-    description: str = ("No sink row is for a group without live rows in the state: a group whose "
-                        "rows were all retracted was deleted, not kept with a zero count. (lockstep's "
-                        "state forgets such a group; Spark's keeps it with count 0.)")
+    description: str = (
+        "No sink row is for a group without live rows in the state: a group whose "
+        "rows were all retracted was deleted, not kept with a zero count. (lockstep's "
+        "state forgets such a group; Spark's keeps it with count 0.)"
+    )
 
     @classmethod
     def rows_query(cls, key_pairs: tuple[tuple[str, str], ...], has_slots: bool) -> str:
         """key_pairs: (group key in the state, the sink column holding it) for every sink key column."""
         slot = f" AND st.key.{SLOT} = 0" if has_slots else ""
         match = " AND ".join(f"st.key.`{g}` <=> t.`{k}`" for g, k in key_pairs)
-        return (f"SELECT t.* FROM {STREAM_VIEW} t LEFT JOIN {VALIDATED} st ON {match}{slot} "
-                f"WHERE coalesce(st.value.{COUNT}, 0) = 0")
+        return (
+            f"SELECT t.* FROM {STREAM_VIEW} t LEFT JOIN {VALIDATED} st ON {match}{slot} "
+            f"WHERE coalesce(st.value.{COUNT}, 0) = 0"
+        )
 
 
-def state_suite(group_keys: tuple[str, ...], key_pairs: tuple[tuple[str, str], ...] | None, has_slots: bool,
-                is_global: bool) -> SuiteSpec:
+def state_suite(
+    group_keys: tuple[str, ...], key_pairs: tuple[tuple[str, str], ...] | None, has_slots: bool, is_global: bool
+) -> SuiteSpec:
     """key_pairs: how the sink key holds the group keys; None when the sink key is computed from
     them (CONCAT(g, k)): a sink row cannot be traced to its group, so the empty-group rule is not
     checked here (the unity suite still finds a row the batch result lacks)."""
@@ -43,8 +47,12 @@ def state_suite(group_keys: tuple[str, ...], key_pairs: tuple[tuple[str, str], .
     if is_global:
         return SuiteSpec("state", "stream_state", tuple(found))
     if key_pairs is None:
-        skipped = ((ExpectNoEmptyGroupInSink.expectation_type,
-                    "the sink key is computed from the group keys: a sink row cannot be traced to its group"),)
+        skipped = (
+            (
+                ExpectNoEmptyGroupInSink.expectation_type,
+                "the sink key is computed from the group keys: a sink row cannot be traced to its group",
+            ),
+        )
         return SuiteSpec("state", "stream_state", tuple(found), skipped)
     found.append(ExpectNoEmptyGroupInSink.build(key_pairs, has_slots))
     return SuiteSpec("state", "stream_state", tuple(found))

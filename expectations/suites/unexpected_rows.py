@@ -45,9 +45,14 @@ class UnexpectedRowsSample(QueryMetricProvider):
     query_param_name: ClassVar[str] = "unexpected_rows_query"
 
     @metric_value(engine=SparkDFExecutionEngine)
-    def _spark(cls, execution_engine: SparkDFExecutionEngine, metric_domain_kwargs: dict,
-               metric_value_kwargs: dict, metrics: dict[str, Any],
-               runtime_configuration: dict) -> tuple[list[dict], int]:
+    def _spark(
+        cls,
+        execution_engine: SparkDFExecutionEngine,
+        metric_domain_kwargs: dict,
+        metric_value_kwargs: dict,
+        metrics: dict[str, Any],
+        runtime_configuration: dict,
+    ) -> tuple[list[dict], int]:
         frame, _, _ = execution_engine.get_compute_domain(metric_domain_kwargs, domain_type=MetricDomainTypes.TABLE)
         frame.createOrReplaceTempView("tmp_view")
         query = cls._format_query(cls._get_query_from_metric_value_kwargs(metric_value_kwargs), batch="tmp_view")

@@ -11,15 +11,19 @@ from expectations.suites import LockstepExpectation, SuiteSpec
 
 
 class ExpectWindowsWithoutLateEventsAgree(LockstepExpectation):
-    description: str = ("Every window that received no late event has the same rows in the stream and "
-                        "the batch result: a difference there is not explained by lateness.")
+    description: str = (
+        "Every window that received no late event has the same rows in the stream and "
+        "the batch result: a difference there is not explained by lateness."
+    )
 
     @classmethod
     def rows_query(cls, cols: Columns, window_column: tuple[str, str]) -> str:
         """Differing keys whose window received no late event: late events cannot explain those."""
         column, field = window_column
-        return (f"SELECT * FROM ({differing_rows(cols, VALIDATED, BATCH_VIEW)}) d "
-                f"WHERE NOT EXISTS (SELECT 1 FROM {LATE_WINDOWS_VIEW} l WHERE l.{field} = d.`{column}`)")
+        return (
+            f"SELECT * FROM ({differing_rows(cols, VALIDATED, BATCH_VIEW)}) d "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {LATE_WINDOWS_VIEW} l WHERE l.{field} = d.`{column}`)"
+        )
 
 
 def windows_suite(cols: Columns, window_column: tuple[str, str]) -> SuiteSpec:

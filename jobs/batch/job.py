@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from datetime import date
 
 from deltalake import write_deltalake
-from pyspark.sql import DataFrame
 from deltalake.transaction import CommitProperties
+from pyspark.sql import DataFrame
 
 from jobs.changelog.delta_source import consumed_version, table_as_of
 from jobs.changelog.frames import source_snapshot
-from jobs.lookup.tables import lookup_tables
 from jobs.changelog.staging import StagedChangelog
+from jobs.lookup.tables import lookup_tables
 from jobs.plan import Plan
+from jobs.point import FINGERPRINT_KEY, ConsistencyPoint, read_point
 from jobs.runtime.delta_connector import require_connector
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
@@ -28,7 +29,6 @@ from jobs.runtime.small_work import sized_for
 from jobs.runtime.spark import spark_session
 from jobs.spark_sql import run_sql
 from jobs.spec.model import Settings
-from jobs.point import FINGERPRINT_KEY, ConsistencyPoint, read_point
 
 
 @dataclass
@@ -38,8 +38,13 @@ class BatchResult:
     seconds: float
 
 
-def run_batch(plan: Plan, settings: Settings, layout: RunLayout,
-              progress: Progress | None = None, logical_date: date | None = None) -> BatchResult:
+def run_batch(
+    plan: Plan,
+    settings: Settings,
+    layout: RunLayout,
+    progress: Progress | None = None,
+    logical_date: date | None = None,
+) -> BatchResult:
     """The batch result at the latest consistency point, or at a logical date's."""
     progress = progress or Progress(quiet=True)
     started = time.monotonic()
@@ -49,8 +54,7 @@ def run_batch(plan: Plan, settings: Settings, layout: RunLayout,
     with sized_for(spark, input_rows, settings.spark.small_work_rows):
         rows = _write_results(spark, plan, layout, point, progress)
     seconds = time.monotonic() - started
-    progress.say(f"batch {plan.spec.name}: {rows:,} result rows from {input_rows:,} "
-                 f"changelog rows in {seconds:.1f} s")
+    progress.say(f"batch {plan.spec.name}: {rows:,} result rows from {input_rows:,} changelog rows in {seconds:.1f} s")
     return BatchResult(rows, input_rows, seconds)
 
 
@@ -58,8 +62,9 @@ def _write_results(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint
     """The query's result over the sources as of the point, and each intermediate stage's, written
     as Delta tables; the query's row count."""
     consumed = {name: position.rows for name, position in point.sources.items()}
-    snapshots = {s.table: _source_table(spark, plan, s.table, layout, consumed.get(s.table, 0), progress)
-                 for s in plan.sources}
+    snapshots = {
+        s.table: _source_table(spark, plan, s.table, layout, consumed.get(s.table, 0), progress) for s in plan.sources
+    }
     lookups = lookup_tables(spark, plan, snapshots)  # the services, asked now
     for name, table in lookups.items():  # kept for the check: did the stream get other answers?
         table.write.mode("overwrite").parquet(str(layout.lookup_answers(name, "batch")))
@@ -85,16 +90,23 @@ def _source_table(spark, plan: Plan, name: str, layout: RunLayout, consumed: int
         version = consumed_version(staged.manifest, consumed)
         if version is not None and not staged.manifest["quarantined"]:
             return table_as_of(spark, spec, staged.schema, version)
-        progress.say(f"source {name}: read from the staged changelog, not by time travel "
-                     f"({'rows were set aside' if staged.manifest['quarantined'] else 'the stream stopped inside a version'})")
+        progress.say(
+            f"source {name}: read from the staged changelog, not by time travel "
+            f"({'rows were set aside' if staged.manifest['quarantined'] else 'the stream stopped inside a version'})"
+        )
     return source_snapshot(spark, staged, consumed)
 
 
 def _write_from_driver(result: DataFrame, path, metadata: dict) -> int:
     """delta-rs: the result collected as Arrow and written by the driver."""
     table = result.toArrow()
-    write_deltalake(str(path), table, mode="overwrite", schema_mode="overwrite",
-                    commit_properties=CommitProperties(custom_metadata=metadata))
+    write_deltalake(
+        str(path),
+        table,
+        mode="overwrite",
+        schema_mode="overwrite",
+        commit_properties=CommitProperties(custom_metadata=metadata),
+    )
     return table.num_rows
 
 
@@ -104,8 +116,13 @@ def _write_through_spark(result: DataFrame, path, metadata: dict) -> int:
     require_connector(result.sparkSession, "the delta-spark writer")
     result = result.persist()
     try:
-        (result.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-         .option("userMetadata", json.dumps(metadata)).save(str(path)))
+        (
+            result.write.format("delta")
+            .mode("overwrite")
+            .option("overwriteSchema", "true")
+            .option("userMetadata", json.dumps(metadata))
+            .save(str(path))
+        )
         return result.count()
     finally:
         result.unpersist()

@@ -14,9 +14,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from jobs.changelog.columns import WATERMARK, WINDOW_END, WINDOW_START
 from jobs.changelog.frames import assign_windows, consumed_changes, live_rows, on_time
 from jobs.changelog.staging import StagedChangelog
-from jobs.changelog.columns import WATERMARK, WINDOW_END, WINDOW_START
 from jobs.plan import Plan
 from jobs.plan.nodes import SessionAggregate
 from jobs.plan.sql import WINDOW, parse_select
@@ -24,22 +24,22 @@ from jobs.plan.sql import WINDOW, parse_select
 ON_TIME_WINDOW = "__lockstep_window"
 
 
-def batch_without_late(spark: SparkSession, plan: Plan, staged: StagedChangelog,
-                       consumed: int) -> DataFrame:
+def batch_without_late(spark: SparkSession, plan: Plan, staged: StagedChangelog, consumed: int) -> DataFrame:
     source = plan.sources[0]
     if isinstance(plan.window, SessionAggregate):
         # A late change to a session is late as a whole (its event time is behind the watermark):
         # the source without those changes, and the user's SQL as it is.
         changes = consumed_changes(spark, staged, consumed)
-        on_time_changes = changes.where(F.col(WATERMARK).isNull() | (F.col(f"`{staged.event_time}`") > F.col(WATERMARK)))
+        on_time_changes = changes.where(
+            F.col(WATERMARK).isNull() | (F.col(f"`{staged.event_time}`") > F.col(WATERMARK))
+        )
         live_rows(on_time_changes, list(staged.schema.names)).createOrReplaceTempView(source.table)
         return spark.sql(plan.spec.sql)
     _on_time_pairs(spark, plan, staged, consumed).createOrReplaceTempView(source.table)
     return spark.sql(rewritten_sql(plan))
 
 
-def _on_time_pairs(spark: SparkSession, plan: Plan, staged: StagedChangelog,
-                   consumed: int) -> DataFrame:
+def _on_time_pairs(spark: SparkSession, plan: Plan, staged: StagedChangelog, consumed: int) -> DataFrame:
     changes = consumed_changes(spark, staged, consumed)
     pairs = assign_windows(changes, plan.window_assign.window.spark_sql()).where(on_time())
     names = list(staged.schema.names)
@@ -50,6 +50,7 @@ def _on_time_pairs(spark: SparkSession, plan: Plan, staged: StagedChangelog,
 
 def rewritten_sql(plan: Plan) -> str:
     """The spec's SQL with window(...) replaced by the precomputed on-time window column."""
+
     def swap(node):
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == WINDOW:
             return exp.column(ON_TIME_WINDOW)

@@ -13,10 +13,10 @@ like any source's.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -31,8 +31,15 @@ from jobs.changelog.formats import ParsedFile
 from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
 from jobs.changelog.schema import SourceSchema, parse_schema
 from jobs.errors import InputError
-from jobs.runtime.delta import (CHANGE_TYPE, COMMIT_VERSION, change_data_feed_on, change_feed_frame, is_delta_table,
-                                read_snapshot, table_version)
+from jobs.runtime.delta import (
+    CHANGE_TYPE,
+    COMMIT_VERSION,
+    change_data_feed_on,
+    change_feed_frame,
+    is_delta_table,
+    read_snapshot,
+    table_version,
+)
 from jobs.runtime.delta_connector import require_connector
 from jobs.spec.model import SourceSpec
 
@@ -47,8 +54,9 @@ class VersionPiece:
         return f"v{self.version}"
 
 
-def new_versions(spark: SparkSession, name: str, spec: SourceSpec, schema: SourceSchema,
-                 staged_versions: list[int]) -> Iterator[VersionPiece]:
+def new_versions(
+    spark: SparkSession, name: str, spec: SourceSpec, schema: SourceSchema, staged_versions: list[int]
+) -> Iterator[VersionPiece]:
     """The pieces after the versions already staged: first the starting snapshot, then one per
     committed version (an empty one for a version without data changes)."""
     require_connector(spark, f"source {name} (format: delta)")
@@ -75,18 +83,25 @@ def starting_version(name: str, spec: SourceSpec) -> int:
     if spec.starting_timestamp is None:
         start = spec.starting_version or 0
         if start > table_version(spec.path):
-            raise InputError(f"source {name}: starting_version {start} is past the table's latest version "
-                             f"{table_version(spec.path)}", where=str(spec.path))
+            raise InputError(
+                f"source {name}: starting_version {start} is past the table's latest version "
+                f"{table_version(spec.path)}",
+                where=str(spec.path),
+            )
         return start
     wanted = spec.starting_timestamp
-    wanted = wanted if wanted.tzinfo else wanted.replace(tzinfo=timezone.utc)
-    commits = [(c["version"], datetime.fromtimestamp(c["timestamp"] / 1000, timezone.utc))
-               for c in DeltaTable(str(spec.path)).history()]
+    wanted = wanted if wanted.tzinfo else wanted.replace(tzinfo=UTC)
+    commits = [
+        (c["version"], datetime.fromtimestamp(c["timestamp"] / 1000, UTC)) for c in DeltaTable(str(spec.path)).history()
+    ]
     before = [version for version, at in commits if at <= wanted]
     if not before:
         first = min(at for _, at in commits)
-        raise InputError(f"source {name}: no version was committed at or before starting_timestamp {wanted:%Y-%m-%d %H:%M:%S%z} "
-                         f"(the first commit is at {first:%Y-%m-%d %H:%M:%S%z})", where=str(spec.path))
+        raise InputError(
+            f"source {name}: no version was committed at or before starting_timestamp {wanted:%Y-%m-%d %H:%M:%S%z} "
+            f"(the first commit is at {first:%Y-%m-%d %H:%M:%S%z})",
+            where=str(spec.path),
+        )
     return max(before)
 
 
@@ -97,14 +112,19 @@ def check_table(name: str, spec: SourceSpec) -> None:
     if not is_delta_table(path):
         raise InputError(f"source {name}: not a Delta table (no _delta_log here)", where=str(path))
     if not change_data_feed_on(path):
-        raise InputError(f"source {name}: the Delta table's change data feed is off; turn it on with "
-                         f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true) "
-                         f"and start after that version (starting_version)", where=str(path))
+        raise InputError(
+            f"source {name}: the Delta table's change data feed is off; turn it on with "
+            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true) "
+            f"and start after that version (starting_version)",
+            where=str(path),
+        )
     present = {f.name.lower() for f in pa.schema(DeltaTable(str(path)).schema().to_arrow())}
     missing = [c for c in schema.names if c.lower() not in present]
     if missing:
-        raise InputError(f"source {name}: the schema names {', '.join(missing)}, which the Delta table does "
-                         f"not have", where=str(path))
+        raise InputError(
+            f"source {name}: the schema names {', '.join(missing)}, which the Delta table does not have",
+            where=str(path),
+        )
 
 
 def _snapshot(spark: SparkSession, spec: SourceSpec, schema: SourceSchema, version: int) -> ParsedFile:
@@ -114,15 +134,18 @@ def _snapshot(spark: SparkSession, spec: SourceSpec, schema: SourceSchema, versi
     return _parsed(_ordered(table, kinds, spec.primary_key))
 
 
-def _change_feed(spark: SparkSession, name: str, spec: SourceSpec, schema: SourceSchema, first: int,
-                 last: int) -> pa.Table:
+def _change_feed(
+    spark: SparkSession, name: str, spec: SourceSpec, schema: SourceSchema, first: int, last: int
+) -> pa.Table:
     try:
         frame = change_feed_frame(spark, spec.path, first, last)
         return frame.select(*[f"`{c}`" for c in schema.names], CHANGE_TYPE, COMMIT_VERSION).toArrow()
     except (PySparkException, Py4JJavaError) as exc:  # a version without a feed (turned on later), or vacuumed
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"source {name}: cannot read the change data feed of versions {first} to {last}: "
-                         f"{first_line}", where=str(spec.path)) from None
+        raise InputError(
+            f"source {name}: cannot read the change data feed of versions {first} to {last}: {first_line}",
+            where=str(spec.path),
+        ) from None
 
 
 def _changes(rows: pa.Table, schema: SourceSchema, key: tuple[str, ...]) -> ParsedFile:
@@ -137,8 +160,10 @@ def _ordered(table: pa.Table, kinds: pa.Array, key: tuple[str, ...]) -> pa.Table
     if table.num_rows == 0 or not key:
         return table.append_column(KIND, kinds)
     additions = np.isin(kinds.to_numpy(), [RowKind.INSERT, RowKind.UPDATE_AFTER]).astype(np.int8)
-    codes = [pc.fill_null(pc.dictionary_encode(table.column(k).combine_chunks()).indices, -1)
-             .to_numpy(zero_copy_only=False) for k in reversed(key)]
+    codes = [
+        pc.fill_null(pc.dictionary_encode(table.column(k).combine_chunks()).indices, -1).to_numpy(zero_copy_only=False)
+        for k in reversed(key)
+    ]
     order = np.lexsort([additions, *codes])
     return table.append_column(KIND, kinds).take(pa.array(order))
 
@@ -159,8 +184,9 @@ def _parsed(rows: pa.Table) -> ParsedFile:
 def row_text(parsed: ParsedFile, lines: set[int]) -> dict[int, str]:
     """Rows as JSON, for the quarantine's raw text (a Delta row has no line of its own)."""
     found = parsed.rows.filter(pc.is_in(parsed.rows.column(LINE), value_set=pa.array(sorted(lines), pa.int32())))
-    return {row[LINE]: json.dumps({k: v for k, v in row.items() if k != LINE}, default=str)
-            for row in found.to_pylist()}
+    return {
+        row[LINE]: json.dumps({k: v for k, v in row.items() if k != LINE}, default=str) for row in found.to_pylist()
+    }
 
 
 def consumed_version(manifest: dict, consumed: int) -> int | None:

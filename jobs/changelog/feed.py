@@ -30,8 +30,15 @@ from jobs.changelog.schema import SourceSchema, schema_of_arrow
 from jobs.changelog.segments import SEGMENTS, put_in_order, segment_name
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, table_version
 
-def stage_change_feed(table: Path, directory: Path, name: str, columns: tuple[str, ...],
-                      key: tuple[str, ...], spark: SparkSession | None = None) -> int:
+
+def stage_change_feed(
+    table: Path,
+    directory: Path,
+    name: str,
+    columns: tuple[str, ...],
+    key: tuple[str, ...],
+    spark: SparkSession | None = None,
+) -> int:
     """Stage the versions committed since the last call; return the number of new rows. The
     columns are typed as the table holds them (the earlier stage wrote it with its batch SQL's
     types). With `spark` (the delta-spark writer) the feed is read and staged by Spark's
@@ -55,8 +62,7 @@ def stage_change_feed(table: Path, directory: Path, name: str, columns: tuple[st
     return new_rows
 
 
-def _stage_on_driver(table: Path, directory: Path, manifest: dict, schema: SourceSchema,
-                     key: tuple[str, ...]) -> int:
+def _stage_on_driver(table: Path, directory: Path, manifest: dict, schema: SourceSchema, key: tuple[str, ...]) -> int:
     feed = read_change_feed(table, starting_version=manifest["next_version"])
     new_rows = 0
     for version in sorted(set(feed.column(COMMIT_VERSION).to_pylist())):
@@ -113,16 +119,28 @@ def _write_segment(directory: Path, manifest: dict, rows: pa.Table, version: int
     path = directory / SEGMENTS / segment_name(first_seq)
     pq.write_table(rows, path)
     put_in_order(path, len(manifest["segments"]))
-    manifest["segments"].append({"file": f"{SEGMENTS}/{path.name}", "first_seq": first_seq, "rows": n,
-                                 "version": version})
+    manifest["segments"].append(
+        {"file": f"{SEGMENTS}/{path.name}", "first_seq": first_seq, "rows": n, "version": version}
+    )
     manifest["rows"] += n
 
 
 def _new_manifest(name: str, schema: SourceSchema, key: tuple[str, ...]) -> dict:
-    return {"source": name, "format": "delta-change-feed", "schema": schema.spark_ddl(),
-            "primary_key": list(key), "event_time": None, "watermark": None, "generation": 0,
-            "rows": 0, "quarantined": 0, "files": [], "segments": [], "live_state": None,
-            "next_version": 0}
+    return {
+        "source": name,
+        "format": "delta-change-feed",
+        "schema": schema.spark_ddl(),
+        "primary_key": list(key),
+        "event_time": None,
+        "watermark": None,
+        "generation": 0,
+        "rows": 0,
+        "quarantined": 0,
+        "files": [],
+        "segments": [],
+        "live_state": None,
+        "next_version": 0,
+    }
 
 
 def _read(directory: Path) -> dict | None:

@@ -32,8 +32,7 @@ FEED_CHECKPOINT = "_feed_checkpoint"  # scratch: see the module docstring
 class SparkFeedStager:
     """The foreachBatch function of the feed's streaming query: stage each new version."""
 
-    def __init__(self, directory: Path, manifest: dict, schema: SourceSchema, key: tuple[str, ...],
-                 save_manifest):
+    def __init__(self, directory: Path, manifest: dict, schema: SourceSchema, key: tuple[str, ...], save_manifest):
         self.directory, self.manifest, self.schema, self.key = directory, manifest, schema, key
         self.save_manifest = save_manifest
         self.new_rows = 0
@@ -53,8 +52,9 @@ class SparkFeedStager:
         n = rows.count()
         if n:
             self._write_segment(rows, version, first_seq)
-            self.manifest["segments"].append({"file": f"{SEGMENTS}/{segment_name(first_seq)}",
-                                              "first_seq": first_seq, "rows": n, "version": version})
+            self.manifest["segments"].append(
+                {"file": f"{SEGMENTS}/{segment_name(first_seq)}", "first_seq": first_seq, "rows": n, "version": version}
+            )
             self.manifest["rows"] += n
             self.new_rows += n
         self.manifest["next_version"] = version + 1
@@ -71,10 +71,17 @@ class SparkFeedStager:
     def _write_segment(self, rows: DataFrame, version: int, first_seq: int) -> None:
         """One Parquet file written by one task (the rows keep their order and get consecutive
         sequence numbers), moved into place under the segment's name and ordinal mtime."""
-        numbered = rows.withColumn(SEQ, F.lit(first_seq - 1) + F.row_number().over(Window.orderBy(
-            F.monotonically_increasing_id())).cast("bigint"))
-        numbered = numbered.select(*[F.col(f"`{n}`") for n in self.schema.names], KIND,
-                                   F.lit(0).cast("int").alias(LINE), SEQ, F.lit(f"v{version}").alias(FILE))
+        numbered = rows.withColumn(
+            SEQ,
+            F.lit(first_seq - 1) + F.row_number().over(Window.orderBy(F.monotonically_increasing_id())).cast("bigint"),
+        )
+        numbered = numbered.select(
+            *[F.col(f"`{n}`") for n in self.schema.names],
+            KIND,
+            F.lit(0).cast("int").alias(LINE),
+            SEQ,
+            F.lit(f"v{version}").alias(FILE),
+        )
         scratch = self.directory / f"_writing-{first_seq}"
         numbered.coalesce(1).write.mode("overwrite").parquet(str(scratch))
         part = next(scratch.glob("part-*.parquet"))
@@ -103,12 +110,21 @@ def _typed_columns(schema: SourceSchema) -> list:
 def stage_versions(spark: SparkSession, table: Path, stager: SparkFeedStager) -> None:
     """Run the feed's streaming query until every committed version is staged (availableNow:
     a backlog of many versions is read in several micro-batches, not at once)."""
-    feed = (spark.readStream.format("delta").option("readChangeFeed", "true")
-            .option("startingVersion", stager.manifest["next_version"]).load(str(table)))
+    feed = (
+        spark.readStream.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", stager.manifest["next_version"])
+        .load(str(table))
+    )
     scratch = stager.directory / FEED_CHECKPOINT
     shutil.rmtree(scratch, ignore_errors=True)
-    query = (feed.writeStream.trigger(availableNow=True).queryName(f"lockstep_feed_{stager.manifest['source']}")
-             .option("checkpointLocation", str(scratch)).foreachBatch(stager).start())
+    query = (
+        feed.writeStream.trigger(availableNow=True)
+        .queryName(f"lockstep_feed_{stager.manifest['source']}")
+        .option("checkpointLocation", str(scratch))
+        .foreachBatch(stager)
+        .start()
+    )
     try:
         query.awaitTermination()
     finally:

@@ -20,17 +20,17 @@ import io
 import json
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from jobs.changelog.kinds import SHORT_NAMES, RowKind
 from jobs.changelog.columns import KIND, LINE
+from jobs.changelog.kinds import SHORT_NAMES, RowKind
 from jobs.changelog.schema import SourceSchema
 
 
@@ -65,12 +65,20 @@ def parse_file(path: Path, fmt: str, schema: SourceSchema) -> ParsedFile:
 
 def joined(blocks: list[ParsedFile]) -> ParsedFile:
     """Consecutive blocks of a file as one."""
-    return ParsedFile(pa.concat_tables([b.rows for b in blocks]), tuple(bad for b in blocks for bad in b.bad),
-                      sum(b.absent for b in blocks))
+    return ParsedFile(
+        pa.concat_tables([b.rows for b in blocks]),
+        tuple(bad for b in blocks for bad in b.bad),
+        sum(b.absent for b in blocks),
+    )
 
 
-def parse_blocks(path: Path, fmt: str, schema: SourceSchema, block_bytes: int | None = None,
-                 seen: Callable[[bytes], None] | None = None) -> Iterator[ParsedFile]:
+def parse_blocks(
+    path: Path,
+    fmt: str,
+    schema: SourceSchema,
+    block_bytes: int | None = None,
+    seen: Callable[[bytes], None] | None = None,
+) -> Iterator[ParsedFile]:
     """The file's change rows a block of whole lines at a time (BLOCK_BYTES unless given), in
     order, line numbers counted from the file's start: staging holds one block's bytes and rows,
     not the whole file's. `seen` gets each block's bytes before it is parsed (staging hashes the
@@ -138,13 +146,16 @@ class _Lines:
         return len(self.starts) - (1 if self.data.endswith(b"\n") or not self.data else 0)
 
     def text(self, number: int) -> bytes:
-        return self.data[self.starts[number - 1]:self.stops[number - 1]]
+        return self.data[self.starts[number - 1] : self.stops[number - 1]]
 
     def numbers(self) -> np.ndarray:
         """The numbers of the lines that are not blank, from 1."""
         lengths = self.stops - self.starts
-        first = np.frombuffer(self.data, np.uint8)[np.minimum(self.starts, max(len(self.data) - 1, 0))] \
-            if self.data else np.zeros(len(lengths), np.uint8)
+        first = (
+            np.frombuffer(self.data, np.uint8)[np.minimum(self.starts, max(len(self.data) - 1, 0))]
+            if self.data
+            else np.zeros(len(lengths), np.uint8)
+        )
         content = (lengths > 0) & ~np.isin(first, np.frombuffer(self.WHITESPACE, np.uint8))
         for index in np.flatnonzero((lengths > 0) & ~content):  # starts with whitespace: look closer
             content[index] = bool(self.text(index + 1).strip())
@@ -161,7 +172,7 @@ def _newlines(data: bytes, chunk: int = 1 << 26) -> np.ndarray:
     """Positions of the newline bytes, a chunk at a time (a byte-wide mask of the whole file
     would briefly double its size in memory)."""
     buffer = np.frombuffer(data, np.uint8)
-    found = [np.flatnonzero(buffer[at:at + chunk] == 10) + at for at in range(0, len(buffer), chunk)]
+    found = [np.flatnonzero(buffer[at : at + chunk] == 10) + at for at in range(0, len(buffer), chunk)]
     return np.concatenate(found) if found else np.zeros(0, np.int64)
 
 
@@ -195,8 +206,10 @@ def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
 
 
 def _with_raw_text(bad: list[BadRow], text: Callable[[int], bytes]) -> tuple[BadRow, ...]:
-    return tuple(BadRow(b.line, b.reason, b.raw or text(b.line).decode("utf-8", errors="replace"))
-                 for b in sorted(bad, key=lambda b: b.line))
+    return tuple(
+        BadRow(b.line, b.reason, b.raw or text(b.line).decode("utf-8", errors="replace"))
+        for b in sorted(bad, key=lambda b: b.line)
+    )
 
 
 def _utf8_lines(lines: list[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], list[BadRow]]:
@@ -250,8 +263,9 @@ class _Reader:
 
     def read(self, data: bytes, longest_line: int) -> pa.Table:
         if longest_line > MAX_LINE_BYTES:
-            raise pa.ArrowInvalid(f"a line of {longest_line:,} bytes is longer than the "
-                                  f"{MAX_LINE_BYTES // 2**20} MiB a row may have")
+            raise pa.ArrowInvalid(
+                f"a line of {longest_line:,} bytes is longer than the {MAX_LINE_BYTES // 2**20} MiB a row may have"
+            )
         options = pj.ParseOptions(explicit_schema=self.json_schema, unexpected_field_behavior=self.unknown_fields)
         block = pj.ReadOptions(block_size=max(1 << 20, 2 * longest_line + 2))
         return pj.read_json(pa.BufferReader(data), read_options=block, parse_options=options)  # no copy
@@ -301,8 +315,7 @@ class _Reader:
             return f"expected a JSON object, got {type(value).__name__}"
         unknown = [k for k in value if k not in self.json_schema.names] if self.unknown_fields == "error" else []
         if unknown:
-            return (f"unknown field {shorten(unknown[0], 40)!r} (the fields are: "
-                    f"{', '.join(self.json_schema.names)})")
+            return f"unknown field {shorten(unknown[0], 40)!r} (the fields are: {', '.join(self.json_schema.names)})"
         types = {c.name: c.spark_type for c in self.schema.columns}
         return _first_bad_field(value, self.json_schema, types) or shorten(_clean(arrow_message), 200)
 
@@ -314,8 +327,7 @@ class _ChangelogJson(_Reader):
     def to_changes(self, table):
         kinds = pc.index_in(table.column("op"), value_set=pa.array(SHORT_NAMES))
         ok = pc.fill_null(pc.is_valid(kinds), False)
-        bad = [BadRow(line, _bad_op(op, "+I, -U, +U, -D"), "")
-               for line, op in _rows_where(table, pc.invert(ok), "op")]
+        bad = [BadRow(line, _bad_op(op, "+I, -U, +U, -D"), "") for line, op in _rows_where(table, pc.invert(ok), "op")]
         good = table.filter(ok)
         return self.change_rows(good, pc.cast(kinds.filter(ok), pa.int8())), bad
 
@@ -347,25 +359,34 @@ class _DebeziumJson(_Reader):
     def to_changes(self, table):
         op = table.column("op")
         known = pc.fill_null(pc.is_in(op, value_set=pa.array(["c", "r", "u", "d"])), False)
-        missing_before = pc.fill_null(pc.and_(pc.is_in(op, value_set=pa.array(["u", "d"])),
-                                              pc.is_null(table.column("before"))), False)
-        missing_after = pc.fill_null(pc.and_(pc.is_in(op, value_set=pa.array(["c", "r", "u"])),
-                                             pc.is_null(table.column("after"))), False)
+        missing_before = pc.fill_null(
+            pc.and_(pc.is_in(op, value_set=pa.array(["u", "d"])), pc.is_null(table.column("before"))), False
+        )
+        missing_after = pc.fill_null(
+            pc.and_(pc.is_in(op, value_set=pa.array(["c", "r", "u"])), pc.is_null(table.column("after"))), False
+        )
         ok = pc.and_(known, pc.invert(pc.or_(missing_before, missing_after)))
         rejected = table.filter(pc.invert(ok))
-        bad = [BadRow(line, _debezium_problem(value, no_before), "") for line, value, no_before in zip(
-            rejected.column(LINE).to_pylist(), rejected.column("op").to_pylist(),
-            missing_before.filter(pc.invert(ok)).to_pylist())]
+        bad = [
+            BadRow(line, _debezium_problem(value, no_before), "")
+            for line, value, no_before in zip(
+                rejected.column(LINE).to_pylist(),
+                rejected.column("op").to_pylist(),
+                missing_before.filter(pc.invert(ok)).to_pylist(),
+            )
+        ]
         return self._expand(table.filter(ok) if bad else table), bad
 
     def _expand(self, table: pa.Table) -> pa.Table:
         op = table.column("op")
         has_before = pc.is_in(op, value_set=pa.array(["u", "d"]))
         has_after = pc.is_in(op, value_set=pa.array(["c", "r", "u"]))
-        before = self._images(table, "before", has_before,
-                              pc.if_else(pc.equal(op, "u"), RowKind.UPDATE_BEFORE, RowKind.DELETE))
-        after = self._images(table, "after", has_after,
-                             pc.if_else(pc.equal(op, "u"), RowKind.UPDATE_AFTER, RowKind.INSERT))
+        before = self._images(
+            table, "before", has_before, pc.if_else(pc.equal(op, "u"), RowKind.UPDATE_BEFORE, RowKind.DELETE)
+        )
+        after = self._images(
+            table, "after", has_after, pc.if_else(pc.equal(op, "u"), RowKind.UPDATE_AFTER, RowKind.INSERT)
+        )
         return pa.concat_tables([before, after]).take(_interleaved(has_before, has_after))
 
     def _images(self, table: pa.Table, side: str, mask, kinds) -> pa.Table:
@@ -405,21 +426,18 @@ def _bad_op(value: object, expected: str) -> str:
     return "missing op" if value is None else f"unknown op {value!r} (expected one of {expected})"
 
 
-def _first_bad_field(value: dict, schema: pa.Schema, types: dict[str, str],
-                     prefix: str = "") -> str | None:
+def _first_bad_field(value: dict, schema: pa.Schema, types: dict[str, str], prefix: str = "") -> str | None:
     """Parse each field on its own to name the one whose value does not fit its type."""
     for field in schema:
         if field.name not in value or value[field.name] is None:
             continue
         item = value[field.name]
         if pa.types.is_struct(field.type) and isinstance(item, dict):
-            nested = _first_bad_field(item, pa.schema(list(field.type)), types,
-                                      f"{prefix}{field.name}.")
+            nested = _first_bad_field(item, pa.schema(list(field.type)), types, f"{prefix}{field.name}.")
             if nested:
                 return nested
             continue
-        options = pj.ParseOptions(explicit_schema=pa.schema([field]),
-                                  unexpected_field_behavior="ignore")
+        options = pj.ParseOptions(explicit_schema=pa.schema([field]), unexpected_field_behavior="ignore")
         try:
             pj.read_json(io.BytesIO(json.dumps({field.name: item}).encode()), parse_options=options)
         except pa.ArrowInvalid:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.changelog.kinds import RowKind
 from jobs.changelog.columns import COUNT, KIND, SEQ, WATERMARK, WEIGHT, WINDOW_END, WINDOW_START
+from jobs.changelog.kinds import RowKind
 from jobs.changelog.staging import StagedChangelog
 
 
@@ -33,8 +33,12 @@ def live_rows(changes: DataFrame, columns: list[str]) -> DataFrame:
     """The multiset the changes leave: each distinct row of `columns` as many times as its
     weights sum to, when that is positive."""
     quoted = [F.col(f"`{c}`") for c in columns]
-    totals = (changes.select(*quoted, weight().alias(WEIGHT)).groupBy(*quoted)
-              .agg(F.sum(WEIGHT).alias(COUNT)).where(F.col(COUNT) > 0))
+    totals = (
+        changes.select(*quoted, weight().alias(WEIGHT))
+        .groupBy(*quoted)
+        .agg(F.sum(WEIGHT).alias(COUNT))
+        .where(F.col(COUNT) > 0)
+    )
     copies = totals.withColumn("__copy", F.explode(F.sequence(F.lit(1), F.col(COUNT))))
     return copies.select(*quoted)
 
@@ -49,8 +53,7 @@ def assign_windows(df: DataFrame, window_sql: str) -> DataFrame:
     with the window as __wstart / __wend."""
     columns = [F.col(f"`{c}`") for c in df.columns]
     spread = df.select(*columns, F.expr(window_sql).alias("__window"))
-    return spread.select(*columns, F.col("__window.start").alias(WINDOW_START),
-                         F.col("__window.end").alias(WINDOW_END))
+    return spread.select(*columns, F.col("__window.start").alias(WINDOW_START), F.col("__window.end").alias(WINDOW_END))
 
 
 def on_time() -> Column:

@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 SCHEMA = "order_id BIGINT, pId BIGINT, income BIGINT"
 TIMED_SCHEMA = "order_id BIGINT, pId BIGINT, income BIGINT, order_time TIMESTAMP"
-DAY_START = datetime(2026, 11, 21, tzinfo=timezone.utc)
+DAY_START = datetime(2026, 11, 21, tzinfo=UTC)
 
 
-def generate_changelog(folder: Path, *, events: int = 300_000, groups: int = 20_000,
-                       update_share: float = 0.25, delete_share: float = 0.15, files: int = 10,
-                       seed: int = 7) -> int:
+def generate_changelog(
+    folder: Path,
+    *,
+    events: int = 300_000,
+    groups: int = 20_000,
+    update_share: float = 0.25,
+    delete_share: float = 0.15,
+    files: int = 10,
+    seed: int = 7,
+) -> int:
     """Write the changelog into `folder` (replacing what is there); return the number of rows."""
     rows = list(_changes(events, groups, update_share, delete_share, random.Random(seed)))
     return write_parts(folder, rows, files)
@@ -35,7 +42,7 @@ def write_parts(folder: Path, rows: list[dict], files: int) -> int:
         old.unlink()
     per_file = -(-len(rows) // files)
     for index in range(files):
-        chunk = rows[index * per_file:(index + 1) * per_file]
+        chunk = rows[index * per_file : (index + 1) * per_file]
         text = "\n".join(json.dumps(r, separators=(",", ":")) for r in chunk)
         (folder / f"part-{index:05d}.json").write_text(text + "\n" if chunk else "")
     return len(rows)
@@ -52,15 +59,23 @@ def _changes(events, groups, update_share, delete_share, rng: random.Random):
         elif live and draw < delete_share + update_share:
             index = rng.randrange(len(live))
             before = live[index]
-            after = [before[0], rng.randrange(groups) if rng.random() < 0.25 else before[1],
-                     rng.randrange(1, 1000), before[3]]
+            after = [
+                before[0],
+                rng.randrange(groups) if rng.random() < 0.25 else before[1],
+                rng.randrange(1, 1000),
+                before[3],
+            ]
             live[index] = after
             yield _row(before, "-U")
             yield _row(after, "+U")
         else:
             seconds = max(0.0, number * step + rng.uniform(-2, 2))
-            row = [next_id, rng.randrange(groups), rng.randrange(1, 1000),
-                   (DAY_START + timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S.%f")]
+            row = [
+                next_id,
+                rng.randrange(groups),
+                rng.randrange(1, 1000),
+                (DAY_START + timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S.%f"),
+            ]
             next_id += 1
             live.append(row)
             yield _row(row, "+I")
@@ -73,5 +88,4 @@ def _take(live: list, rng: random.Random) -> list[int]:
 
 
 def _row(values: list, op: str) -> dict:
-    return {"order_id": values[0], "pId": values[1], "income": values[2], "order_time": values[3],
-            "op": op}
+    return {"order_id": values[0], "pId": values[1], "income": values[2], "order_time": values[3], "op": op}

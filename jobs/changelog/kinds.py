@@ -39,16 +39,18 @@ class RowKind(IntEnum):
         return _BY_SHORT[text]
 
 
-_SHORT = {RowKind.INSERT: "+I", RowKind.UPDATE_BEFORE: "-U", RowKind.UPDATE_AFTER: "+U",
-          RowKind.DELETE: "-D"}
+_SHORT = {RowKind.INSERT: "+I", RowKind.UPDATE_BEFORE: "-U", RowKind.UPDATE_AFTER: "+U", RowKind.DELETE: "-D"}
 _BY_SHORT = {short: kind for kind, short in _SHORT.items()}
-_MODE_LETTER = {RowKind.INSERT: "I", RowKind.UPDATE_BEFORE: "UB", RowKind.UPDATE_AFTER: "UA",
-                RowKind.DELETE: "D"}
+_MODE_LETTER = {RowKind.INSERT: "I", RowKind.UPDATE_BEFORE: "UB", RowKind.UPDATE_AFTER: "UA", RowKind.DELETE: "D"}
 SHORT_NAMES = tuple(_SHORT[kind] for kind in RowKind)
 
 # The Delta change data feed is the retract encoding of the output changelog.
-CDF_CHANGE_TYPES = {"insert": RowKind.INSERT, "update_preimage": RowKind.UPDATE_BEFORE,
-                    "update_postimage": RowKind.UPDATE_AFTER, "delete": RowKind.DELETE}
+CDF_CHANGE_TYPES = {
+    "insert": RowKind.INSERT,
+    "update_preimage": RowKind.UPDATE_BEFORE,
+    "update_postimage": RowKind.UPDATE_AFTER,
+    "delete": RowKind.DELETE,
+}
 
 
 class ChangelogMode(frozenset):

@@ -25,11 +25,10 @@ from jobs.changelog.kinds import RowKind
 ADDITIONS = np.array([RowKind.INSERT, RowKind.UPDATE_AFTER], np.int8)
 
 
-def keyed_after(state: pa.Table, changes: pa.Table, kinds: np.ndarray,
-                key: tuple[str, ...]) -> pa.Table | None:
+def keyed_after(state: pa.Table, changes: pa.Table, kinds: np.ndarray, key: tuple[str, ...]) -> pa.Table | None:
     """The live rows (one per key) after `changes`, or None when a change breaks the protocol."""
     codes = key_codes(pa.concat_tables([state.select(key), changes.select(key)]), nulls_match=False)
-    live_codes, change_codes = codes[:state.num_rows], codes[state.num_rows:]
+    live_codes, change_codes = codes[: state.num_rows], codes[state.num_rows :]
     if (change_codes < 0).any():  # a null in the primary key
         return None
     adding = np.isin(kinds, ADDITIONS)
@@ -47,19 +46,19 @@ def keyed_after(state: pa.Table, changes: pa.Table, kinds: np.ndarray,
         return None
     untouched = np.ones(len(state_row), bool)
     untouched[change_codes] = False
-    return pa.concat_tables([state.take(np.flatnonzero(untouched[live_codes])),
-                             changes.take(np.flatnonzero(runs.is_last() & adding))])
+    return pa.concat_tables(
+        [state.take(np.flatnonzero(untouched[live_codes])), changes.take(np.flatnonzero(runs.is_last() & adding))]
+    )
 
 
-def multiset_after(state: pa.Table, counts: np.ndarray, changes: pa.Table,
-                   kinds: np.ndarray) -> pa.Table | None:
+def multiset_after(state: pa.Table, counts: np.ndarray, changes: pa.Table, kinds: np.ndarray) -> pa.Table | None:
     """The distinct live rows with their COUNT after `changes`, or None when a retraction finds
     no live copy of its row."""
     both = pa.concat_tables([state, changes])
     codes = key_codes(both, nulls_match=True)
-    change_codes = codes[state.num_rows:]
+    change_codes = codes[state.num_rows :]
     copies = np.zeros(int(codes.max()) + 1, np.int64)
-    copies[codes[:state.num_rows]] = counts
+    copies[codes[: state.num_rows]] = counts
     steps = np.where(np.isin(kinds, ADDITIONS), 1, -1)
     if (copies[change_codes] + _KeyRuns(change_codes).sum_before(steps) + steps < 0).any():
         return None

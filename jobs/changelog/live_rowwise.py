@@ -43,8 +43,7 @@ class RowByRow:
         """The inverse of of_table."""
         rows = list(self._live.values()) if self.primary_key else list(self._live)
         columns = list(zip(*rows)) if rows else [[] for _ in self.schema.names]
-        table = pa.table({c.name: pa.array(values, c.arrow_type)
-                          for c, values in zip(self.schema.columns, columns)})
+        table = pa.table({c.name: pa.array(values, c.arrow_type) for c, values in zip(self.schema.columns, columns)})
         if not self.primary_key:
             table = table.append_column(COUNT, pa.array(list(self._live.values()), pa.int64()))
         return table

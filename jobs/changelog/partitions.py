@@ -22,8 +22,9 @@ def partition_date(path: Path, folder: Path) -> date:
     first = path.relative_to(folder).parts[0]
     match = FOLDER.match(first)
     if match is None or path.parent == folder:
-        raise InputError("a source with partitioned_by: date keeps its files in date=YYYY-MM-DD "
-                         "folders", where=str(path))
+        raise InputError(
+            "a source with partitioned_by: date keeps its files in date=YYYY-MM-DD folders", where=str(path)
+        )
     try:
         return date.fromisoformat(match.group(1))
     except ValueError:
@@ -42,13 +43,18 @@ def check_in_order(new: list[Path], consumed: list[str], folder: Path) -> None:
     newest = max(partition_date(folder / name, folder) for name in consumed)
     for path in new:
         if partition_date(path, folder) < newest:
-            raise InputError(f"arrived in a partition older than date={newest}, which an earlier run "
-                             f"already consumed; `lockstep rebuild` replays every partition in order",
-                             where=str(path))
+            raise InputError(
+                f"arrived in a partition older than date={newest}, which an earlier run "
+                f"already consumed; `lockstep rebuild` replays every partition in order",
+                where=str(path),
+            )
 
 
 def dates_in(folder: Path) -> list[date]:
     """The dates of the partition folders that hold files, in order."""
-    found = {partition_date(f, folder) for f in folder.rglob("*")
-             if f.is_file() and not f.relative_to(folder).parts[0].startswith((".", "_"))}
+    found = {
+        partition_date(f, folder)
+        for f in folder.rglob("*")
+        if f.is_file() and not f.relative_to(folder).parts[0].startswith((".", "_"))
+    }
     return sorted(found)

@@ -7,8 +7,8 @@ crashed after this append and is repeated does not add the rows twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -16,8 +16,15 @@ from deltalake.transaction import CommitProperties, Transaction
 
 from jobs.runtime.delta import is_committed
 
-SCHEMA = pa.schema([("source", pa.string()), ("file", pa.string()), ("line", pa.int32()),
-                    ("reason", pa.string()), ("raw", pa.string())])
+SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("file", pa.string()),
+        ("line", pa.int32()),
+        ("reason", pa.string()),
+        ("raw", pa.string()),
+    ]
+)
 
 
 def append_quarantine(path: Path, rows: Sequence, *, app_id: str, version: int) -> None:
@@ -26,8 +33,12 @@ def append_quarantine(path: Path, rows: Sequence, *, app_id: str, version: int) 
     if _already_committed(path, app_id, version):
         return
     table = pa.Table.from_pylist([vars(r) for r in rows], schema=SCHEMA)
-    write_deltalake(str(path), table, mode="append",
-                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+    write_deltalake(
+        str(path),
+        table,
+        mode="append",
+        commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]),
+    )
 
 
 def read_quarantine(path: Path) -> pa.Table:

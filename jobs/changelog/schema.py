@@ -16,14 +16,18 @@ from sqlglot import exp
 from jobs.changelog.columns import KIND, RESERVED_PREFIX, SEQ, WEIGHT
 from jobs.errors import SpecError
 
-
 _T = exp.DataType.Type
 _SIMPLE = {
-    _T.BIGINT: ("BIGINT", pa.int64()), _T.INT: ("INT", pa.int32()),
-    _T.SMALLINT: ("SMALLINT", pa.int16()), _T.TINYINT: ("TINYINT", pa.int8()),
-    _T.DOUBLE: ("DOUBLE", pa.float64()), _T.FLOAT: ("FLOAT", pa.float32()),
-    _T.TEXT: ("STRING", pa.string()), _T.VARCHAR: ("STRING", pa.string()),
-    _T.BOOLEAN: ("BOOLEAN", pa.bool_()), _T.DATE: ("DATE", pa.date32()),
+    _T.BIGINT: ("BIGINT", pa.int64()),
+    _T.INT: ("INT", pa.int32()),
+    _T.SMALLINT: ("SMALLINT", pa.int16()),
+    _T.TINYINT: ("TINYINT", pa.int8()),
+    _T.DOUBLE: ("DOUBLE", pa.float64()),
+    _T.FLOAT: ("FLOAT", pa.float32()),
+    _T.TEXT: ("STRING", pa.string()),
+    _T.VARCHAR: ("STRING", pa.string()),
+    _T.BOOLEAN: ("BOOLEAN", pa.bool_()),
+    _T.DATE: ("DATE", pa.date32()),
     # Spark's TIMESTAMP is an instant: Arrow stores it in UTC, Spark shows it in the session zone.
     _T.TIMESTAMP: ("TIMESTAMP", pa.timestamp("us", tz="UTC")),
     _T.TIMESTAMPLTZ: ("TIMESTAMP", pa.timestamp("us", tz="UTC")),
@@ -105,8 +109,9 @@ def parse_schema(ddl: str, *, where: str) -> SourceSchema:
 
 def _column(definition: exp.ColumnDef, where: str) -> Column:
     column = _typed_column(definition, where)
-    not_null = any(isinstance(c.args.get("kind"), exp.NotNullColumnConstraint)
-                   for c in definition.args.get("constraints") or [])
+    not_null = any(
+        isinstance(c.args.get("kind"), exp.NotNullColumnConstraint) for c in definition.args.get("constraints") or []
+    )
     return Column(column.name, column.spark_type, column.arrow_type, nullable=not not_null)
 
 
@@ -118,16 +123,16 @@ def _typed_column(definition: exp.ColumnDef, where: str) -> Column:
         precision, scale = _decimal_args(dtype, where)
         return Column(name, f"DECIMAL({precision},{scale})", pa.decimal128(precision, scale))
     if dtype.this not in _SIMPLE:
-        raise SpecError(f"column {name!r}: type {dtype.sql('spark')} is not supported in a "
-                        f"changelog source", where=where)
+        raise SpecError(
+            f"column {name!r}: type {dtype.sql('spark')} is not supported in a changelog source", where=where
+        )
     spark_type, arrow_type = _SIMPLE[dtype.this]
     return Column(name, spark_type, arrow_type)
 
 
 def _decimal_args(dtype: exp.DataType, where: str) -> tuple[int, int]:
     if not all(p.name.isdigit() for p in dtype.expressions):
-        raise SpecError(f"{dtype.sql('spark')}: DECIMAL takes whole numbers, DECIMAL(precision, scale)",
-                        where=where)
+        raise SpecError(f"{dtype.sql('spark')}: DECIMAL takes whole numbers, DECIMAL(precision, scale)", where=where)
     params = [int(p.name) for p in dtype.expressions]
     precision = params[0] if params else 10
     scale = params[1] if len(params) > 1 else 0

@@ -60,8 +60,9 @@ class Watermark:
 
     def current(self) -> int | None:
         """The event-time watermark, never below the floor the end of a bounded input left."""
-        marks = [m for m in (None if self.max_seen is None else self.max_seen - self.delay, self.floor)
-                 if m is not None]
+        marks = [
+            m for m in (None if self.max_seen is None else self.max_seen - self.delay, self.floor) if m is not None
+        ]
         return max(marks) if marks else None
 
     def stamp(self, piece: pa.Table) -> pa.Table:

@@ -25,10 +25,10 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -82,8 +82,7 @@ class StagedChangelog:
         self.directory = directory
         manifest = _read_manifest(directory)
         if manifest is None:
-            raise RunStateError("no staged changelog here; run `lockstep stream` first",
-                                where=str(directory))
+            raise RunStateError("no staged changelog here; run `lockstep stream` first", where=str(directory))
         self.manifest = manifest
 
     @property
@@ -117,8 +116,7 @@ class StagedChangelog:
 
     def segment_ddl(self) -> str:
         """The Spark schema of a segment file."""
-        ddl = (f"{self.schema.spark_ddl()}, `{KIND}` TINYINT, `{LINE}` INT, `{SEQ}` BIGINT, "
-               f"`{FILE}` STRING")
+        ddl = f"{self.schema.spark_ddl()}, `{KIND}` TINYINT, `{LINE}` INT, `{SEQ}` BIGINT, `{FILE}` STRING"
         if self.event_time:
             time_type = self.schema.column(self.event_time).spark_type
             ddl += f", `{WATERMARK}` {time_type}"
@@ -146,8 +144,12 @@ class StagedChangelog:
         return pa.concat_tables(pieces)
 
     def empty(self) -> pa.Table:
-        fields = list(self.schema.arrow()) + [pa.field(KIND, pa.int8()), pa.field(LINE, pa.int32()),
-                                              pa.field(SEQ, pa.int64()), pa.field(FILE, pa.string())]
+        fields = list(self.schema.arrow()) + [
+            pa.field(KIND, pa.int8()),
+            pa.field(LINE, pa.int32()),
+            pa.field(SEQ, pa.int64()),
+            pa.field(FILE, pa.string()),
+        ]
         return pa.schema(fields).empty_table()
 
 
@@ -164,9 +166,17 @@ class _Piece:
     raw_text: Callable[[set[int]], dict[int, str]]  # the text of some of its rows, by line
 
 
-def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path, *,
-                 batch_size: StreamSpec, anomalies: Path | None = None, until: date | None = None,
-                 spark: SparkSession | None = None) -> tuple[StageResult, Callable[[], None]]:
+def stage_source(
+    name: str,
+    spec: SourceSpec,
+    directory: Path,
+    quarantine: Path,
+    *,
+    batch_size: StreamSpec,
+    anomalies: Path | None = None,
+    until: date | None = None,
+    spark: SparkSession | None = None,
+) -> tuple[StageResult, Callable[[], None]]:
     """Parse and validate the source's new files (of the partitions up to `until`, for a
     partitioned source) or, for a Delta source, its new versions (read with `spark`); return the
     result and a commit function.
@@ -201,8 +211,7 @@ def stage_source(name: str, spec: SourceSpec, directory: Path, quarantine: Path,
     return result, commit
 
 
-def _stage_piece(piece: _Piece, spec: SourceSpec, live: LiveRows, writer: SegmentWriter,
-                 result: StageResult) -> dict:
+def _stage_piece(piece: _Piece, spec: SourceSpec, live: LiveRows, writer: SegmentWriter, result: StageResult) -> dict:
     """Validate and number a file's (or version's) rows block by block and hand them to the
     segment writer; what the manifest keeps of the piece."""
     first_seq, bad_rows = result.total_rows, 0
@@ -221,8 +230,13 @@ def _stage_piece(piece: _Piece, spec: SourceSpec, live: LiveRows, writer: Segmen
         result.total_rows += rows.num_rows
         result.absent_fields += parsed.absent
     result.new_files.append(piece.name)
-    return {"name": piece.name, **piece.entry(), "first_seq": first_seq, "rows": result.total_rows - first_seq,
-            "bad_rows": bad_rows}
+    return {
+        "name": piece.name,
+        **piece.entry(),
+        "first_seq": first_seq,
+        "rows": result.total_rows - first_seq,
+        "bad_rows": bad_rows,
+    }
 
 
 def _check_batches(blocks: Iterable[ParsedFile]) -> Iterator[ParsedFile]:
@@ -237,8 +251,9 @@ def _check_batches(blocks: Iterable[ParsedFile]) -> Iterator[ParsedFile]:
         yield joined(held)
 
 
-def _file_pieces(name: str, spec: SourceSpec, schema: SourceSchema, manifest: dict,
-                 until: date | None) -> Iterator[_Piece]:
+def _file_pieces(
+    name: str, spec: SourceSpec, schema: SourceSchema, manifest: dict, until: date | None
+) -> Iterator[_Piece]:
     """The folder's new files, in name order, after checking that the consumed ones are as they
     were and that no new one sorts before them. Parsed one at a time, as they are staged."""
     files = _list_files(spec.path, name)
@@ -246,16 +261,20 @@ def _file_pieces(name: str, spec: SourceSpec, schema: SourceSchema, manifest: di
     consumed = {f["name"] for f in manifest["files"]}
     if spec.partitioned_by:
         files = partitions.up_to(files, spec.path, until)
-        partitions.check_in_order([p for p in files if _relative(p, spec.path) not in consumed],
-                                  sorted(consumed), spec.path)
+        partitions.check_in_order(
+            [p for p in files if _relative(p, spec.path) not in consumed], sorted(consumed), spec.path
+        )
     else:
-        _check_appended_in_order([p for p in files if _relative(p, spec.path) not in consumed], consumed,
-                                 spec.path)
+        _check_appended_in_order([p for p in files if _relative(p, spec.path) not in consumed], consumed, spec.path)
     for path in (p for p in files if _relative(p, spec.path) not in consumed):
         digest = _ReadDigest(path.stat().st_mtime_ns)
-        yield _Piece(_relative(path, spec.path), _display(path),
-                     parse_blocks(path, spec.format, schema, seen=digest.update), digest.entry,
-                     functools.partial(_lines_of, path))
+        yield _Piece(
+            _relative(path, spec.path),
+            _display(path),
+            parse_blocks(path, spec.format, schema, seen=digest.update),
+            digest.entry,
+            functools.partial(_lines_of, path),
+        )
 
 
 class _ReadDigest:
@@ -274,13 +293,18 @@ class _ReadDigest:
         return {"size": self.size, "mtime_ns": self.mtime_ns, "sha256": self.hash.hexdigest()}
 
 
-def _version_pieces(spark: SparkSession | None, name: str, spec: SourceSpec, schema: SourceSchema,
-                    manifest: dict) -> Iterator[_Piece]:
+def _version_pieces(
+    spark: SparkSession | None, name: str, spec: SourceSpec, schema: SourceSchema, manifest: dict
+) -> Iterator[_Piece]:
     staged = [f["version"] for f in manifest["files"]]
     for piece in new_versions(spark, name, spec, schema, staged):
-        yield _Piece(piece.name, f"{spec.path}@{piece.name}", (piece.parsed,),
-                     functools.partial(dict, version=piece.version),
-                     functools.partial(row_text, piece.parsed))
+        yield _Piece(
+            piece.name,
+            f"{spec.path}@{piece.name}",
+            (piece.parsed,),
+            functools.partial(dict, version=piece.version),
+            functools.partial(row_text, piece.parsed),
+        )
 
 
 def _lines_of(path: Path, wanted: set[int]) -> dict[int, str]:
@@ -295,8 +319,9 @@ def _lines_of(path: Path, wanted: set[int]) -> dict[int, str]:
     return found
 
 
-def _validated_rows(parsed: ParsedFile, piece: _Piece, spec: SourceSpec, live: LiveRows
-                    ) -> tuple[pa.Table, list[BadRow], list[BadRow]]:
+def _validated_rows(
+    parsed: ParsedFile, piece: _Piece, spec: SourceSpec, live: LiveRows
+) -> tuple[pa.Table, list[BadRow], list[BadRow]]:
     """(rows to stage, bad rows set aside, rows kept although they break the changelog protocol)."""
     bad = list(parsed.bad)
     if bad and spec.on_bad_rows == "fail":
@@ -335,24 +360,34 @@ def _fill_raw(bad: list[BadRow], piece: _Piece) -> list[BadRow]:
     return [b if b.raw else BadRow(b.line, b.reason, text.get(b.line, "")) for b in bad]
 
 
-def _write_generation(directory: Path, manifest: dict, segments: list[dict], file_entries: list[dict],
-                      live: LiveRows, result: StageResult, tables: tuple[Path, Path | None]) -> None:
+def _write_generation(
+    directory: Path,
+    manifest: dict,
+    segments: list[dict],
+    file_entries: list[dict],
+    live: LiveRows,
+    result: StageResult,
+    tables: tuple[Path, Path | None],
+) -> None:
     generation = manifest["generation"] + 1
     quarantine, anomalies = tables
-    append_quarantine(quarantine, result.quarantined, app_id=f"lockstep-staging-{result.source}",
-                      version=generation)
+    append_quarantine(quarantine, result.quarantined, app_id=f"lockstep-staging-{result.source}", version=generation)
     if anomalies is not None:
-        append_quarantine(anomalies, result.anomalies, app_id=f"lockstep-anomalies-{result.source}",
-                          version=generation)
+        append_quarantine(anomalies, result.anomalies, app_id=f"lockstep-anomalies-{result.source}", version=generation)
     live_file = f"live-{generation:06d}.parquet"
     live.save(directory / live_file)
     previous_live = manifest["live_state"]
     if segments and manifest["event_time"]:
         manifest["max_event_time"] = segments[-1]["max_event_time"]
-    manifest.update(generation=generation, rows=result.total_rows, live_state=live_file,
-                    files=manifest["files"] + file_entries, segments=manifest["segments"] + segments,
-                    quarantined=manifest["quarantined"] + len(result.quarantined),
-                    absent_fields=manifest.get("absent_fields", 0) + result.absent_fields)
+    manifest.update(
+        generation=generation,
+        rows=result.total_rows,
+        live_state=live_file,
+        files=manifest["files"] + file_entries,
+        segments=manifest["segments"] + segments,
+        quarantined=manifest["quarantined"] + len(result.quarantined),
+        absent_fields=manifest.get("absent_fields", 0) + result.absent_fields,
+    )
     _write_json_atomically(directory / "manifest.json", manifest)
     if previous_live and previous_live != live_file:
         (directory / previous_live).unlink(missing_ok=True)
@@ -367,15 +402,29 @@ def raise_watermark_floor(directory: Path, micros: int) -> None:
 
 
 def _new_manifest(name: str, spec: SourceSpec) -> dict:
-    return {"source": name, **_identity(spec), "generation": 0, "rows": 0, "quarantined": 0,
-            "files": [], "segments": [], "live_state": None, "max_event_time": None}
+    return {
+        "source": name,
+        **_identity(spec),
+        "generation": 0,
+        "rows": 0,
+        "quarantined": 0,
+        "files": [],
+        "segments": [],
+        "live_state": None,
+        "max_event_time": None,
+    }
 
 
 def _identity(spec: SourceSpec) -> dict:
     """What a run folder's staged changelog was made with; changing any of it needs a new run."""
-    identity = {"format": spec.format, "schema": spec.schema_ddl, "primary_key": list(spec.primary_key),
-                "event_time": spec.event_time, "watermark": spec.watermark,
-                "partitioned_by": spec.partitioned_by}
+    identity = {
+        "format": spec.format,
+        "schema": spec.schema_ddl,
+        "primary_key": list(spec.primary_key),
+        "event_time": spec.event_time,
+        "watermark": spec.watermark,
+        "partitioned_by": spec.partitioned_by,
+    }
     if spec.format == "delta":
         start = spec.starting_timestamp.isoformat() if spec.starting_timestamp else spec.starting_version
         identity["starting_point"] = start
@@ -390,16 +439,20 @@ def _read_manifest(directory: Path) -> dict | None:
 def _check_same_source(manifest: dict, name: str, spec: SourceSpec, directory: Path) -> None:
     for key, value in _identity(spec).items():
         if manifest.get(key) != value:
-            raise RunStateError(f"source {name}: {key} changed since this run folder was started "
-                                f"({manifest[key]!r} -> {value!r}); use a new --out folder or "
-                                f"`lockstep rebuild`", where=str(directory))
+            raise RunStateError(
+                f"source {name}: {key} changed since this run folder was started "
+                f"({manifest[key]!r} -> {value!r}); use a new --out folder or "
+                f"`lockstep rebuild`",
+                where=str(directory),
+            )
 
 
 def _list_files(folder: Path, name: str) -> list[Path]:
     if not folder.is_dir():
         raise InputError(f"source {name}: folder does not exist", where=str(folder))
-    return sorted((p for p in folder.rglob("*") if p.is_file() and not _hidden(p, folder)),
-                  key=lambda p: _relative(p, folder))
+    return sorted(
+        (p for p in folder.rglob("*") if p.is_file() and not _hidden(p, folder)), key=lambda p: _relative(p, folder)
+    )
 
 
 def _hidden(path: Path, root: Path) -> bool:
@@ -411,12 +464,16 @@ def _check_consumed_unchanged(manifest: dict, files: list[Path], folder: Path) -
     for entry in manifest["files"]:
         path = present.get(entry["name"])
         if path is None:
-            raise InputError("file was consumed by an earlier run and has since been removed",
-                             where=str(folder / entry["name"]))
+            raise InputError(
+                "file was consumed by an earlier run and has since been removed", where=str(folder / entry["name"])
+            )
         if not _same_file(path, entry):
-            raise InputError("file changed after an earlier run consumed it; changelog files are "
-                             "append-only: add a new file instead, or restore this one, or start "
-                             "over with `lockstep rebuild`", where=str(path))
+            raise InputError(
+                "file changed after an earlier run consumed it; changelog files are "
+                "append-only: add a new file instead, or restore this one, or start "
+                "over with `lockstep rebuild`",
+                where=str(path),
+            )
 
 
 def _same_file(path: Path, entry: dict) -> bool:
@@ -443,9 +500,12 @@ def _check_appended_in_order(new: list[Path], consumed: set[str], folder: Path) 
     last = max(consumed)
     for path in new:
         if _relative(path, folder) < last:
-            raise InputError(f"new file sorts before {last}, which an earlier run already consumed: files are "
-                             f"read in name order, so it would come out of order; give it a name that sorts "
-                             f"after, or `lockstep rebuild` to replay the folder in order", where=str(path))
+            raise InputError(
+                f"new file sorts before {last}, which an earlier run already consumed: files are "
+                f"read in name order, so it would come out of order; give it a name that sorts "
+                f"after, or `lockstep rebuild` to replay the folder in order",
+                where=str(path),
+            )
 
 
 def _relative(path: Path, folder: Path) -> str:

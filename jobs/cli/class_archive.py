@@ -26,13 +26,17 @@ def write_archive(archive: Path = ARCHIVE) -> bool:
     partial = archive.with_name(archive.name + ".part")
     partial.unlink(missing_ok=True)
     env = {**os.environ, DUMP_TO: str(partial)}
-    done = subprocess.run([sys.executable, "-m", "jobs.cli.class_archive", "--workload"], env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli.class_archive", "--workload"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        print(f"setup: no JVM class archive (Spark starts without it, a few seconds slower): {last}",
-              file=sys.stderr)
+        print(f"setup: no JVM class archive (Spark starts without it, a few seconds slower): {last}", file=sys.stderr)
         return False
     partial.replace(archive)
     return True

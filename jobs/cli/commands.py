@@ -5,49 +5,85 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
 from typing import get_args
 
 from jobs.cli import summary
-from jobs.spec.model import SinkSpec
 from jobs.runtime.progress import Progress
+from jobs.spec.model import SinkSpec
 
 WRITERS = get_args(SinkSpec.model_fields["writer"].annotation)
 
 
 def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
     if name == "demo":
-        command.add_argument("--queries", type=Path, default=Path("conf/queries"),
-                             help="folder of query specs to run (default: conf/queries)")
-        command.add_argument("--generated-events", type=int, default=300_000, metavar="N",
-                             help="events of a synthetic changelog the demo generates when its folder "
-                                  "(data/generated/...) is missing (default 300000)")
+        command.add_argument(
+            "--queries",
+            type=Path,
+            default=Path("conf/queries"),
+            help="folder of query specs to run (default: conf/queries)",
+        )
+        command.add_argument(
+            "--generated-events",
+            type=int,
+            default=300_000,
+            metavar="N",
+            help="events of a synthetic changelog the demo generates when its folder "
+            "(data/generated/...) is missing (default 300000)",
+        )
     if name == "generate":
         command.add_argument("--events", type=int, default=300_000, help="logical events (default 300000)")
         command.add_argument("--groups", type=int, default=20_000, help="distinct products (default 20000)")
         command.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
-        command.add_argument("--to", type=Path, default=Path("conf/queries/data/generated/large_orders"),
-                             help="folder to write (default: conf/queries/data/generated/large_orders)")
+        command.add_argument(
+            "--to",
+            type=Path,
+            default=Path("conf/queries/data/generated/large_orders"),
+            help="folder to write (default: conf/queries/data/generated/large_orders)",
+        )
     if name in ("run", "stream", "batch", "rebuild", "demo"):
-        command.add_argument("--writer", choices=WRITERS, default=None,
-                             help="who writes the Delta tables: delta-rs from the driver, or delta-spark "
-                                  "(Delta's Spark connector) from the executors (default: the spec's "
-                                  "sink.writer, else delta-rs)")
+        command.add_argument(
+            "--writer",
+            choices=WRITERS,
+            default=None,
+            help="who writes the Delta tables: delta-rs from the driver, or delta-spark "
+            "(Delta's Spark connector) from the executors (default: the spec's "
+            "sink.writer, else delta-rs)",
+        )
     if name in ("run", "stream", "batch", "check", "rebuild", "demo"):
-        command.add_argument("--master", default=None, metavar="URL",
-                             help="Spark master, e.g. spark://host:7077 for a standalone cluster "
-                                  "(default: spark.master from the settings, local[2])")
+        command.add_argument(
+            "--master",
+            default=None,
+            metavar="URL",
+            help="Spark master, e.g. spark://host:7077 for a standalone cluster "
+            "(default: spark.master from the settings, local[2])",
+        )
     if name in ("run", "stream", "batch", "check", "rebuild"):
-        command.add_argument("--date", type=_logical_date, default=None, metavar="YYYY-MM-DD",
-                             help="logical date of a scheduled run: stream the partitions up to it "
-                                  "(or, once the stream is past it, re-check its consistency point "
-                                  "by time travel)")
+        command.add_argument(
+            "--date",
+            type=_logical_date,
+            default=None,
+            metavar="YYYY-MM-DD",
+            help="logical date of a scheduled run: stream the partitions up to it "
+            "(or, once the stream is past it, re-check its consistency point "
+            "by time travel)",
+        )
     if name == "schema":
-        command.add_argument("kind", nargs="?", choices=("spec", "settings"), default="spec",
-                             help="the query spec's schema (default) or the settings file's")
+        command.add_argument(
+            "kind",
+            nargs="?",
+            choices=("spec", "settings"),
+            default="spec",
+            help="the query spec's schema (default) or the settings file's",
+        )
     if name == "report":
-        command.add_argument("runs_dir", type=Path, nargs="?", default=None, metavar="RUNS_DIR",
-                             help="runs folder (default: runs_dir from the settings, 'runs')")
+        command.add_argument(
+            "runs_dir",
+            type=Path,
+            nargs="?",
+            default=None,
+            metavar="RUNS_DIR",
+            help="runs folder (default: runs_dir from the settings, 'runs')",
+        )
 
 
 def _logical_date(text: str):
@@ -118,8 +154,10 @@ def cmd_rebuild(args) -> int:
     pipeline = _pipeline(args)
     reports = pipeline.rebuild(args.date)
     for report in reports:
-        print(f"{report.logical_date or 'all input'}: {report.verdict.upper()}  "
-              f"stream {report.stream_rows:,} rows, batch {report.batch_rows:,} rows")
+        print(
+            f"{report.logical_date or 'all input'}: {report.verdict.upper()}  "
+            f"stream {report.stream_rows:,} rows, batch {report.batch_rows:,} rows"
+        )
     passed = all(r.passed for r in reports)
     print(f"rebuild {'done' if passed else 'FAILED: the old run folder is back in place'}: {pipeline.layout.root}")
     return 0 if passed else 1
@@ -162,8 +200,12 @@ COMMANDS = [
     ("stream", cmd_stream, "replay the sources' new changelog files into the Delta sink", True),
     ("batch", cmd_batch, "compute the query in batch on what the stream consumed", True),
     ("check", cmd_check, "run the Great Expectations suites and write report.json", True),
-    ("rebuild", cmd_rebuild, "replay every partition into a fresh sink, checking each date; the old "
-                             "sink is kept until the new one passes", True),
+    (
+        "rebuild",
+        cmd_rebuild,
+        "replay every partition into a fresh sink, checking each date; the old sink is kept until the new one passes",
+        True,
+    ),
     ("explain", cmd_explain, "print the plan with each operator's changelog mode", True),
     ("demo", cmd_demo, "run every query in conf/queries on the bundled data", False),
     ("generate", cmd_generate, "write the large synthetic changelog used by the demo and benchmark", False),

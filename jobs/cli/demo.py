@@ -17,9 +17,9 @@ from jobs.changelog.generate import generate_changelog
 from jobs.cli.demo_service import DemoDimensionService, tables_in
 from jobs.errors import SpecError, one_line
 from jobs.pipeline import Pipeline
-from jobs.runtime.spark import LOGS, log_jvm_to
 from jobs.plan import plan_query
 from jobs.runtime.progress import Progress, counts
+from jobs.runtime.spark import LOGS, log_jvm_to
 from jobs.spec import load_settings, load_spec, with_master, with_writer
 
 GENERATED = "generated"
@@ -45,8 +45,10 @@ def _served_by(spec, service):
     jobs.cli.demo_service` uses by default)."""
     if service is None:
         return spec
-    lookups = {name: lookup.model_copy(update={"url": _on_service(lookup.url, service)})
-               for name, lookup in spec.lookups.items()}
+    lookups = {
+        name: lookup.model_copy(update={"url": _on_service(lookup.url, service)})
+        for name, lookup in spec.lookups.items()
+    }
     return spec.model_copy(update={"lookups": lookups})
 
 
@@ -71,8 +73,10 @@ def run_demo(args) -> int:
         for path in specs:
             rows.append(_run_one(path, settings, out, progress, args, service))
     print(_table(rows))
-    print(f"\nreports: {out}/index.html (one page per query: {out}/<query>/report.html, figures in "
-          f"report.json); Data Docs: {out}/<query>/gx/uncommitted/data_docs/local_site/index.html")
+    print(
+        f"\nreports: {out}/index.html (one page per query: {out}/<query>/report.html, figures in "
+        f"report.json); Data Docs: {out}/<query>/gx/uncommitted/data_docs/local_site/index.html"
+    )
     verdicts = {r["verdict"] for r in rows}
     return 2 if "error" in verdicts else (1 if "fail" in verdicts else 0)
 
@@ -94,9 +98,14 @@ def _run_one(path: Path, settings, out: Path, progress: Progress, args, service)
         report = pipeline.run()
     except Exception as exc:
         return _error_row(path, exc, started)
-    return {"query": report.query, "verdict": report.verdict, "stream_rows": report.stream_rows,
-            "batch_rows": report.batch_rows, "changelog": report.changelog,
-            "seconds": time.monotonic() - started}
+    return {
+        "query": report.query,
+        "verdict": report.verdict,
+        "stream_rows": report.stream_rows,
+        "batch_rows": report.batch_rows,
+        "changelog": report.changelog,
+        "seconds": time.monotonic() - started,
+    }
 
 
 def _error_row(path: Path, exc: Exception, started: float) -> dict:
@@ -118,6 +127,8 @@ def _table(rows: list[dict]) -> str:
         if r["verdict"] == "error":
             lines.append(f"{r['query']:<28} {'ERROR':<8} {r['detail']}")
             continue
-        lines.append(f"{r['query']:<28} {r['verdict'].upper():<8} {r['stream_rows']:>9,} "
-                     f"{r['batch_rows']:>9,} {counts(r['changelog']):<40} {r['seconds']:>6.1f}s")
+        lines.append(
+            f"{r['query']:<28} {r['verdict'].upper():<8} {r['stream_rows']:>9,} "
+            f"{r['batch_rows']:>9,} {counts(r['changelog']):<40} {r['seconds']:>6.1f}s"
+        )
     return "\n".join(lines)

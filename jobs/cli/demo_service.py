@@ -57,8 +57,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve a folder of <table>.json dimension tables "
-                                                 "as GET /<table>/<key> on 127.0.0.1 until Ctrl-C.")
+    parser = argparse.ArgumentParser(
+        description="Serve a folder of <table>.json dimension tables as GET /<table>/<key> on 127.0.0.1 until Ctrl-C."
+    )
     parser.add_argument("folder", type=Path)
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args(argv)

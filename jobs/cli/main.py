@@ -65,10 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     from jobs.cli import commands
 
     parser = argparse.ArgumentParser(
-        prog="lockstep", description=__doc__.split("\n\n")[0],
+        prog="lockstep",
+        description=__doc__.split("\n\n")[0],
         epilog="Exit codes: 0 pass, 1 stream and batch disagree, 2 invalid spec, SQL or input, or a failure "
-               "before a verdict. Environment: LOCKSTEP_SETTINGS (settings file), LOCKSTEP_RUNS_DIR (runs "
-               "folder).")
+        "before a verdict. Environment: LOCKSTEP_SETTINGS (settings file), LOCKSTEP_RUNS_DIR (runs "
+        "folder).",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     _global_flags(parser, None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -77,9 +79,12 @@ def _parser() -> argparse.ArgumentParser:
         if with_spec:
             command.add_argument("spec", type=Path, help="query spec (YAML), e.g. conf/queries/income_per_product.yaml")
         if name not in ("explain", "report", "schema"):  # these write no run folder
-            command.add_argument("--out", type=Path, default=None,
-                                 help="runs folder (default: LOCKSTEP_RUNS_DIR, else runs_dir from the "
-                                      "settings, 'runs')")
+            command.add_argument(
+                "--out",
+                type=Path,
+                default=None,
+                help="runs folder (default: LOCKSTEP_RUNS_DIR, else runs_dir from the settings, 'runs')",
+            )
         # Given after the command they win; left out, the value given before it stands.
         _global_flags(command, argparse.SUPPRESS)
         commands.extra_arguments(name, command)
@@ -90,8 +95,12 @@ def _parser() -> argparse.ArgumentParser:
 def _global_flags(parser: argparse.ArgumentParser, default) -> None:
     """--settings, --quiet and --debug, accepted before the command and after it."""
     flag_default = False if default is None else default
-    parser.add_argument("--settings", type=Path, default=default,
-                        help="settings file (default: LOCKSTEP_SETTINGS, else conf/settings.yaml if present)")
+    parser.add_argument(
+        "--settings",
+        type=Path,
+        default=default,
+        help="settings file (default: LOCKSTEP_SETTINGS, else conf/settings.yaml if present)",
+    )
     parser.add_argument("--quiet", action="store_true", default=flag_default, help="no progress output")
     parser.add_argument("--debug", action="store_true", default=flag_default, help="show tracebacks")
 

@@ -13,16 +13,20 @@ if TYPE_CHECKING:  # the report package draws charts with matplotlib: not worth 
 
 def verdict_lines(report: Report, layout: RunLayout) -> str:
     held = sum(e.success for e in report.expectations)
-    head = (f"{report.query}: {report.verdict.upper()}  stream {report.stream_rows:,} rows, "
-            f"batch {report.batch_rows:,} rows; {held}/{len(report.expectations)} expectations hold")
+    head = (
+        f"{report.query}: {report.verdict.upper()}  stream {report.stream_rows:,} rows, "
+        f"batch {report.batch_rows:,} rows; {held}/{len(report.expectations)} expectations hold"
+    )
     lines = [head, f"  output changelog: {counts(report.changelog)}"]
     lines += [f"  WARNING {warning}" for warning in report.warnings]
     if report.diagnosis.get("differing_rows"):
         lines.append(f"  diagnosis: {report.diagnosis['summary']}")
     if not report.passed:
-        lines.append(f"  differences: {report.missing_rows:,} missing from the stream, "
-                     f"{report.extra_rows:,} extra in the stream, "
-                     f"{report.mismatched_rows:,} with different values")
+        lines.append(
+            f"  differences: {report.missing_rows:,} missing from the stream, "
+            f"{report.extra_rows:,} extra in the stream, "
+            f"{report.mismatched_rows:,} with different values"
+        )
         lines.append(f"  failed: {', '.join(report.failed_expectations)}")
     lines += [f"  not checked: {s['name']} ({s['reason']})" for s in report.skipped_expectations]
     lines += _stage_lines(report)
@@ -35,8 +39,11 @@ def verdict_lines(report: Report, layout: RunLayout) -> str:
 def _stage_lines(report: Report) -> list[str]:
     lines = []
     for stage in report.stages.stages if report.stages else []:
-        state = "agrees" if stage["agrees"] else (f"DIFFERS ({stage['missing_rows']:,} missing, "
-                                                  f"{stage['extra_rows']:,} extra)")
+        state = (
+            "agrees"
+            if stage["agrees"]
+            else (f"DIFFERS ({stage['missing_rows']:,} missing, {stage['extra_rows']:,} extra)")
+        )
         lines.append(f"  stage {stage['stage']}: {stage['stream_rows']:,} rows, {state} with its batch equivalent")
     if report.stages and report.stages.first_diverging_stage:
         lines.append(f"  first stage to diverge: {report.stages.first_diverging_stage}")
@@ -53,9 +60,12 @@ def _input_lines(report: Report, layout: RunLayout) -> list[str]:
         lines.append(f"  quarantined input rows: {report.quarantined_rows:,} (see {layout.quarantine})")
     for name, figures in (report.lookups or {}).items():
         if figures:
-            lines.append(f"  lookup {name}: {figures['requests']:,} requests, {figures['cache_hits']:,} "
-                         f"cache hits, {figures['nulls_for_errors']:,} rows given nulls after failing")
+            lines.append(
+                f"  lookup {name}: {figures['requests']:,} requests, {figures['cache_hits']:,} "
+                f"cache hits, {figures['nulls_for_errors']:,} rows given nulls after failing"
+            )
     if report.source_anomalies:
-        lines.append(f"  kept input rows that break the changelog protocol: {report.source_anomalies:,} "
-                     f"(see {layout.anomalies})")
+        lines.append(
+            f"  kept input rows that break the changelog protocol: {report.source_anomalies:,} (see {layout.anomalies})"
+        )
     return lines

@@ -32,8 +32,12 @@ class LookupConfig:
         where = f"lookup {self.name}"
         _check_choice(self.order, ORDERS, "order", where)
         _check_choice(self.on_error, ON_ERROR, "on_error", where)
-        _check_positive(where, capacity=self.capacity, timeout_seconds=self.timeout_seconds,
-                        cache_ttl_seconds=self.cache_ttl_seconds)
+        _check_positive(
+            where,
+            capacity=self.capacity,
+            timeout_seconds=self.timeout_seconds,
+            cache_ttl_seconds=self.cache_ttl_seconds,
+        )
         if self.retries < 0 or self.cache_max_rows < 0:
             raise SpecError("retries and cache_max_rows must not be negative", where=where)
         _check_placeholders(self.url, self.key, where)
@@ -48,12 +52,14 @@ class LookupConfig:
         return self.url.format(**quoted)
 
     def describe_key(self, key_values: tuple) -> str:
-        return ", ".join(f"{name}={value!r}" if isinstance(value, str) else f"{name}={value}"
-                         for name, value in zip(self.key, key_values))
+        return ", ".join(
+            f"{name}={value!r}" if isinstance(value, str) else f"{name}={value}"
+            for name, value in zip(self.key, key_values)
+        )
 
 
 def parse_output(ddl: str, *, where: str = "lookup output") -> tuple[tuple[str, str], ...]:
-    """"name STRING, tier STRING" -> (("name", "STRING"), ("tier", "STRING")), as source schemas parse."""
+    """ "name STRING, tier STRING" -> (("name", "STRING"), ("tier", "STRING")), as source schemas parse."""
     return tuple((col.name, col.spark_type) for col in parse_schema(ddl, where=where).columns)
 
 
@@ -78,7 +84,6 @@ def _check_placeholders(url: str, key: tuple[str, ...], where: str) -> None:
     except ValueError as exc:
         raise SpecError(f"url {url!r} is not a valid template: {exc}", where=where) from None
     if unknown := sorted(fields - set(key)):
-        raise SpecError(f"url placeholder {{{unknown[0]}}} is not a key column ({', '.join(key)})",
-                        where=where)
+        raise SpecError(f"url placeholder {{{unknown[0]}}} is not a key column ({', '.join(key)})", where=where)
     if missing := [column for column in key if column not in fields]:
         raise SpecError(f"url {url!r} has no placeholder for key column {missing[0]}", where=where)

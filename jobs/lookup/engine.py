@@ -73,8 +73,7 @@ class AsyncLookup:
         self.config = config
         self.stats = LookupStats()
         self._fetch = fetch
-        self._cache = TtlCache(config.cache_max_rows, config.cache_ttl_seconds) \
-            if config.cache_max_rows else None
+        self._cache = TtlCache(config.cache_max_rows, config.cache_ttl_seconds) if config.cache_max_rows else None
 
     def run(self, keys: list[tuple], retracts: list[bool]) -> list[Result]:
         """(input index, row or None) for every key, in the config's order. Runs its own event

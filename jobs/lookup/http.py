@@ -144,8 +144,7 @@ def _parse_head(head: bytes) -> tuple[str, int, dict[str, str]]:
     return version, status, headers
 
 
-async def _read_body(reader: asyncio.StreamReader, status: int,
-                     headers: dict[str, str]) -> tuple[bytes, bool]:
+async def _read_body(reader: asyncio.StreamReader, status: int, headers: dict[str, str]) -> tuple[bytes, bool]:
     """The body and whether its end was known (else it ran to the end of the connection)."""
     if status in _NO_BODY_STATUSES or 100 <= status < 200:
         return b"", True

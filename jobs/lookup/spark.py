@@ -12,8 +12,8 @@ and registers the answers as a table named like the lookup.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -71,8 +71,9 @@ def enrich_stream(frame: DataFrame, node: LookupJoin, config: LookupConfig, answ
 
 def _enriched(batch: pa.RecordBatch, engine: AsyncLookup, input_keys, output_names, fields, inner: bool):
     keys = list(zip(*(batch.column(k).to_pylist() for k in input_keys)))
-    retracts = ([w < 0 for w in batch.column(WEIGHT).to_pylist()] if WEIGHT in batch.schema.names
-                else [False] * batch.num_rows)
+    retracts = (
+        [w < 0 for w in batch.column(WEIGHT).to_pylist()] if WEIGHT in batch.schema.names else [False] * batch.num_rows
+    )
     answered = engine.run(keys, retracts)
     if inner:
         answered = [(i, row) for i, row in answered if row is not None]
@@ -81,8 +82,7 @@ def _enriched(batch: pa.RecordBatch, engine: AsyncLookup, input_keys, output_nam
     key_columns = [[keys[i][j] for i, _ in answered] for j in range(len(input_keys))]
     values = [[(row or {}).get(name) for _, row in answered] for name in output_names]
     arrays = [pa.array(column, f.type) for column, f in zip(key_columns + values, fields)]
-    return pa.RecordBatch.from_arrays(list(taken.columns) + arrays,
-                                      schema=pa.schema(list(taken.schema) + fields))
+    return pa.RecordBatch.from_arrays(list(taken.columns) + arrays, schema=pa.schema(list(taken.schema) + fields))
 
 
 def _record_stats(folder: Path, before: dict, after: dict) -> None:
@@ -117,7 +117,8 @@ def lookup_table(spark: SparkSession, node: LookupJoin, config: LookupConfig, ke
     keys = [tuple(r) for r in distinct.collect()]
     answered = AsyncLookup(config).run(keys, [False] * len(keys))
     fields = lookup_fields(node, config, keys_frame.schema)
-    rows = [tuple(keys[i]) + tuple(row.get(name) for name, _ in config.output)
-            for i, row in answered if row is not None]
+    rows = [
+        tuple(keys[i]) + tuple(row.get(name) for name, _ in config.output) for i, row in answered if row is not None
+    ]
     names = StructType([StructField(c, f.dataType, True) for c, f in zip(node.lookup_columns, fields)])
     return spark.createDataFrame(rows, names)

@@ -9,8 +9,8 @@ from pyspark.sql.types import StructField, StructType
 
 from jobs.lookup.from_spec import config_of
 from jobs.lookup.spark import lookup_fields, lookup_table
-from jobs.plan.nodes import LookupJoin
 from jobs.plan import Plan
+from jobs.plan.nodes import LookupJoin
 from jobs.plan.to_sql import to_sql
 
 
@@ -18,8 +18,9 @@ def lookup_joins(plan: Plan) -> list[LookupJoin]:
     return [n for n in plan.root.walk() if isinstance(n, LookupJoin)]
 
 
-def lookup_tables(spark: SparkSession, plan: Plan, sources: dict[str, DataFrame],
-                  empty: bool = False) -> dict[str, DataFrame]:
+def lookup_tables(
+    spark: SparkSession, plan: Plan, sources: dict[str, DataFrame], empty: bool = False
+) -> dict[str, DataFrame]:
     """{lookup name: table} for the query's lookup joins; `empty`: no rows, only the schema."""
     nodes = lookup_joins(plan)
     if not nodes:

@@ -1,13 +1,13 @@
 """Build plan nodes from the parsed query: relations first (FROM), then each SELECT over them.
 
-    <source table>                                   -> ChangelogSource
-    (SELECT ...) AS q                                -> the subquery's plan
-    (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY c DESC) AS rn FROM t) q ... WHERE rn = 1
-                                                     -> Deduplicate(keep last by c)
-    a [LEFT|RIGHT|FULL] JOIN b ON a.k = b.k [AND ...] -> Join
-    a [LEFT] JOIN <lookup> ON a.k = <lookup>.key      -> LookupJoin (the spec's lookups:)
-    SELECT ... UNION ALL SELECT ...                  -> UnionAll
-    the query                                        -> Sink(...)
+<source table>                                   -> ChangelogSource
+(SELECT ...) AS q                                -> the subquery's plan
+(SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY c DESC) AS rn FROM t) q ... WHERE rn = 1
+                                                 -> Deduplicate(keep last by c)
+a [LEFT|RIGHT|FULL] JOIN b ON a.k = b.k [AND ...] -> Join
+a [LEFT] JOIN <lookup> ON a.k = <lookup>.key      -> LookupJoin (the spec's lookups:)
+SELECT ... UNION ALL SELECT ...                  -> UnionAll
+the query                                        -> Sink(...)
 """
 
 from __future__ import annotations
@@ -18,8 +18,18 @@ from sqlglot import exp
 
 from jobs.changelog.schema import parse_schema
 from jobs.errors import SqlError
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, Join, LookupJoin, Node, SessionAggregate, Sink,
-                             UnionAll, WindowAggregate)
+from jobs.plan.nodes import (
+    Calc,
+    ChangelogSource,
+    Deduplicate,
+    Join,
+    LookupJoin,
+    Node,
+    SessionAggregate,
+    Sink,
+    UnionAll,
+    WindowAggregate,
+)
 from jobs.plan.scope import AmbiguousColumn, Scope
 from jobs.plan.select import SelectBuilder
 from jobs.plan.sql import where_in_spec
@@ -31,8 +41,10 @@ JOIN_KINDS = {"": "inner", "INNER": "inner", "LEFT": "left", "RIGHT": "right", "
 def build_plan(spec: QuerySpec, statement: exp.Expression) -> Sink:
     body = _Relations(spec).query(statement)
     if spec.sink.emit is not None and not _is_windowed(body):
-        raise SqlError("sink.emit applies to windowed queries (GROUP BY window(ts, ...)) only",
-                       where=where_in_spec(spec, statement))
+        raise SqlError(
+            "sink.emit applies to windowed queries (GROUP BY window(ts, ...)) only",
+            where=where_in_spec(spec, statement),
+        )
     sink = spec.sink
     return Sink(body, spec.name, sink.primary_key, sink.upsert_materialize, sink.changelog_mode)
 
@@ -60,15 +72,19 @@ class _Relations:
 
     def _union(self, union: exp.Union) -> Node:
         if union.args.get("distinct"):
-            raise SqlError("UNION (distinct) is not supported: use UNION ALL, or SELECT DISTINCT "
-                           "over a UNION ALL subquery", where=self.where(union))
+            raise SqlError(
+                "UNION (distinct) is not supported: use UNION ALL, or SELECT DISTINCT over a UNION ALL subquery",
+                where=self.where(union),
+            )
         branches = [self.query(b) for b in (union.left, union.right)]
         flat = [n for b in branches for n in (b.branches if isinstance(b, UnionAll) else (b,))]
         names = flat[0].output_names
         for branch in flat[1:]:
             if len(branch.output_names) != len(names):
-                raise SqlError(f"UNION ALL branches have {len(names)} and {len(branch.output_names)} "
-                               f"columns", where=self.where(union))
+                raise SqlError(
+                    f"UNION ALL branches have {len(names)} and {len(branch.output_names)} columns",
+                    where=self.where(union),
+                )
         return UnionAll(tuple(self._renamed(b, names) for b in flat))
 
     @staticmethod
@@ -103,9 +119,11 @@ class _Relations:
             elif isinstance(predicate, exp.Exists):
                 node = self._exists(node, scope, predicate, negated)
             elif any(isinstance(n, (exp.Subquery, exp.Exists)) for n in conjunct.walk()):
-                raise SqlError(f"unsupported subquery: {conjunct.sql('spark')[:80]} (lockstep runs a subquery as "
-                               f"a conjunct of WHERE: col IN (SELECT ...), EXISTS (...) or NOT EXISTS (...))",
-                               where=self.where(conjunct))
+                raise SqlError(
+                    f"unsupported subquery: {conjunct.sql('spark')[:80]} (lockstep runs a subquery as "
+                    f"a conjunct of WHERE: col IN (SELECT ...), EXISTS (...) or NOT EXISTS (...))",
+                    where=self.where(conjunct),
+                )
             else:
                 rest.append(conjunct)
         remaining = select.copy()
@@ -114,16 +132,19 @@ class _Relations:
 
     def _in(self, node: Node, scope: Scope, predicate: exp.In, negated: bool) -> Node:
         if negated:
-            raise SqlError("NOT IN (SELECT ...) is not supported: a NULL in the subquery makes every row "
-                           "unknown, so each row would depend on all of them; write NOT EXISTS (SELECT ... "
-                           "WHERE inner.col = outer.col), which differs only where NULLs are",
-                           where=self.where(predicate))
+            raise SqlError(
+                "NOT IN (SELECT ...) is not supported: a NULL in the subquery makes every row "
+                "unknown, so each row would depend on all of them; write NOT EXISTS (SELECT ... "
+                "WHERE inner.col = outer.col), which differs only where NULLs are",
+                where=self.where(predicate),
+            )
         if not isinstance(predicate.this, exp.Column):
             raise SqlError("IN (SELECT ...) takes a column on its left", where=self.where(predicate))
         right = self.query(predicate.args["query"].this)
         if len(right.output_names) != 1:
-            raise SqlError(f"the subquery of IN selects {len(right.output_names)} columns, not one",
-                           where=self.where(predicate))
+            raise SqlError(
+                f"the subquery of IN selects {len(right.output_names)} columns, not one", where=self.where(predicate)
+            )
         key = self._resolve(predicate.this, scope).plan_name
         return Join(node, right, "semi", (key,), right.output_names, node.output_names)
 
@@ -142,19 +163,26 @@ class _Relations:
                 outer_keys.append(pair[0])
                 inner_keys.append(pair[1])
             elif any(inner_scope.resolve(c) is None for c in conjunct.find_all(exp.Column)):
-                raise SqlError(f"EXISTS correlates the subquery with the outer query by equalities only "
-                               f"(inner.col = outer.col): {conjunct.sql('spark')[:60]}", where=self.where(conjunct))
+                raise SqlError(
+                    f"EXISTS correlates the subquery with the outer query by equalities only "
+                    f"(inner.col = outer.col): {conjunct.sql('spark')[:60]}",
+                    where=self.where(conjunct),
+                )
             else:
                 inner_only.append(conjunct)
         if not outer_keys:
-            raise SqlError("EXISTS needs an equality between a column of the subquery and one of the outer "
-                           "query (an uncorrelated EXISTS is not supported)", where=self.where(predicate))
+            raise SqlError(
+                "EXISTS needs an equality between a column of the subquery and one of the outer "
+                "query (an uncorrelated EXISTS is not supported)",
+                where=self.where(predicate),
+            )
         inner = sub.copy()
         inner.set("expressions", [exp.column(c.name, table=c.table or None) for c in inner_keys])
         inner.set("where", exp.Where(this=exp.and_(*inner_only)) if inner_only else None)
         right = self._select(inner)
-        return Join(node, right, "anti" if negated else "semi", tuple(outer_keys), right.output_names,
-                    node.output_names)
+        return Join(
+            node, right, "anti" if negated else "semi", tuple(outer_keys), right.output_names, node.output_names
+        )
 
     def _correlation(self, conjunct: exp.Expression, outer: Scope, inner: Scope) -> tuple[str, exp.Column] | None:
         """(outer plan name, inner column) of `inner.col = outer.col`, in either order."""
@@ -164,8 +192,11 @@ class _Relations:
         if not all(isinstance(s, exp.Column) for s in sides):
             return None
         for inner_side, outer_side in (sides, sides[::-1]):
-            if inner.resolve(inner_side) is not None and outer.resolve(outer_side) is not None \
-                    and inner.resolve(outer_side) is None:
+            if (
+                inner.resolve(inner_side) is not None
+                and outer.resolve(outer_side) is not None
+                and inner.resolve(outer_side) is None
+            ):
                 return self._resolve(outer_side, outer).plan_name, inner_side
         return None
 
@@ -188,25 +219,27 @@ class _Relations:
             node = self._dedup(inner) if _row_number_item(inner) is not None else self.query(inner)
             alias = relation.alias
             return node, Scope.of((alias,), node.output_names)
-        raise SqlError(f"unsupported construct in FROM: {relation.sql('spark')[:60]}",
-                       where=self.where(relation))
+        raise SqlError(f"unsupported construct in FROM: {relation.sql('spark')[:60]}", where=self.where(relation))
 
     def _table(self, relation: exp.Table) -> tuple[ChangelogSource, Scope]:
         name = relation.name
         match = next((n for n in self.spec.sources if n.lower() == name.lower()), None)
         if match is None:
             known = ", ".join(self.spec.sources)
-            raise SqlError(f"unknown table {name!r} (the spec's sources are: {known})",
-                           where=self.where(relation))
+            raise SqlError(f"unknown table {name!r} (the spec's sources are: {known})", where=self.where(relation))
         source = self.spec.sources[match]
         schema = parse_schema(source.schema_ddl, where=self.spec.place_of("sources", match, "schema"))
         for key in source.primary_key:
             if schema.column(key) is None:
-                raise SqlError(f"primary key column {key!r} is not in the schema of {match}",
-                               where=self.spec.place_of("sources", match, "primary_key"))
+                raise SqlError(
+                    f"primary key column {key!r} is not in the schema of {match}",
+                    where=self.spec.place_of("sources", match, "primary_key"),
+                )
         if source.event_time is not None and schema.column(source.event_time) is None:
-            raise SqlError(f"event_time column {source.event_time!r} is not in the schema of {match}",
-                           where=self.spec.place_of("sources", match, "event_time"))
+            raise SqlError(
+                f"event_time column {source.event_time!r} is not in the schema of {match}",
+                where=self.spec.place_of("sources", match, "event_time"),
+            )
         node = ChangelogSource(match, schema, source.format, source.primary_key)
         types = [c.spark_type for c in schema.columns]
         return node, Scope.of((relation.alias, match), schema.names, types=types)
@@ -216,19 +249,20 @@ class _Relations:
     def _join(self, left: Node, left_scope: Scope, join: exp.Join) -> tuple[Node, Scope]:
         kind = JOIN_KINDS.get((join.side or "").upper())
         if kind is None or (join.kind or "").upper() in ("CROSS", "SEMI", "ANTI") or join.args.get("using"):
-            raise SqlError(f"unsupported join: {join.sql('spark')[:60]} (lockstep runs INNER, LEFT, "
-                           f"RIGHT and FULL joins with ON)", where=self.where(join))
+            raise SqlError(
+                f"unsupported join: {join.sql('spark')[:60]} (lockstep runs INNER, LEFT, RIGHT and FULL joins with ON)",
+                where=self.where(join),
+            )
         if isinstance(join.this, exp.Table) and self._lookup_name(join.this.name):
             return self._lookup_join(left, left_scope, join, kind)
         right, right_scope = self._relation(join.this)
         scope = left_scope.joined(right_scope)
         on = join.args.get("on")
         if on is None:
-            raise SqlError("a join needs ON with an equality between the two sides",
-                           where=self.where(join))
+            raise SqlError("a join needs ON with an equality between the two sides", where=self.where(join))
         left_keys, right_keys, rest = self._split_on(on, left_scope, scope, len(left.output_names))
         output = scope.plan_names
-        right = self._renamed(right, output[len(left.output_names):])
+        right = self._renamed(right, output[len(left.output_names) :])
         return Join(left, right, kind, left_keys, right_keys, output, rest), scope
 
     def _lookup_name(self, name: str) -> str | None:
@@ -246,15 +280,19 @@ class _Relations:
         scope = left_scope.joined(Scope.of(qualifiers, columns))
         on = join.args.get("on")
         if kind not in ("inner", "left") or on is None:
-            raise SqlError(f"a lookup join is [INNER|LEFT] JOIN {name} ON <input column> = "
-                           f"{name}.<key column>", where=self.where(join))
+            raise SqlError(
+                f"a lookup join is [INNER|LEFT] JOIN {name} ON <input column> = {name}.<key column>",
+                where=self.where(join),
+            )
         input_keys, lookup_keys, rest = self._split_on(on, left_scope, scope, len(left.output_names))
-        lookup_names = dict(zip(scope.plan_names[len(left.output_names):], columns))
+        lookup_names = dict(zip(scope.plan_names[len(left.output_names) :], columns))
         pairs = {lookup_names[k]: i for i, k in zip(input_keys, lookup_keys)}
         if rest is not None or set(pairs) != set(lookup.key):
-            raise SqlError(f"a lookup join's ON equates each key column of {name} "
-                           f"({', '.join(lookup.key)}) to an input column, and nothing else",
-                           where=self.where(on))
+            raise SqlError(
+                f"a lookup join's ON equates each key column of {name} "
+                f"({', '.join(lookup.key)}) to an input column, and nothing else",
+                where=self.where(on),
+            )
         input_keys = tuple(pairs[k] for k in lookup.key)
         # A key column of the lookup holds the input value it was asked with: the same type.
         types = {c.plan_name: c.spark_type for c in left_scope.columns}
@@ -275,8 +313,11 @@ class _Relations:
             left_keys.append(pair[0])
             right_keys.append(pair[1])
         if not left_keys:
-            raise SqlError(f"the join condition {on.sql('spark')} has no equality between a column "
-                           f"of each side (lockstep runs equi-joins)", where=self.where(on))
+            raise SqlError(
+                f"the join condition {on.sql('spark')} has no equality between a column "
+                f"of each side (lockstep runs equi-joins)",
+                where=self.where(on),
+            )
         condition = exp.and_(*rest) if rest else None
         return tuple(left_keys), tuple(right_keys), condition
 
@@ -296,17 +337,18 @@ class _Relations:
             if isinstance(node, exp.Column):
                 return exp.column(self._resolve(node, scope).plan_name)
             return node
+
         return expr.copy().transform(resolve)
 
     def _resolve(self, column: exp.Column, scope: Scope):
         try:
             found = scope.resolve(column)
         except AmbiguousColumn:
-            raise SqlError(f"column {column.name!r} is ambiguous: qualify it with its table or alias",
-                           where=self.where(column)) from None
+            raise SqlError(
+                f"column {column.name!r} is ambiguous: qualify it with its table or alias", where=self.where(column)
+            ) from None
         if found is None:
-            raise SqlError(f"unknown column {column.sql('spark')} in the join condition",
-                           where=self.where(column))
+            raise SqlError(f"unknown column {column.sql('spark')} in the join condition", where=self.where(column))
         return found
 
     # -- deduplication ---------------------------------------------------------------------------
@@ -317,16 +359,18 @@ class _Relations:
         item = _row_number_item(inner)
         window = item.unalias()
         if not isinstance(item, exp.Alias):
-            raise SqlError("ROW_NUMBER() OVER (...) needs an alias (AS rn) to filter on",
-                           where=self.where(item))
+            raise SqlError("ROW_NUMBER() OVER (...) needs an alias (AS rn) to filter on", where=self.where(item))
         partition = list(window.args.get("partition_by") or [])
         order = window.args.get("order")
         orderings = order.expressions if order is not None else []
         if not partition:
             raise SqlError("ROW_NUMBER() needs PARTITION BY", where=self.where(window))
         if len(orderings) != 1 or not isinstance(orderings[0].this, exp.Column):
-            raise SqlError("ROW_NUMBER() needs ORDER BY one column (an explicit ordering, never "
-                           "processing time, so stream and batch keep the same rows)", where=self.where(window))
+            raise SqlError(
+                "ROW_NUMBER() needs ORDER BY one column (an explicit ordering, never "
+                "processing time, so stream and batch keep the same rows)",
+                where=self.where(window),
+            )
         rest = inner.copy()
         rest.set("expressions", [e for e in inner.expressions if e is not item])
         selected = self._select(rest).output_names
@@ -343,8 +387,10 @@ class _Relations:
 
     def _dedup_column(self, column: exp.Expression, names: dict[str, str], clause: str) -> str:
         if not isinstance(column, exp.Column) or column.name.lower() not in names:
-            raise SqlError(f"ROW_NUMBER() {clause} {column.sql('spark')}: use a column of the subquery's "
-                           f"table", where=self.where(column))
+            raise SqlError(
+                f"ROW_NUMBER() {clause} {column.sql('spark')}: use a column of the subquery's table",
+                where=self.where(column),
+            )
         return names[column.name.lower()]
 
     def _ranked(self, select: exp.Select, node: Deduplicate) -> tuple[Deduplicate, exp.Select]:
@@ -357,8 +403,11 @@ class _Relations:
         conjuncts = _conjuncts(where.this) if where is not None else []
         limits = [n for n in (_row_number_limit(c, node.row_number) for c in conjuncts) if n is not None]
         if not limits:
-            raise SqlError(f"ROW_NUMBER() is supported as deduplication or Top-N: filter the subquery with "
-                           f"WHERE {node.row_number} = 1 or WHERE {node.row_number} <= N", where=self.where(select))
+            raise SqlError(
+                f"ROW_NUMBER() is supported as deduplication or Top-N: filter the subquery with "
+                f"WHERE {node.row_number} = 1 or WHERE {node.row_number} <= N",
+                where=self.where(select),
+            )
         rest = [c for c in conjuncts if _row_number_limit(c, node.row_number) is None]
         remaining = select.copy()
         remaining.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)

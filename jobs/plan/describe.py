@@ -2,66 +2,98 @@
 
 from __future__ import annotations
 
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node, SessionAggregate,
-                             StageInput, UnionAll, WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (
+    Calc,
+    ChangelogSource,
+    Deduplicate,
+    GroupAggregate,
+    Join,
+    LookupJoin,
+    Node,
+    SessionAggregate,
+    StageInput,
+    UnionAll,
+    WindowAggregate,
+    WindowAssign,
+)
 from jobs.spec.intervals import describe
 
 
 def describe_node(node: Node) -> str:
     """One line per operator, Flink-style: its kind and its parameters in a fixed order."""
     if isinstance(node, SessionAggregate):
-        select = ", ".join(["window.start AS __wstart", "window.end AS __wend"]
-                           + _aggregate_select(node, node.other_keys))
-        return (f"SessionWindowAggregate(groupBy=[{', '.join(node.other_keys)}], window=[{node.window.describe()}], "
-                f"emit=[{node.emit}], select=[{select}], state=[live rows per key; a change re-forms its key's "
-                f"sessions, late=[event time the watermark passed: left out, see late_events]])")
+        select = ", ".join(
+            ["window.start AS __wstart", "window.end AS __wend"] + _aggregate_select(node, node.other_keys)
+        )
+        return (
+            f"SessionWindowAggregate(groupBy=[{', '.join(node.other_keys)}], window=[{node.window.describe()}], "
+            f"emit=[{node.emit}], select=[{select}], state=[live rows per key; a change re-forms its key's "
+            f"sessions, late=[event time the watermark passed: left out, see late_events]])"
+        )
     if isinstance(node, WindowAggregate):
-        select = ", ".join(["window.start AS __wstart", "window.end AS __wend"]
-                           + _aggregate_select(node, node.other_keys))
-        return (f"WindowAggregate(groupBy=[{', '.join(node.other_keys)}], window=[{node.window.describe()}], "
-                f"emit=[{node.emit}], select=[{select}], state=[{_state(node)}])")
+        select = ", ".join(
+            ["window.start AS __wstart", "window.end AS __wend"] + _aggregate_select(node, node.other_keys)
+        )
+        return (
+            f"WindowAggregate(groupBy=[{', '.join(node.other_keys)}], window=[{node.window.describe()}], "
+            f"emit=[{node.emit}], select=[{select}], state=[{_state(node)}])"
+        )
     if isinstance(node, GroupAggregate):
         select = ", ".join(_aggregate_select(node, node.group_keys))
-        return (f"GroupAggregate(groupBy=[{', '.join(node.group_keys)}], select=[{select}], "
-                f"state=[{_state(node)}])")
+        return f"GroupAggregate(groupBy=[{', '.join(node.group_keys)}], select=[{select}], state=[{_state(node)}])"
     if isinstance(node, WindowAssign):
-        end = ("bounded: every window closes at the end of the input" if node.bounded
-               else "unbounded: windows stay open until the watermark passes")
-        return (f"WindowAssign(window=[{node.window.describe()}], "
-                f"watermark=[{node.window.time_col} - {describe(node.watermark)}], "
-                f"late=[window closed by the watermark: left out, see late_events], endOfInput=[{end}])")
+        end = (
+            "bounded: every window closes at the end of the input"
+            if node.bounded
+            else "unbounded: windows stay open until the watermark passes"
+        )
+        return (
+            f"WindowAssign(window=[{node.window.describe()}], "
+            f"watermark=[{node.window.time_col} - {describe(node.watermark)}], "
+            f"late=[window closed by the watermark: left out, see late_events], endOfInput=[{end}])"
+        )
     if isinstance(node, Calc):
         select = ", ".join(_projection(name, expr) for name, expr in node.projections)
         where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""
         return f"Calc(select=[{select}]{where})"
     if isinstance(node, Deduplicate) and node.is_top_n:
-        return (f"Rank(rankRange=[rankStart=1, rankEnd={node.limit}], partitionBy=[{', '.join(node.keys)}], "
-                f"orderBy=[{node.order_col} {'DESC' if node.keep == 'last' else 'ASC'}], "
-                f"select=[{', '.join(node.output_names)}], state=[live rows per key])")
+        return (
+            f"Rank(rankRange=[rankStart=1, rankEnd={node.limit}], partitionBy=[{', '.join(node.keys)}], "
+            f"orderBy=[{node.order_col} {'DESC' if node.keep == 'last' else 'ASC'}], "
+            f"select=[{', '.join(node.output_names)}], state=[live rows per key])"
+        )
     if isinstance(node, Deduplicate):
-        return (f"Deduplicate(keep=[{'LastRow' if node.keep == 'last' else 'FirstRow'}], "
-                f"key=[{', '.join(node.keys)}], order=[{node.order_col} "
-                f"{'DESC' if node.keep == 'last' else 'ASC'}], state=[live rows per key])")
+        return (
+            f"Deduplicate(keep=[{'LastRow' if node.keep == 'last' else 'FirstRow'}], "
+            f"key=[{', '.join(node.keys)}], order=[{node.order_col} "
+            f"{'DESC' if node.keep == 'last' else 'ASC'}], state=[live rows per key])"
+        )
     if isinstance(node, Join):
         where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""
-        pairs = ", ".join(f"{l} = {r}" for l, r in zip(node.left_keys, node.right_keys))
+        pairs = ", ".join(f"{left} = {right}" for left, right in zip(node.left_keys, node.right_keys))
         kind = {"semi": "LeftSemi", "anti": "LeftAnti"}.get(node.kind, node.kind.capitalize())
-        return (f"Join(joinType=[{kind}Join], on=[{pairs}]{where}, "
-                f"select=[{', '.join(node.output)}], state=[live rows per join key, each side])")
+        return (
+            f"Join(joinType=[{kind}Join], on=[{pairs}]{where}, "
+            f"select=[{', '.join(node.output)}], state=[live rows per join key, each side])"
+        )
     if isinstance(node, UnionAll):
         return f"Union(all=[true], union=[{', '.join(node.output_names)}])"
     if isinstance(node, LookupJoin):
         pairs = ", ".join(f"{i} = {node.lookup}.{k}" for i, k in zip(node.input_keys, node.lookup_columns))
-        return (f"LookupJoin(table=[{node.lookup}], joinType=[{node.kind.capitalize()}Join], on=[{pairs}], "
-                f"select=[{', '.join(node.output)}], state=[none: each row, retractions too, is "
-                f"looked up when it arrives])")
+        return (
+            f"LookupJoin(table=[{node.lookup}], joinType=[{node.kind.capitalize()}Join], on=[{pairs}], "
+            f"select=[{', '.join(node.output)}], state=[none: each row, retractions too, is "
+            f"looked up when it arrives])"
+        )
     if isinstance(node, StageInput):
         key = f", upsertKey=[{', '.join(node.primary_key)}]" if node.primary_key else ""
         return f"StageInput(stage=[{node.stage}], table=[{node.table}]{key})"
     if isinstance(node, ChangelogSource):
         pk = f", primaryKey=[{', '.join(node.primary_key)}]" if node.primary_key else ""
-        return (f"ChangelogSource(table=[{node.table}], format=[{node.format}], "
-                f"fields=[{', '.join(node.schema.names)}]{pk})")
+        return (
+            f"ChangelogSource(table=[{node.table}], format=[{node.format}], "
+            f"fields=[{', '.join(node.schema.names)}]{pk})"
+        )
     raise TypeError(f"cannot explain {type(node).__name__}")
 
 
@@ -70,8 +102,9 @@ def _aggregate_select(node: GroupAggregate, keys) -> list[str]:
 
 
 def _state(node: GroupAggregate) -> str:
-    return ", ".join(["row count"] + [f"{a.sql()} {'invertible' if a.invertible else 'multiset'}"
-                                      for a in node.aggregates])
+    return ", ".join(
+        ["row count"] + [f"{a.sql()} {'invertible' if a.invertible else 'multiset'}" for a in node.aggregates]
+    )
 
 
 def _projection(name: str, expr) -> str:

@@ -20,26 +20,36 @@ def explain(plan: Plan) -> str:
     lines += [f"WARNING {warning}" for warning in plan.warnings]
     stages = plan.stages
     if len(stages) > 1:
-        lines += ["", "stages (each intermediate result is a Delta table with change data feed, "
-                      "read by the next stage):"]
-        lines += [f"  {s.number}. {s.name}: {describe_node(s.root.input)} -> "
-                  f"{'the sink' if s.is_final else _stage_table(s)}" for s in stages]
+        lines += [
+            "",
+            "stages (each intermediate result is a Delta table with change data feed, read by the next stage):",
+        ]
+        lines += [
+            f"  {s.number}. {s.name}: {describe_node(s.root.input)} -> {'the sink' if s.is_final else _stage_table(s)}"
+            for s in stages
+        ]
     return "\n".join(lines) + "\n"
 
 
 def _lookup_line(name: str, spec) -> str:
     cache = f"cache {spec.cache.max_rows:,} rows for {spec.cache.ttl}" if spec.cache.max_rows else "no cache"
-    return (f"lookup {name}: {spec.kind.upper()} {spec.url}, key [{', '.join(spec.key)}], up to "
-            f"{spec.capacity} requests in flight per task, {spec.order}, timeout {spec.timeout}, "
-            f"{spec.retries} retries, {cache}, on error: {spec.on_lookup_error}")
+    return (
+        f"lookup {name}: {spec.kind.upper()} {spec.url}, key [{', '.join(spec.key)}], up to "
+        f"{spec.capacity} requests in flight per task, {spec.order}, timeout {spec.timeout}, "
+        f"{spec.retries} retries, {cache}, on error: {spec.on_lookup_error}"
+    )
 
 
 def _sink_line(plan: Plan) -> str:
-    feed = ("its change data feed is the output changelog (insert=+I, update_preimage=-U, "
-            "update_postimage=+U, delete=-D)")
+    feed = (
+        "its change data feed is the output changelog (insert=+I, update_preimage=-U, update_postimage=+U, delete=-D)"
+    )
     if plan.write_mode == "retract":
-        chosen = (" (the spec names no sink mode or primary key, and the query's output has no unique key)"
-                  if plan.root.changelog_mode is None and plan.sink_mode == "retract" else "")
+        chosen = (
+            " (the spec names no sink mode or primary key, and the query's output has no unique key)"
+            if plan.root.changelog_mode is None and plan.sink_mode == "retract"
+            else ""
+        )
         return f"sink: Delta table of rows with a copy count (__count), MERGEd by every column{chosen}; {feed}"
     return f"sink: Delta table keyed by [{', '.join(plan.sink_key)}], written by MERGE; {feed}"
 
@@ -64,13 +74,17 @@ def _tree(plan: Planned, node: Node, prefix: str, last: bool, lines: list[str], 
 
 def _describe(plan: Planned, node: Node) -> str:
     if isinstance(node, Join):
-        sides = (f"leftInputSpec=[{_input_spec(plan, node.left, node.left_keys)}], "
-                 f"rightInputSpec=[{_input_spec(plan, node.right, node.right_keys)}]")
+        sides = (
+            f"leftInputSpec=[{_input_spec(plan, node.left, node.left_keys)}], "
+            f"rightInputSpec=[{_input_spec(plan, node.right, node.right_keys)}]"
+        )
         return describe_node(node).replace(", state=[", f", {sides}, state=[")
     if isinstance(node, Sink):
         materialize = "true" if plan.notes.materialize else "false"
-        return (f"Sink(table=[{node.table}], primaryKey=[{', '.join(plan.sink_key)}], "
-                f"changelogMode=[{plan.sink_mode}], upsertMaterialize=[{materialize}])")
+        return (
+            f"Sink(table=[{node.table}], primaryKey=[{', '.join(plan.sink_key)}], "
+            f"changelogMode=[{plan.sink_mode}], upsertMaterialize=[{materialize}])"
+        )
     return describe_node(node)
 
 

@@ -17,8 +17,17 @@ from jobs.errors import Place, place
 from jobs.spec.model import QuerySpec
 
 # sqlglot's wording for a clause it could not finish, by the class it was building.
-_CLAUSES = {"Where": "WHERE", "Having": "HAVING", "Group": "GROUP BY", "Join": "JOIN", "From": "FROM",
-            "Select": "SELECT", "Order": "ORDER BY", "Case": "CASE", "Cast": "CAST"}
+_CLAUSES = {
+    "Where": "WHERE",
+    "Having": "HAVING",
+    "Group": "GROUP BY",
+    "Join": "JOIN",
+    "From": "FROM",
+    "Select": "SELECT",
+    "Order": "ORDER BY",
+    "Case": "CASE",
+    "Cast": "CAST",
+}
 _MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]*\.(\w+)'>")
 
 
@@ -28,8 +37,7 @@ def node_place(spec: QuerySpec, node: exp.Expression | None, masked_sql: str) ->
         meta = getattr(part, "meta", {})
         if meta.get("line") and "start" in meta:
             line_start = masked_sql.rfind("\n", 0, meta["start"]) + 1
-            return sql_place(spec, meta["line"], meta["start"] - line_start, meta["end"] - line_start + 1,
-                             masked_sql)
+            return sql_place(spec, meta["line"], meta["start"] - line_start, meta["end"] - line_start + 1, masked_sql)
         if meta.get("line"):
             return sql_place(spec, meta["line"], None, None, masked_sql)
     return Place(place(spec.spec_path, spec.sql_line))
@@ -107,5 +115,4 @@ def token_error_place(spec: QuerySpec, exc: sqlglot.errors.TokenError, masked_sq
         return Place(place(spec.spec_path, spec.sql_line))
     stop = found + len(quoted.group(1)) - 1
     line_start = masked_sql.rfind("\n", 0, stop) + 1
-    return sql_place(spec, masked_sql.count("\n", 0, stop) + 1, stop - line_start, stop - line_start + 1,
-                     masked_sql)
+    return sql_place(spec, masked_sql.count("\n", 0, stop) + 1, stop - line_start, stop - line_start + 1, masked_sql)

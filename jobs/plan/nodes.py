@@ -8,9 +8,10 @@ row by row).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -124,8 +125,6 @@ class GroupAggregate(Unary, Node):
         return not self.group_keys
 
 
-
-
 @dataclass(frozen=True)
 class WindowSpec:
     """Spark's window(time_col, size[, slide]): tumbling when slide == size, hopping otherwise;
@@ -153,8 +152,7 @@ class WindowSpec:
             return f"SESSION(time_col=[{self.time_col}], gap=[{describe(self.size)}])"
         if self.tumbling:
             return f"TUMBLE(time_col=[{self.time_col}], size=[{describe(self.size)}])"
-        return (f"HOP(time_col=[{self.time_col}], size=[{describe(self.size)}], "
-                f"slide=[{describe(self.slide)}])")
+        return f"HOP(time_col=[{self.time_col}], size=[{describe(self.size)}], slide=[{describe(self.slide)}])"
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,11 +277,11 @@ class Join(Node):
 
     @property
     def left_output(self) -> tuple[str, ...]:
-        return self.output[:len(self.left.output_names)]
+        return self.output[: len(self.left.output_names)]
 
     @property
     def right_output(self) -> tuple[str, ...]:
-        return self.output[len(self.left.output_names):]
+        return self.output[len(self.left.output_names) :]
 
     @property
     def filters_left(self) -> bool:
@@ -312,7 +310,7 @@ class LookupJoin(Unary, Node):
 
     @property
     def lookup_output(self) -> tuple[str, ...]:
-        return self.output[len(self.input.output_names):]
+        return self.output[len(self.input.output_names) :]
 
 
 @dataclass(frozen=True, eq=False)

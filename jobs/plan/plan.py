@@ -17,8 +17,18 @@ from sqlglot import exp
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.changelog.kinds import ChangelogMode, RowKind
 from jobs.plan.annotations import Annotations
-from jobs.plan.nodes import (Calc, ChangelogSource, GroupAggregate, Node, SessionAggregate, Sink, StagedInput,
-                             StageInput, WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (
+    Calc,
+    ChangelogSource,
+    GroupAggregate,
+    Node,
+    SessionAggregate,
+    Sink,
+    StagedInput,
+    StageInput,
+    WindowAggregate,
+    WindowAssign,
+)
 from jobs.plan.passes.modify_kinds import DELETE, INSERT, UPDATE
 from jobs.plan.passes.update_kinds import BEFORE_AND_AFTER
 from jobs.spec.model import QuerySpec

@@ -31,9 +31,17 @@ def _plan(spec: QuerySpec) -> Plan:
     _check_output_names(spec, root)
     notes = _annotate(spec, root)
     _check_windows_single_stage(spec, root)
-    stages = tuple(StagePlan(spec, cut.number, cut.root, _annotate(spec, cut.root),
-                             cut.batch_sql or spec.sql, is_final=cut.original is None)
-                   for cut in split_stages(root, notes))
+    stages = tuple(
+        StagePlan(
+            spec,
+            cut.number,
+            cut.root,
+            _annotate(spec, cut.root),
+            cut.batch_sql or spec.sql,
+            is_final=cut.original is None,
+        )
+        for cut in split_stages(root, notes)
+    )
     warnings = non_deterministic_calls(spec, select) + _forgetting_state(spec, stages)
     return Plan(spec, root, notes, stages, warnings=warnings)
 
@@ -45,12 +53,16 @@ def _forgetting_state(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> tuple[s
         return ()
     kept_values = [c for node in aggregates for c in node.aggregates if not c.invertible]
     if kept_values:  # their live values are a state of their own, which the TTL does not reach
-        raise SpecError(f"stream.state_ttl applies to SUM, COUNT and AVG only, not to "
-                        f"{kept_values[0].func}({'DISTINCT ' if kept_values[0].distinct else ''}{kept_values[0].arg})",
-                        where=str(spec.spec_path))
-    return (f"{spec.spec_path}: stream.state_ttl is {spec.stream.state_ttl}: a group unchanged for that "
-            f"long is forgotten (as Flink's table.exec.state.ttl), so the stream's result may differ "
-            f"from the batch's, which sees every row",)
+        raise SpecError(
+            f"stream.state_ttl applies to SUM, COUNT and AVG only, not to "
+            f"{kept_values[0].func}({'DISTINCT ' if kept_values[0].distinct else ''}{kept_values[0].arg})",
+            where=str(spec.spec_path),
+        )
+    return (
+        f"{spec.spec_path}: stream.state_ttl is {spec.stream.state_ttl}: a group unchanged for that "
+        f"long is forgotten (as Flink's table.exec.state.ttl), so the stream's result may differ "
+        f"from the batch's, which sees every row",
+    )
 
 
 def _annotate(spec: QuerySpec, root: Sink) -> Annotations:
@@ -76,5 +88,7 @@ def _check_output_names(spec: QuerySpec, root: Sink) -> None:
 def _check_windows_single_stage(spec: QuerySpec, root: Sink) -> None:
     stateful = [n for n in root.walk() if n.stateful]
     if any(isinstance(n, (WindowAssign, SessionAggregate)) for n in root.walk()) and len(stateful) > 1:
-        raise SqlError("a windowed aggregate must read a source directly (not a join, a "
-                       "deduplication or another aggregate)", where=str(spec.spec_path))
+        raise SqlError(
+            "a windowed aggregate must read a source directly (not a join, a deduplication or another aggregate)",
+            where=str(spec.spec_path),
+        )

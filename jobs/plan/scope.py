@@ -44,8 +44,9 @@ class Scope:
         qualifier = qualifier.lower()
         if qualifier and qualifier not in self.aliases:
             return None
-        matches = [c for c in self.columns if c.name.lower() == name.lower()
-                   and (not qualifier or qualifier in c.qualifiers)]
+        matches = [
+            c for c in self.columns if c.name.lower() == name.lower() and (not qualifier or qualifier in c.qualifiers)
+        ]
         if len(matches) > 1:
             raise AmbiguousColumn(name)
         return matches[0] if matches else None

@@ -16,10 +16,19 @@ from dataclasses import dataclass
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
-from jobs.errors import SqlError
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
-from jobs.plan.nodes import (AggCall, Calc, ChangelogSource, GroupAggregate, Node, SessionAggregate,
-                             WindowAggregate, WindowAssign, WindowSpec)
+from jobs.errors import SqlError
+from jobs.plan.nodes import (
+    AggCall,
+    Calc,
+    ChangelogSource,
+    GroupAggregate,
+    Node,
+    SessionAggregate,
+    WindowAggregate,
+    WindowAssign,
+    WindowSpec,
+)
 from jobs.plan.scope import AmbiguousColumn, Scope, ScopeColumn
 from jobs.plan.sql import SESSION_WINDOW, WINDOW, where_in_spec
 from jobs.spec.intervals import parse_interval
@@ -67,20 +76,31 @@ class SelectBuilder:
         calls = self._aggregate_calls(pre)
         window = self._window_spec(window_call, pre) if window_call is not None else None
         condition = self._where()
-        trivial_pre = condition is None and all(isinstance(e, exp.Column) and e.name == n
-                                                for n, e in pre.items())
+        trivial_pre = condition is None and all(isinstance(e, exp.Column) and e.name == n for n, e in pre.items())
         agg_input = self.input if trivial_pre else Calc(self.input, tuple(pre.items()), condition)
         if window is None:
             aggregate = GroupAggregate(agg_input, key_names, tuple(calls.values()))
         elif window.session:
             source = self.spec.sources[self.input.table]
-            aggregate = SessionAggregate(agg_input, key_names, tuple(calls.values()), window, source.watermark_delay,
-                                         source.bounded, self.spec.sink.emit or "final")
+            aggregate = SessionAggregate(
+                agg_input,
+                key_names,
+                tuple(calls.values()),
+                window,
+                source.watermark_delay,
+                source.bounded,
+                self.spec.sink.emit or "final",
+            )
         else:
             source = self.spec.sources[self.input.table]
             assigned = WindowAssign(agg_input, window, source.watermark_delay, source.bounded)
-            aggregate = WindowAggregate(assigned, (WINDOW_START, WINDOW_END) + key_names,
-                                        tuple(calls.values()), window, self.spec.sink.emit or "final")
+            aggregate = WindowAggregate(
+                assigned,
+                (WINDOW_START, WINDOW_END) + key_names,
+                tuple(calls.values()),
+                window,
+                self.spec.sink.emit or "final",
+            )
         windowed = window is not None
         post = [(name, self._rewrite(e, group_exprs, key_names, calls, windowed)) for name, e in self.items]
         having = self._having()
@@ -96,15 +116,19 @@ class SelectBuilder:
         for item in self.select.expressions:
             star = _star_qualifier(item)
             if star is not None:
-                items += [(c.name, exp.column(c.name, table=c.qualifiers[0] if c.qualifiers else None))
-                          for c in self.scope.star(star)]
+                items += [
+                    (c.name, exp.column(c.name, table=c.qualifiers[0] if c.qualifiers else None))
+                    for c in self.scope.star(star)
+                ]
                 continue
             items.append((self._output_name(item), item.unalias()))
         seen: set[str] = set()
         for name, _ in items:
             if name.lower() in seen:
-                raise SqlError(f"output column {name!r} appears twice; give each a distinct alias",
-                               where=where_in_spec(self.spec, self.select))
+                raise SqlError(
+                    f"output column {name!r} appears twice; give each a distinct alias",
+                    where=where_in_spec(self.spec, self.select),
+                )
             seen.add(name.lower())
         return items
 
@@ -113,29 +137,37 @@ class SelectBuilder:
             return item.alias
         if isinstance(item, exp.Column):
             return self._column(item).name
-        raise SqlError(f"select expression {item.sql('spark')} needs an alias (AS name): it becomes "
-                       f"a column of the Delta sink", where=where_in_spec(self.spec, item))
+        raise SqlError(
+            f"select expression {item.sql('spark')} needs an alias (AS name): it becomes a column of the Delta sink",
+            where=where_in_spec(self.spec, item),
+        )
 
     def _check_columns(self) -> None:
         select_aliases = {a.alias.lower() for a in self.select.expressions if isinstance(a, exp.Alias)}
         for column in self._own_columns():
             if isinstance(column.this, exp.Star):
                 continue
-            bare_window = not column.table and column.name.lower() in (WINDOW, "window") and \
-                self._find(column) is None
+            bare_window = not column.table and column.name.lower() in (WINDOW, "window") and self._find(column) is None
             if column.table.lower() == WINDOW or bare_window:
                 if bare_window:
-                    raise SqlError("select window.start or window.end, not the window itself",
-                                   where=where_in_spec(self.spec, column))
+                    raise SqlError(
+                        "select window.start or window.end, not the window itself",
+                        where=where_in_spec(self.spec, column),
+                    )
                 continue
             if column.table and column.table.lower() not in self.scope.aliases:
-                raise SqlError(f"unknown table or alias {column.table!r} in {column.sql('spark')}",
-                               where=where_in_spec(self.spec, column))
+                raise SqlError(
+                    f"unknown table or alias {column.table!r} in {column.sql('spark')}",
+                    where=where_in_spec(self.spec, column),
+                )
             if self._find(column) is None and not (
-                    self._in_group_or_having(column) and column.name.lower() in select_aliases):
+                self._in_group_or_having(column) and column.name.lower() in select_aliases
+            ):
                 known = ", ".join(c.name for c in self.scope.columns)
-                raise SqlError(f"unknown column '{column.sql('spark')}' (columns in scope: {known})",
-                               where=where_in_spec(self.spec, column))
+                raise SqlError(
+                    f"unknown column '{column.sql('spark')}' (columns in scope: {known})",
+                    where=where_in_spec(self.spec, column),
+                )
 
     def _own_columns(self):
         """The column references of this SELECT, not those inside its FROM clause."""
@@ -148,8 +180,10 @@ class SelectBuilder:
         try:
             return self.scope.resolve(column)
         except AmbiguousColumn:
-            raise SqlError(f"column {column.name!r} is ambiguous: qualify it with its table or alias",
-                           where=where_in_spec(self.spec, column)) from None
+            raise SqlError(
+                f"column {column.name!r} is ambiguous: qualify it with its table or alias",
+                where=where_in_spec(self.spec, column),
+            ) from None
 
     def _column(self, column: exp.Column) -> ScopeColumn:
         found = self._find(column)
@@ -186,17 +220,22 @@ class SelectBuilder:
 
     def _check_aggregate(self, node: exp.Expression) -> None:
         if type(node) not in AGGREGATES:
-            raise SqlError(f"unsupported aggregate function {node.sql('spark')}: lockstep supports "
-                           f"SUM, COUNT, AVG, MIN, MAX and COUNT(DISTINCT ...)",
-                           where=where_in_spec(self.spec, node))
+            raise SqlError(
+                f"unsupported aggregate function {node.sql('spark')}: lockstep supports "
+                f"SUM, COUNT, AVG, MIN, MAX and COUNT(DISTINCT ...)",
+                where=where_in_spec(self.spec, node),
+            )
         inner = next(node.this.find_all(exp.AggFunc), None) if node.this is not None else None
         if inner is not None:
             raise SqlError(f"nested aggregate {node.sql('spark')}", where=where_in_spec(self.spec, node))
 
     def _aggregate_calls(self, pre: dict[str, exp.Expression]) -> dict[str, AggCall]:
         calls: dict[str, AggCall] = {}
-        aliases = {self._key(self._unqualify(a.this)): a.alias for a in self.select.expressions
-                   if isinstance(a, exp.Alias) and type(a.this) in AGGREGATES}
+        aliases = {
+            self._key(self._unqualify(a.this)): a.alias
+            for a in self.select.expressions
+            if isinstance(a, exp.Alias) and type(a.this) in AGGREGATES
+        }
         for node in self._aggregate_nodes():
             key = self._key(self._unqualify(node))
             if key in calls:
@@ -213,8 +252,10 @@ class SelectBuilder:
         distinct = isinstance(arg, exp.Distinct)
         if distinct:
             if len(arg.expressions) != 1:
-                raise SqlError(f"{node.sql('spark')}: DISTINCT over several columns is not supported",
-                               where=where_in_spec(self.spec, node))
+                raise SqlError(
+                    f"{node.sql('spark')}: DISTINCT over several columns is not supported",
+                    where=where_in_spec(self.spec, node),
+                )
             arg = arg.expressions[0]
         if isinstance(arg, exp.Star):
             if func != "COUNT":
@@ -225,8 +266,9 @@ class SelectBuilder:
     def _no_aggregates_in(self, node: exp.Expression, clause: str) -> None:
         agg = next(iter(node.find_all(exp.AggFunc)), None)
         if agg is not None:
-            raise SqlError(f"aggregate {agg.sql('spark')} is not allowed in {clause}",
-                           where=where_in_spec(self.spec, agg))
+            raise SqlError(
+                f"aggregate {agg.sql('spark')} is not allowed in {clause}", where=where_in_spec(self.spec, agg)
+            )
 
     # -- windows ---------------------------------------------------------------------------------------
 
@@ -245,23 +287,36 @@ class SelectBuilder:
         args = call.expressions
         where = where_in_spec(self.spec, call)
         session = str(call.this).lower() == SESSION_WINDOW
-        if session and (len(args) != 2 or not isinstance(args[0], exp.Column)
-                        or not (isinstance(args[1], exp.Literal) and args[1].is_string)):
-            raise SqlError("session_window() takes a time column and a gap: session_window(ts, '5 minutes')",
-                           where=where)
-        if not 2 <= len(args) <= 3 or not isinstance(args[0], exp.Column) or not all(
-                isinstance(a, exp.Literal) and a.is_string for a in args[1:]):
-            raise SqlError("window() takes a time column and one or two interval strings: "
-                           "window(ts, '1 minute') or window(ts, '2 minutes', '1 minute')", where=where)
+        if session and (
+            len(args) != 2
+            or not isinstance(args[0], exp.Column)
+            or not (isinstance(args[1], exp.Literal) and args[1].is_string)
+        ):
+            raise SqlError(
+                "session_window() takes a time column and a gap: session_window(ts, '5 minutes')", where=where
+            )
+        if (
+            not 2 <= len(args) <= 3
+            or not isinstance(args[0], exp.Column)
+            or not all(isinstance(a, exp.Literal) and a.is_string for a in args[1:])
+        ):
+            raise SqlError(
+                "window() takes a time column and one or two interval strings: "
+                "window(ts, '1 minute') or window(ts, '2 minutes', '1 minute')",
+                where=where,
+            )
         source = self._source_spec(where)
         column = self.input.schema.column(self._column(args[0]).plan_name)
         event_time = source.event_time
         if event_time is None or event_time.lower() != column.name.lower():
-            raise SqlError(f"window over {column.name} needs sources.{self.input.table}.event_time: "
-                           f"{column.name} and a watermark", where=where)
+            raise SqlError(
+                f"window over {column.name} needs sources.{self.input.table}.event_time: {column.name} and a watermark",
+                where=where,
+            )
         if column.spark_type not in ("TIMESTAMP", "TIMESTAMP_NTZ"):
-            raise SqlError(f"window over {column.name}: the column is {column.spark_type}, "
-                           f"not a TIMESTAMP", where=where)
+            raise SqlError(
+                f"window over {column.name}: the column is {column.spark_type}, not a TIMESTAMP", where=where
+            )
         size_sql = args[1].this
         slide_sql = args[2].this if len(args) == 3 else size_sql
         try:
@@ -279,8 +334,9 @@ class SelectBuilder:
         group = self.select.args.get("group")
         if group is None and self.select.args.get("distinct"):
             if self._aggregate_nodes():
-                raise SqlError("SELECT DISTINCT with aggregates is not supported",
-                               where=where_in_spec(self.spec, self.select))
+                raise SqlError(
+                    "SELECT DISTINCT with aggregates is not supported", where=where_in_spec(self.spec, self.select)
+                )
             return [self._unqualify(e) for _, e in self.items]
         if group is None:
             return []
@@ -294,8 +350,9 @@ class SelectBuilder:
         if isinstance(expr, exp.Literal) and not expr.is_string:
             position = int(expr.this)
             if not 1 <= position <= len(self.items):
-                raise SqlError(f"GROUP BY position {position} is not in the select list",
-                               where=where_in_spec(self.spec, expr))
+                raise SqlError(
+                    f"GROUP BY position {position} is not in the select list", where=where_in_spec(self.spec, expr)
+                )
             return self.items[position - 1][1]
         return self._resolve_aliases(expr)
 
@@ -304,9 +361,12 @@ class SelectBuilder:
         by_alias = {name.lower(): e for name, e in self.items}
 
         def swap(node):
-            if (isinstance(node, exp.Column) and not node.table
-                    and self._find(node) is None
-                    and node.name.lower() in by_alias):
+            if (
+                isinstance(node, exp.Column)
+                and not node.table
+                and self._find(node) is None
+                and node.name.lower() in by_alias
+            ):
                 return by_alias[node.name.lower()].copy()
             return node
 
@@ -323,15 +383,22 @@ class SelectBuilder:
         pre[name] = exp.column(name) if isinstance(expr, exp.Column) else expr
         return name
 
-    def _rewrite(self, expr: exp.Expression, group_exprs: list[exp.Expression],
-                 key_names: tuple[str, ...], calls: dict[str, AggCall], windowed: bool) -> exp.Expression:
+    def _rewrite(
+        self,
+        expr: exp.Expression,
+        group_exprs: list[exp.Expression],
+        key_names: tuple[str, ...],
+        calls: dict[str, AggCall],
+        windowed: bool,
+    ) -> exp.Expression:
         groups = {self._key(g): name for g, name in zip(group_exprs, key_names)}
 
         def swap(node):
             if isinstance(node, exp.Column) and node.table.lower() == WINDOW:
                 if not windowed:
-                    raise SqlError(f"window.{node.name} needs GROUP BY window(ts, ...)",
-                                   where=where_in_spec(self.spec, node))
+                    raise SqlError(
+                        f"window.{node.name} needs GROUP BY window(ts, ...)", where=where_in_spec(self.spec, node)
+                    )
                 return exp.column(self._window_field(node))
             key = self._key(node) if isinstance(node, exp.Expression) else None
             if key in calls:
@@ -345,15 +412,18 @@ class SelectBuilder:
         allowed |= {WINDOW_START, WINDOW_END} if windowed else set()
         for column in rewritten.find_all(exp.Column):
             if column.name.lower() not in allowed:
-                raise SqlError(f"column {column.name!r} is neither in GROUP BY nor inside an aggregate",
-                               where=where_in_spec(self.spec, self._original_column(column.name)))
+                raise SqlError(
+                    f"column {column.name!r} is neither in GROUP BY nor inside an aggregate",
+                    where=where_in_spec(self.spec, self._original_column(column.name)),
+                )
         return rewritten
 
     def _window_field(self, column: exp.Column) -> str:
         fields = {"start": WINDOW_START, "end": WINDOW_END}
         if column.name.lower() not in fields:
-            raise SqlError(f"window.{column.name}: a window has .start and .end",
-                           where=where_in_spec(self.spec, column))
+            raise SqlError(
+                f"window.{column.name}: a window has .start and .end", where=where_in_spec(self.spec, column)
+            )
         return fields[column.name.lower()]
 
     def _original_column(self, name: str) -> exp.Expression:
@@ -369,15 +439,21 @@ class SelectBuilder:
         """Every column reference by its plan name (select aliases and window fields stay).
         Idempotent: a column already resolved is marked, so a plan name is never looked up
         again as a user's name (after a join, `g` may be the plan name of `t.g`)."""
+
         def resolve(node):
-            if isinstance(node, exp.Column) and node.table.lower() != WINDOW \
-                    and not isinstance(node.this, exp.Star) and not node.meta.get(RESOLVED):
+            if (
+                isinstance(node, exp.Column)
+                and node.table.lower() != WINDOW
+                and not isinstance(node.this, exp.Star)
+                and not node.meta.get(RESOLVED)
+            ):
                 found = self._find(node)
                 if found is not None:
                     column = exp.column(found.plan_name)
                     column.meta[RESOLVED] = True
                     return column
             return node
+
         return expr.copy().transform(resolve)
 
     @staticmethod

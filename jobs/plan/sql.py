@@ -16,11 +16,33 @@ from jobs.plan.locate import node_place, parse_error_place, readable, token_erro
 from jobs.spec.model import QuerySpec
 
 # A query whose result depends on when or where it runs can never show stream/batch unity.
-NON_DETERMINISTIC = ("Rand", "Randn", "Uuid", "CurrentDate", "CurrentTimestamp", "CurrentTime",
-                     "CurrentDatetime", "Localtimestamp", "Shuffle", "Random")
-NON_DETERMINISTIC_NAMES = {"rand", "randn", "random", "uuid", "now", "shuffle", "current_timestamp",
-                           "current_date", "localtimestamp", "monotonically_increasing_id",
-                           "spark_partition_id", "input_file_name", "current_timezone"}
+NON_DETERMINISTIC = (
+    "Rand",
+    "Randn",
+    "Uuid",
+    "CurrentDate",
+    "CurrentTimestamp",
+    "CurrentTime",
+    "CurrentDatetime",
+    "Localtimestamp",
+    "Shuffle",
+    "Random",
+)
+NON_DETERMINISTIC_NAMES = {
+    "rand",
+    "randn",
+    "random",
+    "uuid",
+    "now",
+    "shuffle",
+    "current_timestamp",
+    "current_date",
+    "localtimestamp",
+    "monotonically_increasing_id",
+    "spark_partition_id",
+    "input_file_name",
+    "current_timezone",
+}
 
 UNSUPPORTED = {
     exp.Order: "ORDER BY",
@@ -50,8 +72,10 @@ def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
         info = (exc.errors or [{}])[0]
         raise SqlError(f"SQL does not parse: {readable(info)}", where=parse_error_place(spec, info, text)) from None
     except sqlglot.errors.TokenError as exc:
-        raise SqlError("SQL does not parse: cannot read it as tokens (an unclosed quote or comment?)",
-                       where=token_error_place(spec, exc, text)) from None
+        raise SqlError(
+            "SQL does not parse: cannot read it as tokens (an unclosed quote or comment?)",
+            where=token_error_place(spec, exc, text),
+        ) from None
     except RecursionError:
         raise SqlError("the SQL is nested too deep to parse", where=_where(spec, 1)) from None
     if len(statements) != 1:
@@ -59,11 +83,15 @@ def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
     statement = statements[0]
     size = sum(1 for _ in statement.walk())
     if size > MAX_SQL_NODES:
-        raise SqlError(f"the query has {size:,} expression nodes; lockstep plans queries of up to "
-                       f"{MAX_SQL_NODES:,}", where=_where(spec, 1))
+        raise SqlError(
+            f"the query has {size:,} expression nodes; lockstep plans queries of up to {MAX_SQL_NODES:,}",
+            where=_where(spec, 1),
+        )
     if not isinstance(statement, (exp.Select, exp.Union)):
-        raise SqlError(f"unsupported statement: {_describe(statement)} (lockstep runs one SELECT)",
-                       where=where_in_spec(spec, statement))
+        raise SqlError(
+            f"unsupported statement: {_describe(statement)} (lockstep runs one SELECT)",
+            where=where_in_spec(spec, statement),
+        )
     check_supported(spec, statement)
     return statement
 
@@ -107,8 +135,10 @@ def _unsupported_kind(node: exp.Expression) -> str | None:
         if isinstance(node, cls):
             return name
     if isinstance(node, exp.Window) and not _is_dedup_row_number(node):
-        return ("a window function (OVER ...); lockstep runs ROW_NUMBER() OVER (PARTITION BY ... "
-                "ORDER BY ...) in a FROM subquery, filtered on = 1, as deduplication")
+        return (
+            "a window function (OVER ...); lockstep runs ROW_NUMBER() OVER (PARTITION BY ... "
+            "ORDER BY ...) in a FROM subquery, filtered on = 1, as deduplication"
+        )
     if isinstance(node, (exp.Intersect, exp.Except)):
         return node.key.upper()
     return None
@@ -118,16 +148,22 @@ def _is_dedup_row_number(window: exp.Window) -> bool:
     """ROW_NUMBER() OVER (...) as an item of a SELECT that is itself a subquery in FROM."""
     item = window.parent if isinstance(window.parent, exp.Alias) else window
     select = item.parent
-    return (isinstance(window.this, exp.RowNumber) and isinstance(select, exp.Select)
-            and isinstance(select.parent, exp.Subquery))
+    return (
+        isinstance(window.this, exp.RowNumber)
+        and isinstance(select, exp.Select)
+        and isinstance(select.parent, exp.Subquery)
+    )
 
 
 def non_deterministic_calls(spec: QuerySpec, statement: exp.Expression) -> tuple[str, ...]:
     """A warning per non-deterministic call, naming it and its place (file:line:column). Not an
     error: the query runs, and the check attributes the differences it causes to it."""
-    return tuple(f"{where_in_spec(spec, node)}: non-deterministic function {node.sql('spark')}: its "
-                 f"result differs between the stream and the batch run, so unity cannot be checked"
-                 for node in statement.walk() if _non_deterministic(node))
+    return tuple(
+        f"{where_in_spec(spec, node)}: non-deterministic function {node.sql('spark')}: its "
+        f"result differs between the stream and the batch run, so unity cannot be checked"
+        for node in statement.walk()
+        if _non_deterministic(node)
+    )
 
 
 def _non_deterministic(node: exp.Expression) -> bool:

@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from jobs.plan.annotations import Annotations
-from jobs.plan.nodes import (ChangelogSource, Deduplicate, GroupAggregate, Join, Node, Sink, StageInput,
-                             UnionAll)
+from jobs.plan.nodes import ChangelogSource, Deduplicate, GroupAggregate, Join, Node, Sink, StageInput, UnionAll
 from jobs.plan.to_sql import to_sql
 
 KIND_NAMES = {Deduplicate: "dedup", Join: "join", GroupAggregate: "aggregate"}

@@ -9,9 +9,19 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node, SessionAggregate,
-                             UnionAll,
-                             WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (
+    Calc,
+    ChangelogSource,
+    Deduplicate,
+    GroupAggregate,
+    Join,
+    LookupJoin,
+    Node,
+    SessionAggregate,
+    UnionAll,
+    WindowAggregate,
+    WindowAssign,
+)
 
 
 def to_sql(node: Node) -> str:
@@ -41,35 +51,51 @@ def to_sql(node: Node) -> str:
 def _dedup(node: Deduplicate) -> str:
     direction = "DESC" if node.descending else "ASC"
     order = ", ".join(f"{_quote(n)} {direction}" for n in node.ordering)
-    ranked = (f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_list(node.keys)} ORDER BY {order}) AS __rn "
-              f"FROM ({to_sql(node.input)}) AS t")
-    return (f"SELECT {_list(node.selected)}, __rn AS {_quote(node.row_number)} FROM ({ranked}) AS r "
-            f"WHERE __rn <= {node.limit}")
+    ranked = (
+        f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_list(node.keys)} ORDER BY {order}) AS __rn "
+        f"FROM ({to_sql(node.input)}) AS t"
+    )
+    return (
+        f"SELECT {_list(node.selected)}, __rn AS {_quote(node.row_number)} FROM ({ranked}) AS r "
+        f"WHERE __rn <= {node.limit}"
+    )
 
 
 def _join(node: Join) -> str:
     left_names, right_names = node.left.output_names, node.right.output_names
-    items = [f"l.{_quote(n)} AS {_quote(n)}" for n in left_names] + \
-            [f"r.{_quote(n)} AS {_quote(n)}" for n in right_names]
+    items = [f"l.{_quote(n)} AS {_quote(n)}" for n in left_names] + [
+        f"r.{_quote(n)} AS {_quote(n)}" for n in right_names
+    ]
     on = [f"l.{_quote(a)} = r.{_quote(b)}" for a, b in zip(node.left_keys, node.right_keys)]
     if node.condition is not None:
         on.append(join_condition_sql(node))
-    kind = {"inner": "INNER", "left": "LEFT OUTER", "right": "RIGHT OUTER", "full": "FULL OUTER",
-            "semi": "LEFT SEMI", "anti": "LEFT ANTI"}[node.kind]
+    kind = {
+        "inner": "INNER",
+        "left": "LEFT OUTER",
+        "right": "RIGHT OUTER",
+        "full": "FULL OUTER",
+        "semi": "LEFT SEMI",
+        "anti": "LEFT ANTI",
+    }[node.kind]
     if node.filters_left:
-        items = items[:len(left_names)]
-    return (f"SELECT {', '.join(items)} FROM ({to_sql(node.left)}) AS l {kind} JOIN "
-            f"({to_sql(node.right)}) AS r ON {' AND '.join(on)}")
+        items = items[: len(left_names)]
+    return (
+        f"SELECT {', '.join(items)} FROM ({to_sql(node.left)}) AS l {kind} JOIN "
+        f"({to_sql(node.right)}) AS r ON {' AND '.join(on)}"
+    )
 
 
 def _lookup_join(node: LookupJoin) -> str:
     """The batch side reads the lookup as a table of the same name (see jobs/lookup/tables.py)."""
-    items = [f"l.{_quote(n)} AS {_quote(n)}" for n in node.input.output_names] + \
-            [f"r.{_quote(c)} AS {_quote(n)}" for c, n in zip(node.lookup_columns, node.lookup_output)]
+    items = [f"l.{_quote(n)} AS {_quote(n)}" for n in node.input.output_names] + [
+        f"r.{_quote(c)} AS {_quote(n)}" for c, n in zip(node.lookup_columns, node.lookup_output)
+    ]
     on = [f"l.{_quote(i)} = r.{_quote(k)}" for i, k in zip(node.input_keys, node.lookup_columns)]
     kind = "INNER" if node.kind == "inner" else "LEFT OUTER"
-    return (f"SELECT {', '.join(items)} FROM ({to_sql(node.input)}) AS l {kind} JOIN "
-            f"`{node.lookup}` AS r ON {' AND '.join(on)}")
+    return (
+        f"SELECT {', '.join(items)} FROM ({to_sql(node.input)}) AS l {kind} JOIN "
+        f"`{node.lookup}` AS r ON {' AND '.join(on)}"
+    )
 
 
 def join_condition_sql(node: Join) -> str:
@@ -81,6 +107,7 @@ def join_condition_sql(node: Join) -> str:
         if isinstance(column, exp.Column) and column.name in side:
             return exp.column(column.name, table=side[column.name], quoted=True)
         return column
+
     return node.condition.copy().transform(qualify).sql("spark")
 
 

@@ -44,8 +44,9 @@ def change_data_feed_on(path: Path | str) -> bool:
     return str(configuration.get(CHANGE_DATA_FEED, "false")).lower() == "true"
 
 
-def read_snapshot(spark: SparkSession, path: Path, version: int | None = None, *,
-                  through_spark: bool = False) -> DataFrame:
+def read_snapshot(
+    spark: SparkSession, path: Path, version: int | None = None, *, through_spark: bool = False
+) -> DataFrame:
     if through_spark:
         reader = spark.read.format("delta")
         return (reader.option("versionAsOf", version) if version is not None else reader).load(str(path))
@@ -68,11 +69,11 @@ def read_change_feed(path: Path, starting_version: int = 0, ending_version: int 
     return feed.cast(pa.schema([pa.field(f.name, _plain(f.type)) for f in feed.schema]))
 
 
-def change_feed_frame(spark: SparkSession, path: Path, starting_version: int = 0,
-                      ending_version: int | None = None) -> DataFrame:
+def change_feed_frame(
+    spark: SparkSession, path: Path, starting_version: int = 0, ending_version: int | None = None
+) -> DataFrame:
     """The change data feed through Delta's Spark connector, read on the executors."""
-    reader = (spark.read.format("delta").option("readChangeFeed", "true")
-              .option("startingVersion", starting_version))
+    reader = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", starting_version)
     if ending_version is not None:
         reader = reader.option("endingVersion", ending_version)
     return reader.load(str(path))
@@ -80,8 +81,14 @@ def change_feed_frame(spark: SparkSession, path: Path, starting_version: int = 0
 
 def _feed_schema(table: DeltaTable) -> pa.Schema:
     columns = [pa.field(f.name, _plain(f.type)) for f in pa.schema(table.schema().to_arrow())]
-    return pa.schema(columns + [pa.field(CHANGE_TYPE, pa.string()), pa.field(COMMIT_VERSION, pa.int64()),
-                                pa.field(COMMIT_TIMESTAMP, pa.timestamp("ms"))])
+    return pa.schema(
+        columns
+        + [
+            pa.field(CHANGE_TYPE, pa.string()),
+            pa.field(COMMIT_VERSION, pa.int64()),
+            pa.field(COMMIT_TIMESTAMP, pa.timestamp("ms")),
+        ]
+    )
 
 
 def _plain(dtype: pa.DataType) -> pa.DataType:

@@ -27,8 +27,11 @@ def connector_jars(folder: Path = JARS) -> list[Path]:
     versions = {m.group(1) for m in map(_STORAGE_JAR.search, (j.name for j in jars)) if m}
     python = importlib.metadata.version("delta-spark")
     if versions != {python}:
-        raise SetupError(f"Delta's Spark connector jars are {', '.join(sorted(versions)) or 'incomplete'} "
-                         f"but the delta-spark Python package is {python}: run `make setup`", where=str(folder))
+        raise SetupError(
+            f"Delta's Spark connector jars are {', '.join(sorted(versions)) or 'incomplete'} "
+            f"but the delta-spark Python package is {python}: run `make setup`",
+            where=str(folder),
+        )
     return jars
 
 
@@ -38,15 +41,20 @@ def connector_conf(jars: list[Path], partitions: int) -> dict[str, str]:
     small table's log replay 50 tasks: seconds per MERGE on two cores)."""
     if not jars:
         return {}
-    return {"spark.jars": ",".join(str(j) for j in jars),
-            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            "spark.databricks.delta.snapshotPartitions": str(partitions)}
+    return {
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.databricks.delta.snapshotPartitions": str(partitions),
+    }
 
 
 def require_connector(spark, needed_for: str) -> None:
     """Fail in one line when `needed_for` (the delta-spark writer, a Delta source) needs the
     connector and the session was started without it."""
     if "DeltaSparkSessionExtension" not in spark.conf.get("spark.sql.extensions", ""):
-        raise SetupError(f"{needed_for} needs Delta's Spark connector, which is not installed: run "
-                         f"`make setup` (it fetches the io.delta jars with Maven)", where=str(JARS))
+        raise SetupError(
+            f"{needed_for} needs Delta's Spark connector, which is not installed: run "
+            f"`make setup` (it fetches the io.delta jars with Maven)",
+            where=str(JARS),
+        )

@@ -1,18 +1,18 @@
 """Where a query's run keeps what: one folder per query under the runs folder.
 
-    runs/<query>/
-      stream/          the streaming sink: Delta table, change data feed on
-      batch/           the batch result: Delta table
-      quarantine/      rows set aside by `on_bad_rows: quarantine` (Delta table)
-      anomalies/       rows kept by `on_bad_rows: keep` that break the changelog protocol (Delta table)
-      late_events/     windowed queries: the (row, window) pairs left out as late (Delta table)
-      report.json      the check's verdict and figures
-      gx/              the Great Expectations project; Data Docs under gx/uncommitted/data_docs
-      _state/          what the stream needs to continue: staged changelogs, Spark checkpoint,
-                       an aggregate's sums per group and value multisets, keyed operators' live
-                       rows, open windows (emit: final), the consistency point
-      stages/<stage>/  multi-stage queries: each intermediate stage's own stream/ (its Delta
-                       table, change data feed on) and _state/ (see jobs/plan/stages.py)
+runs/<query>/
+  stream/          the streaming sink: Delta table, change data feed on
+  batch/           the batch result: Delta table
+  quarantine/      rows set aside by `on_bad_rows: quarantine` (Delta table)
+  anomalies/       rows kept by `on_bad_rows: keep` that break the changelog protocol (Delta table)
+  late_events/     windowed queries: the (row, window) pairs left out as late (Delta table)
+  report.json      the check's verdict and figures
+  gx/              the Great Expectations project; Data Docs under gx/uncommitted/data_docs
+  _state/          what the stream needs to continue: staged changelogs, Spark checkpoint,
+                   an aggregate's sums per group and value multisets, keyed operators' live
+                   rows, open windows (emit: final), the consistency point
+  stages/<stage>/  multi-stage queries: each intermediate stage's own stream/ (its Delta
+                   table, change data feed on) and _state/ (see jobs/plan/stages.py)
 """
 
 from __future__ import annotations

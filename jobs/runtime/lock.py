@@ -20,7 +20,6 @@ from pathlib import Path
 
 from jobs.errors import RunLocked
 
-
 _HELD: dict[Path, RunLock] = {}
 
 
@@ -59,13 +58,23 @@ class RunLock:
         except BlockingIOError:
             holder = _holder(self.path)
             handle.close()
-            raise RunLocked(f"the run folder is in use by {holder}; wait for it to finish (a lock "
-                            f"left by a killed process is released with it)", where=str(self.folder)) from None
+            raise RunLocked(
+                f"the run folder is in use by {holder}; wait for it to finish (a lock "
+                f"left by a killed process is released with it)",
+                where=str(self.folder),
+            ) from None
         handle.seek(0)
         handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                 "command": " ".join(sys.argv)[:200]}))
+        handle.write(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "command": " ".join(sys.argv)[:200],
+                }
+            )
+        )
         handle.flush()
         self._file = handle
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pyarrow as pa
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -20,8 +20,9 @@ from rich.text import Text
 
 
 class Progress:
-    def __init__(self, quiet: bool = False, stream=None, emit: Callable[[str], None] | None = None,
-                 terminal: bool | None = None):
+    def __init__(
+        self, quiet: bool = False, stream=None, emit: Callable[[str], None] | None = None, terminal: bool | None = None
+    ):
         """terminal: whether `stream` is a terminal (None: ask it)."""
         self.emit = emit
         stream = stream or sys.stderr
@@ -56,9 +57,15 @@ class Progress:
         if self.quiet or self.emit is not None or total <= 0:
             return
         if self._bar is None:
-            self._bar = Bar(TextColumn("  {task.description}"), BarColumn(), TaskProgressColumn(),
-                            TextColumn("{task.completed:,} of {task.total:,} rows"), TimeElapsedColumn(),
-                            console=self._console, transient=True)
+            self._bar = Bar(
+                TextColumn("  {task.description}"),
+                BarColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.completed:,} of {task.total:,} rows"),
+                TimeElapsedColumn(),
+                console=self._console,
+                transient=True,
+            )
             self._bar.start()
             self._task = self._bar.add_task(what, total=total)
         self._bar.update(self._task, completed=done, total=total, description=what)

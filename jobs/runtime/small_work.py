@@ -9,8 +9,8 @@ compute what the generated code computes), only the time differs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from pyspark.sql import SparkSession
 

@@ -32,7 +32,7 @@ _session = None
 _jvm_log: Path | None = None
 _started_log: Path | None = None  # the log the running JVM was started with
 _started_memory: str | None = None  # and its heap (spark.driver_memory)
-_starting: "_BackgroundStart | None" = None  # a session being started by start_in_background
+_starting: _BackgroundStart | None = None  # a session being started by start_in_background
 LOGS = "logs"  # the runs folder's folder of JVM logs: <runs>/logs/<query>.spark.log
 CHECKPOINT_FILES = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 
@@ -67,9 +67,11 @@ def out_of_memory_in(log: Path, driver_memory: str | None) -> str | None:
     if error is None:
         return None
     cause = error.split("java.lang.", 1)[1].strip()
-    return (f"the Spark driver ran out of memory ({cause}; spark.driver_memory {driver_memory}): "
-            f"give it more in the settings, or keep a large aggregation state on disk with the "
-            f"spec's stream.state_store: rocksdb")
+    return (
+        f"the Spark driver ran out of memory ({cause}; spark.driver_memory {driver_memory}): "
+        f"give it more in the settings, or keep a large aggregation state on disk with the "
+        f"spec's stream.state_store: rocksdb"
+    )
 
 
 def spark_session(settings: SparkSettings | None = None, progress: Progress | None = None):
@@ -144,10 +146,15 @@ def _adopt_background_start(progress: Progress | None):
             session = start.session.result()
     if progress is not None:
         waited = time.monotonic() - asked
-        progress.say(f"Spark started in {start.finished - start.started:.1f} s, in the background"
-                     + (f"; waited {waited:.1f} s for it" if waited >= 0.1 else "")
-                     + (f"; input under {start.settings.quick_jit_below_mib} MiB: the JVM compiles with C1 alone"
-                        if start.jit else ""))
+        progress.say(
+            f"Spark started in {start.finished - start.started:.1f} s, in the background"
+            + (f"; waited {waited:.1f} s for it" if waited >= 0.1 else "")
+            + (
+                f"; input under {start.settings.quick_jit_below_mib} MiB: the JVM compiles with C1 alone"
+                if start.jit
+                else ""
+            )
+        )
     session._jvm.SparkSession.setActiveSession(session._jsparkSession)
     return session
 
@@ -167,35 +174,40 @@ def _start(settings: SparkSettings | None, jit: str = ""):
     # pause-sensitive. GCTimeRatio=4 lets it spend up to a fifth of the time collecting (its
     # default: 1 %) before it grows the heap, which may still grow to driver_memory when the work
     # needs it (README, the race: memory).
-    java_opts = (f"-Dlog4j.configurationFile=file:{LOG_CONFIG} -Dlog4j2.configurationFile=file:{LOG_CONFIG} "
-                 f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'} -XX:+UseParallelGC -XX:GCTimeRatio=4 "
-                 f"{jvm_classes.java_options()} {jit}").strip()
-    builder = (SparkSession.builder.master(settings.master).appName("lockstep")
-               .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
-               .config("spark.default.parallelism", str(settings.shuffle_partitions))
-               .config("spark.driver.memory", settings.driver_memory)
-               .config("spark.sql.session.timeZone", settings.session_time_zone)
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               # The in-memory state store keeps this many committed versions of each partition's
-               # map besides the one a micro-batch builds (Spark's default: 2). One is all a running
-               # query reads; a restarted or retried one loads from the checkpoint's files.
-               .config("spark.sql.streaming.maxBatchesToRetainInMemory", "1")
-               # The streaming logs written through Hadoop's FileSystem API rather than FileContext.
-               # Without Hadoop's native library every FileContext rename runs `readlink` as a
-               # child process: each log entry of a micro-batch (offsets, commits, the source's
-               # file list) took 50-60 ms, now about 17 ms (README, micro-batch cost). A rename
-               # stays atomic on a local disk, and the run lock keeps a second writer out of the
-               # folder. (Hadoop's raw local file system, without `.crc` files, halves that again,
-               # but the RocksDB state store needs the checksummed one: it casts to it.)
-               .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILES)
-               # pyspark records the Python call site of every DataFrame function it is given, for
-               # its error messages: four round trips to the JVM and a failed `import IPython`
-               # each, half of a keyed micro-batch's 1,900 round trips. lockstep's errors name
-               # their own place.
-               .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-               .config("spark.driver.extraJavaOptions", java_opts))
+    java_opts = (
+        f"-Dlog4j.configurationFile=file:{LOG_CONFIG} -Dlog4j2.configurationFile=file:{LOG_CONFIG} "
+        f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'} -XX:+UseParallelGC -XX:GCTimeRatio=4 "
+        f"{jvm_classes.java_options()} {jit}"
+    ).strip()
+    builder = (
+        SparkSession.builder.master(settings.master)
+        .appName("lockstep")
+        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+        .config("spark.default.parallelism", str(settings.shuffle_partitions))
+        .config("spark.driver.memory", settings.driver_memory)
+        .config("spark.sql.session.timeZone", settings.session_time_zone)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # The in-memory state store keeps this many committed versions of each partition's
+        # map besides the one a micro-batch builds (Spark's default: 2). One is all a running
+        # query reads; a restarted or retried one loads from the checkpoint's files.
+        .config("spark.sql.streaming.maxBatchesToRetainInMemory", "1")
+        # The streaming logs written through Hadoop's FileSystem API rather than FileContext.
+        # Without Hadoop's native library every FileContext rename runs `readlink` as a
+        # child process: each log entry of a micro-batch (offsets, commits, the source's
+        # file list) took 50-60 ms, now about 17 ms (README, micro-batch cost). A rename
+        # stays atomic on a local disk, and the run lock keeps a second writer out of the
+        # folder. (Hadoop's raw local file system, without `.crc` files, halves that again,
+        # but the RocksDB state store needs the checksummed one: it casts to it.)
+        .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILES)
+        # pyspark records the Python call site of every DataFrame function it is given, for
+        # its error messages: four round trips to the JVM and a failed `import IPython`
+        # each, half of a keyed micro-batch's 1,900 round trips. lockstep's errors name
+        # their own place.
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
+        .config("spark.driver.extraJavaOptions", java_opts)
+    )
     connector = connector_conf(connector_jars(), partitions=settings.shuffle_partitions)
     local_fs = local_fs_conf(settings.extra, on_cluster=not settings.master.startswith("local"))
     for key, value in {**connector, **_cluster_conf(settings), **settings.extra, **local_fs}.items():

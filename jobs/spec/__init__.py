@@ -3,5 +3,14 @@
 from jobs.spec.load import load_settings, load_spec, with_master, with_writer
 from jobs.spec.model import QuerySpec, Settings, SinkSpec, SourceSpec, StreamSpec
 
-__all__ = ["QuerySpec", "Settings", "SinkSpec", "SourceSpec", "StreamSpec", "load_settings", "load_spec", "with_master",
-           "with_writer"]
+__all__ = [
+    "QuerySpec",
+    "Settings",
+    "SinkSpec",
+    "SourceSpec",
+    "StreamSpec",
+    "load_settings",
+    "load_spec",
+    "with_master",
+    "with_writer",
+]

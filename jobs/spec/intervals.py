@@ -5,8 +5,15 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-_UNITS = {"microsecond": 1e-6, "millisecond": 1e-3, "second": 1, "minute": 60, "hour": 3600,
-          "day": 86400, "week": 604800}
+_UNITS = {
+    "microsecond": 1e-6,
+    "millisecond": 1e-3,
+    "second": 1,
+    "minute": 60,
+    "hour": 3600,
+    "day": 86400,
+    "week": 604800,
+}
 _PATTERN = re.compile(r"^\s*(?:interval\s+)?'?\s*(\d+(?:\.\d+)?)\s*'?\s*([a-z]+?)s?\s*$", re.IGNORECASE)
 
 

@@ -20,10 +20,17 @@ def load_spec(path: str | Path) -> QuerySpec:
     path = Path(path)
     data, root = _read_yaml(path)
     spec = _validate(QuerySpec, data, root, path)
-    sources = {name: src.model_copy(update={"path": (path.parent / src.path).resolve()})
-               for name, src in spec.sources.items()}
-    return spec.model_copy(update={"sources": sources, "spec_path": path,
-                                   "sql_line": _sql_start_line(root), "key_lines": dict(_key_lines(root))})
+    sources = {
+        name: src.model_copy(update={"path": (path.parent / src.path).resolve()}) for name, src in spec.sources.items()
+    }
+    return spec.model_copy(
+        update={
+            "sources": sources,
+            "spec_path": path,
+            "sql_line": _sql_start_line(root),
+            "key_lines": dict(_key_lines(root)),
+        }
+    )
 
 
 def load_settings(path: str | Path | None = None) -> Settings:
@@ -76,7 +83,7 @@ def _utf8_text(path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
+        line = data[: exc.start].count(b"\n") + 1
         raise SpecError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", where=place(path, line)) from None
 
 
@@ -92,8 +99,7 @@ def _validate(model: type[BaseModel], data: dict[str, Any], root: yaml.Node | No
         dotted = ".".join(str(part) for part in loc) or "(top level)"
         more = len(errors) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise SpecError(f"{dotted}: {_describe(first)}{suffix}",
-                        where=place(path, _line_of(root, loc))) from None
+        raise SpecError(f"{dotted}: {_describe(first)}{suffix}", where=place(path, _line_of(root, loc))) from None
 
 
 def _describe(error: dict[str, Any]) -> str:

@@ -17,8 +17,17 @@ from jobs.errors import place
 from jobs.spec.intervals import parse_interval
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly",
-                    "@yearly", "@annually")
+SCHEDULE_PRESETS = (
+    "@once",
+    "@continuous",
+    "@hourly",
+    "@daily",
+    "@weekly",
+    "@monthly",
+    "@quarterly",
+    "@yearly",
+    "@annually",
+)
 
 
 class Strict(BaseModel):
@@ -201,8 +210,9 @@ class StreamSpec(Strict):
     @model_validator(mode="after")
     def _ttl_needs_lockstep_state(self) -> StreamSpec:
         if self.state_ttl is not None and self.state_store != "lockstep":
-            raise ValueError(f"state_ttl needs state_store: lockstep (Spark's {self.state_store} "
-                             f"store keeps every group)")
+            raise ValueError(
+                f"state_ttl needs state_store: lockstep (Spark's {self.state_store} store keeps every group)"
+            )
         return self
 
     @property
@@ -249,8 +259,9 @@ class QuerySpec(Strict):
     @classmethod
     def _schedule_is_a_preset_or_cron(cls, value: str | None) -> str | None:
         if value is not None and value not in SCHEDULE_PRESETS and len(value.split()) != 5:
-            raise ValueError(f"{value!r} is neither a preset ({', '.join(SCHEDULE_PRESETS)}) nor a "
-                             f"five-field cron expression")
+            raise ValueError(
+                f"{value!r} is neither a preset ({', '.join(SCHEDULE_PRESETS)}) nor a five-field cron expression"
+            )
         return value
 
     @property

@@ -24,7 +24,6 @@ from jobs.plan.nodes import AggCall, GroupAggregate
 from jobs.stream.calc import null_safe_equal
 
 
-
 @dataclass(frozen=True)
 class AggregateState:
     """Names and types of the state columns for one GroupAggregate."""
@@ -114,8 +113,11 @@ def streaming_aggregate(df: DataFrame, state: AggregateState) -> DataFrame:
         rows = df.select(*keys, F.col(WEIGHT), *[value.alias(name) for name, value, _ in contributions])
         return rows.groupBy(*keys).agg(*sums)
     slots = F.array(*[_slot(state, slot) for slot in range(len(state.multiset_calls) + 1)])
-    exploded = (df.select(*keys, F.col(WEIGHT), F.explode(slots).alias("__e"))
-                .where(F.col("__e").isNotNull()).select(*keys, F.col(WEIGHT), "__e.*"))
+    exploded = (
+        df.select(*keys, F.col(WEIGHT), F.explode(slots).alias("__e"))
+        .where(F.col("__e").isNotNull())
+        .select(*keys, F.col(WEIGHT), "__e.*")
+    )
     group = [*keys, F.col(SLOT), *[F.col(v) for v in state.value_columns]]
     return exploded.groupBy(*group).agg(*sums)
 
@@ -123,6 +125,7 @@ def streaming_aggregate(df: DataFrame, state: AggregateState) -> DataFrame:
 def _slot(state: AggregateState, slot: int) -> Column:
     """Slot 0 carries the invertible contributions; slot i the value of the i-th multiset
     aggregate (NULL values are left out: aggregates ignore them). Every slot has one shape."""
+
     def null(dtype: DataType) -> Column:
         return F.lit(None).cast(dtype)
 
@@ -130,16 +133,16 @@ def _slot(state: AggregateState, slot: int) -> Column:
     for i, (j, call) in enumerate(state.multiset_calls, start=1):
         value = F.col(call.arg) if i == slot else null(state.arg_types[call.arg])
         values.append(value.alias(value_column(j)))
-    contributions = [(value if slot == 0 else null(dtype)).alias(name)
-                     for name, value, dtype in state.contributions()]
+    contributions = [(value if slot == 0 else null(dtype)).alias(name) for name, value, dtype in state.contributions()]
     struct = F.struct(F.lit(slot).alias(SLOT), *values, *contributions)
     if slot == 0:
         return struct
     return F.when(F.col(state.multiset_calls[slot - 1][1].arg).isNotNull(), struct)
 
 
-def finalize(updated: DataFrame, state: AggregateState, recomputed: DataFrame | None,
-             results: list[Column]) -> DataFrame:
+def finalize(
+    updated: DataFrame, state: AggregateState, recomputed: DataFrame | None, results: list[Column]
+) -> DataFrame:
     """Touched groups with their aggregate results (named as the plan names them) and __count.
 
     `recomputed` holds the touched groups' non-invertible aggregates (recompute(), or

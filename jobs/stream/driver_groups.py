@@ -40,8 +40,14 @@ def _on_driver(call: AggCall, state: AggregateState) -> bool:
     return call.func in ("SUM", "COUNT", "AVG") and not _decimal_average(call, state)
 
 
-def finished_groups(groups: pa.Table, state: AggregateState, post: Calc | None, output: StructType,
-                    hidden: tuple[str, ...] = (), values: pa.Table | None = None) -> pa.Table | None:
+def finished_groups(
+    groups: pa.Table,
+    state: AggregateState,
+    post: Calc | None,
+    output: StructType,
+    hidden: tuple[str, ...] = (),
+    values: pa.Table | None = None,
+) -> pa.Table | None:
     """The touched groups' output rows tagged upsert / delete (plus the `hidden` state columns),
     or None where a column's type is not already the output's (Spark casts it then). With value
     slots, `groups` holds every slot's sums (slot 0 is the group's) and `values` the MIN / MAX /
@@ -49,20 +55,29 @@ def finished_groups(groups: pa.Table, state: AggregateState, post: Calc | None, 
     if state.has_slots:
         groups = groups.filter(pc.equal(groups.column(SLOT), 0))
         values = _aligned(values, groups, state.keys)
-    results = pa.table([*[groups.column(k) for k in state.keys],
-                        *[_result(j, call, groups, values) for j, call in enumerate(state.node.aggregates)]],
-                       names=[*state.keys, *[call.name for call in state.node.aggregates]])
+    results = pa.table(
+        [
+            *[groups.column(k) for k in state.keys],
+            *[_result(j, call, groups, values) for j, call in enumerate(state.node.aggregates)],
+        ],
+        names=[*state.keys, *[call.name for call in state.node.aggregates]],
+    )
     names = tuple(f.name for f in output.fields)
     columns = picked_columns(results, post, names)
-    if columns is None or any(from_arrow_type(results.schema.field(c).type) != f.dataType
-                              for c, f in zip(columns, output.fields)):
+    if columns is None or any(
+        from_arrow_type(results.schema.field(c).type) != f.dataType for c, f in zip(columns, output.fields)
+    ):
         return None
     # A global aggregate's one row stays, whatever its count (finalize's rule).
-    alive = pa.array(np.ones(groups.num_rows, bool)) if state.node.is_global else \
-        pc.greater(pc.fill_null(groups.column(COUNT), 0), 0)
+    alive = (
+        pa.array(np.ones(groups.num_rows, bool))
+        if state.node.is_global
+        else pc.greater(pc.fill_null(groups.column(COUNT), 0), 0)
+    )
     tags = pc.if_else(alive, UPSERT, DELETE)
-    return pa.table([*[results.column(c) for c in columns], *[groups.column(h) for h in hidden], tags],
-                    names=[*names, *hidden, OP])
+    return pa.table(
+        [*[results.column(c) for c in columns], *[groups.column(h) for h in hidden], tags], names=[*names, *hidden, OP]
+    )
 
 
 def _aligned(values: pa.Table, groups: pa.Table, keys: tuple[str, ...]) -> pa.Table:

@@ -42,16 +42,20 @@ class DriverInput:
         (Spark reads them then, casting as it does)."""
         files = segments.get(self.table, ())
         if not files:  # nothing of this input in the micro-batch (the other side of a join moved)
-            return pa.table([pa.array([], to_arrow_type(t, timezone="UTC")) for t in self.types]
-                            + [pa.array([], pa.int64())], names=[*self.names, COUNT])
+            return pa.table(
+                [pa.array([], to_arrow_type(t, timezone="UTC")) for t in self.types] + [pa.array([], pa.int64())],
+                names=[*self.names, COUNT],
+            )
         if any(c not in pq.read_schema(files[0]).names for c in self.carried):
             return None
         read = pa.concat_tables([pq.read_table(f, columns=[*self.columns, KIND, *self.carried]) for f in files])
         if any(from_arrow_type(read.schema.field(c).type) != t for c, t in zip(self.columns, self.types)):
             return None
         weights = pa.array(weights_of(read.column(KIND)))
-        return pa.table([*[read.column(c) for c in self.columns], weights, *[read.column(c) for c in self.carried]],
-                        names=[*self.names, COUNT, *self.carried])
+        return pa.table(
+            [*[read.column(c) for c in self.columns], weights, *[read.column(c) for c in self.carried]],
+            names=[*self.names, COUNT, *self.carried],
+        )
 
 
 def driver_input(node: Node, schema: StructType, carried: tuple[str, ...] = ()) -> DriverInput | None:

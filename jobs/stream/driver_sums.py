@@ -39,17 +39,22 @@ def sums_on_driver(rows: pa.Table, state: AggregateState, schema: pa.Schema, now
     slots = [_shaped({**columns, SLOT: pa.array(np.zeros(rows.num_rows, np.int32))}, rows.num_rows, schema)]
     for i, (j, call) in enumerate(state.multiset_calls, start=1):
         valued = rows.filter(pc.is_valid(rows.column(call.arg)))
-        slot = {**{k: valued.column(k) for k in (*state.keys, COUNT)}, value_column(j): valued.column(call.arg),
-                SLOT: pa.array(np.full(valued.num_rows, i, np.int32)),
-                TOUCHED: pa.array(np.full(valued.num_rows, now_ms, np.int64))}
+        slot = {
+            **{k: valued.column(k) for k in (*state.keys, COUNT)},
+            value_column(j): valued.column(call.arg),
+            SLOT: pa.array(np.full(valued.num_rows, i, np.int32)),
+            TOUCHED: pa.array(np.full(valued.num_rows, now_ms, np.int64)),
+        }
         slots.append(_shaped(slot, valued.num_rows, schema))
     return summed_per_group(pa.concat_tables(slots), state.slot_key)
 
 
 def _shaped(columns: dict, rows: int, schema: pa.Schema) -> pa.Table:
     """`columns` in the schema's order and types; a column not among them all NULL."""
-    return pa.table([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(rows, f.type) for f in schema],
-                    schema=schema.remove_metadata())
+    return pa.table(
+        [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(rows, f.type) for f in schema],
+        schema=schema.remove_metadata(),
+    )
 
 
 def _signed(x: pa.ChunkedArray, weights: pa.ChunkedArray, name: str) -> pa.ChunkedArray:

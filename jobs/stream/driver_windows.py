@@ -62,9 +62,15 @@ def on_time_windows(rows: pa.Table, window: WindowSpec) -> pa.Table:
     index, starts = index[on_time], starts[on_time]
     kind = times.type
     spread = rows.drop_columns([COUNT, WATERMARK]).take(pa.array(index))
-    return pa.table([*spread.columns, pa.array(starts, pa.int64()).cast(kind), pa.array(starts + size, pa.int64()).cast(kind),
-                     rows.column(COUNT).take(pa.array(index))],
-                    names=[*spread.column_names, WINDOW_START, WINDOW_END, COUNT])
+    return pa.table(
+        [
+            *spread.columns,
+            pa.array(starts, pa.int64()).cast(kind),
+            pa.array(starts + size, pa.int64()).cast(kind),
+            rows.column(COUNT).take(pa.array(index)),
+        ],
+        names=[*spread.column_names, WINDOW_START, WINDOW_END, COUNT],
+    )
 
 
 def assigned_windows(times: pa.ChunkedArray, size: timedelta, slide: timedelta) -> tuple[np.ndarray, np.ndarray]:

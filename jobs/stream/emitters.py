@@ -31,14 +31,14 @@ from pyspark.sql.types import StructType
 from jobs.changelog.columns import COUNT, DELETE, OP, SEQ, UPSERT, WEIGHT
 from jobs.plan import StagePlan
 from jobs.plan.nodes import Calc
-from jobs.stream.aggregate import AggregateState, finalize, result_columns
-from jobs.stream.keyed import SessionOperator
-from jobs.runtime.layout import RunLayout
 from jobs.runtime.arrow_frames import frame_of
+from jobs.runtime.layout import RunLayout
+from jobs.stream.aggregate import AggregateState, finalize, result_columns
 from jobs.stream.calc import apply_calc, projections
 from jobs.stream.driver_groups import finished_groups, finishes_on_driver
 from jobs.stream.driver_rows import copies_in_order, picked_columns, upsert_rows
 from jobs.stream.group_sums import GroupSums
+from jobs.stream.keyed import SessionOperator
 from jobs.stream.materializer import UpsertMaterializer
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.writers import Changes
@@ -74,8 +74,14 @@ class AggregateEmitter:
     update output, or, where lockstep keeps the state (`sums`), the rows, from which the touched
     groups' sums are made first."""
 
-    def __init__(self, plan: StagePlan, state: AggregateState, multisets: ValueMultisets | None,
-                 output: StructType, sums: GroupSums | None = None):
+    def __init__(
+        self,
+        plan: StagePlan,
+        state: AggregateState,
+        multisets: ValueMultisets | None,
+        output: StructType,
+        sums: GroupSums | None = None,
+    ):
         self.plan, self.state, self.multisets, self.output, self.sums = plan, state, multisets, output, sums
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
@@ -95,15 +101,17 @@ class AggregateEmitter:
         rows = self._touched(spark, frame, batch, ())
         return Changes(rows=rows) if isinstance(rows, pa.Table) else Changes(frame=rows)
 
-    def changed_rows(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
-                     hidden: tuple[str, ...] = ()) -> pa.Table:
+    def changed_rows(
+        self, spark: SparkSession, frame: DataFrame, batch: MicroBatch, hidden: tuple[str, ...] = ()
+    ) -> pa.Table:
         """The touched groups as output rows tagged upsert / delete (plus `hidden` state
         columns), on the driver (FinalWindowEmitter's pending table takes them so)."""
         rows = self._touched(spark, frame, batch, hidden)
         return rows if isinstance(rows, pa.Table) else rows.toArrow()
 
-    def _touched(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
-                 hidden: tuple[str, ...]) -> pa.Table | DataFrame:
+    def _touched(
+        self, spark: SparkSession, frame: DataFrame, batch: MicroBatch, hidden: tuple[str, ...]
+    ) -> pa.Table | DataFrame:
         """The touched groups' output rows: finished on the driver where they can be (an Arrow
         table), else in Spark (a frame)."""
         if self.sums is None:
@@ -123,8 +131,14 @@ class AggregateEmitter:
     def _groups_after(self, rows: DataFrame, batch: MicroBatch) -> pa.Table:
         return self.sums.after(rows, batch.id, batch.timestamp_ms, batch.segments)
 
-    def _finished(self, spark: SparkSession, updated: DataFrame, batch: MicroBatch,
-                  hidden: tuple[str, ...], values: pa.Table | DataFrame | None = None) -> DataFrame:
+    def _finished(
+        self,
+        spark: SparkSession,
+        updated: DataFrame,
+        batch: MicroBatch,
+        hidden: tuple[str, ...],
+        values: pa.Table | DataFrame | None = None,
+    ) -> DataFrame:
         """The touched groups' new sums (Spark's update output's shape) finalised in Spark, with
         their MIN / MAX / DISTINCT `values` when these were computed already."""
         if self.multisets is not None and values is None:
@@ -155,22 +169,29 @@ class ChangeRows:
     def __init__(self, plan: StagePlan, output: StructType, layout: RunLayout, ordered_by: str | None):
         self.plan, self.output, self.ordered_by = plan, output, ordered_by
         names = tuple(f.name for f in output.fields)
-        self.materializer = (UpsertMaterializer(plan.sink_key, names, layout.materializer)
-                             if plan.materialize and plan.write_mode == "upsert" else None)
+        self.materializer = (
+            UpsertMaterializer(plan.sink_key, names, layout.materializer)
+            if plan.materialize and plan.write_mode == "upsert"
+            else None
+        )
         # Built once, reused by every micro-batch (each Column is a round trip to the JVM).
         ordered = [F.col(ordered_by)] if ordered_by else []
         self._selected = [*_typed([F.col(f"`{n}`") for n in plan.output_names], output), F.col(WEIGHT), *ordered]
         self._copies = F.explode(F.array_repeat(F.signum(WEIGHT).cast("int"), F.abs(F.col(WEIGHT)).cast("int")))
         self._names = [F.col(f"`{f.name}`") for f in output.fields if f.name != COUNT]
-        self._latest = _latest_first([F.col(f"`{k}`") for k in plan.sink_key],
-                                     F.col(ordered_by).desc() if ordered_by else F.col(WEIGHT).desc())
+        self._latest = _latest_first(
+            [F.col(f"`{k}`") for k in plan.sink_key], F.col(ordered_by).desc() if ordered_by else F.col(WEIGHT).desc()
+        )
         self._tagged = [*self._names, _tag()]
 
     def table(self, rows: DataFrame, batch_id: int) -> Changes:
         typed = rows.select(*self._selected)
         if self.plan.write_mode == "retract":
-            return Changes(frame=typed.groupBy(*self._names).agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
-                           .where(F.col(COUNT) != 0))
+            return Changes(
+                frame=typed.groupBy(*self._names)
+                .agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
+                .where(F.col(COUNT) != 0)
+            )
         if self.materializer is not None:  # ordered, stateful, on the driver (materializer.py)
             return Changes(rows=self.materializer.apply(self._in_order(typed), batch_id))
         return Changes(frame=self._net_per_key(typed))
@@ -276,12 +297,14 @@ class SessionEmitter:
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass
 
-    def changed_rows(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
-                     hidden: tuple[str, ...] = ()) -> pa.Table:
+    def changed_rows(
+        self, spark: SparkSession, frame: DataFrame, batch: MicroBatch, hidden: tuple[str, ...] = ()
+    ) -> pa.Table:
         return self.changed_groups(spark, frame, batch, hidden).toArrow()
 
-    def changed_groups(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch,
-                       hidden: tuple[str, ...] = ()) -> DataFrame:
+    def changed_groups(
+        self, spark: SparkSession, frame: DataFrame, batch: MicroBatch, hidden: tuple[str, ...] = ()
+    ) -> DataFrame:
         """The changed sessions tagged upsert / delete (plus `hidden` operator columns)."""
         rows = self.operator.changes(spark, frame, batch.id)
         if self.post is not None:
@@ -298,8 +321,15 @@ def _typed(columns: list, output: StructType) -> list:
     return [col.cast(field.dataType).alias(field.name) for col, field in zip(columns, output.fields)]
 
 
-def emitter_for(plan: StagePlan, state: AggregateState | None, multisets: ValueMultisets | None,
-                output: StructType, operator, layout: RunLayout, sums: GroupSums | None = None) -> Emitter:
+def emitter_for(
+    plan: StagePlan,
+    state: AggregateState | None,
+    multisets: ValueMultisets | None,
+    output: StructType,
+    operator,
+    layout: RunLayout,
+    sums: GroupSums | None = None,
+) -> Emitter:
     if isinstance(operator, SessionOperator):
         return SessionEmitter(plan, operator, output)
     if operator is not None:

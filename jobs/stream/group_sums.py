@@ -11,7 +11,8 @@ logs (live_state.py) instead of in Spark's streaming aggregation. Per micro-batc
     after   = before + partial, per group               every touched group, a zero count too
 
 `after` is exactly what Spark's update output held; the emitter finalises it (on the driver
-where it can, driver_groups.py), and a zero count becomes a delete. The partial is logged. When the logs are folded, a group whose count is zero
+where it can, driver_groups.py), and a zero count becomes a delete. The partial is logged.
+When the logs are folded, a group whose count is zero
 leaves the state: a group with no live rows costs nothing afterwards (Spark's aggregation kept
 every group it ever saw).
 
@@ -72,8 +73,14 @@ class Forgetting:
 class GroupSums:
     """The state of one group aggregate, and what a micro-batch makes of it."""
 
-    def __init__(self, state: AggregateState, directory: Path, ttl: timedelta | None = None,
-                 direct: DriverInput | WindowedInput | None = None, part_rows: int = PART_ROWS):
+    def __init__(
+        self,
+        state: AggregateState,
+        directory: Path,
+        ttl: timedelta | None = None,
+        direct: DriverInput | WindowedInput | None = None,
+        part_rows: int = PART_ROWS,
+    ):
         self.state, self.ttl = state, ttl
         # Where the micro-batch's rows can be read and summed on the driver (driver_sums.py).
         self.direct = direct
@@ -81,12 +88,18 @@ class GroupSums:
         self.keys = state.state_key
         self._forgetting = Forgetting(ttl)
         # Without a TTL a snapshot's fold is the reader's (so parts no log touches are kept as they are).
-        self.store = LiveState(directory, windows_first(self.keys), fold=self._groups,
-                               compact_fold=self._kept_groups if ttl is not None else None, part_rows=part_rows)
+        self.store = LiveState(
+            directory,
+            windows_first(self.keys),
+            fold=self._groups,
+            compact_fold=self._kept_groups if ttl is not None else None,
+            part_rows=part_rows,
+        )
         self.ignored_groups = 0  # groups whose changes only retracted forgotten state (TTL)
 
-    def after(self, rows: DataFrame, batch_id: int, now_ms: int = 0,
-              segments: Mapping[str, Sequence[Path]] | None = None) -> pa.Table:
+    def after(
+        self, rows: DataFrame, batch_id: int, now_ms: int = 0, segments: Mapping[str, Sequence[Path]] | None = None
+    ) -> pa.Table:
         """The touched groups' sums after the micro-batch `rows` (what Spark's update output
         held, aggregate.py); `now_ms` is the micro-batch's time (state TTL), `segments` its
         staged files."""
@@ -139,9 +152,11 @@ class GroupSums:
             raise self._overflow_error(overflow) from None
 
     def _overflow_error(self, overflow: SumOverflow) -> InputError:
-        return InputError(f"a sum ({_described(overflow.column, self.state)}) no longer fits {overflow.type}, "
-                          f"where Spark's ANSI arithmetic fails too",
-                          where=f"the query's aggregate {self.state.node.output_names}")
+        return InputError(
+            f"a sum ({_described(overflow.column, self.state)}) no longer fits {overflow.type}, "
+            f"where Spark's ANSI arithmetic fails too",
+            where=f"the query's aggregate {self.state.node.output_names}",
+        )
 
     def _without_orphans(self, after: pa.Table, partial: pa.Table, kept: pa.Table) -> tuple[pa.Table, pa.Table]:
         """With a TTL: the groups whose changes only retract forgotten rows (no state before,
@@ -181,8 +196,9 @@ def _negated(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
     """The rows with their count and sums negated (their keys and time kept): what takes them
     back when added."""
     kept = {*keys, TOUCHED}
-    return pa.table([rows.column(c) if c in kept else pc.negate(rows.column(c)) for c in rows.column_names],
-                    schema=rows.schema)
+    return pa.table(
+        [rows.column(c) if c in kept else pc.negate(rows.column(c)) for c in rows.column_names], schema=rows.schema
+    )
 
 
 def _described(column: str, state: AggregateState) -> str:

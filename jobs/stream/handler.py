@@ -17,10 +17,16 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.stream.emitters import Emitter, MicroBatch
 from jobs.stream.group_sums import GroupSums
-from jobs.stream.offsets import (batch_segments, batch_timestamp_ms, consumed_rows, largest_unread_segment,
-                                 logged_files, read_up_to)
-from jobs.stream.writers import TableWriter
+from jobs.stream.offsets import (
+    batch_segments,
+    batch_timestamp_ms,
+    consumed_rows,
+    largest_unread_segment,
+    logged_files,
+    read_up_to,
+)
 from jobs.stream.source import staged_input
+from jobs.stream.writers import TableWriter
 
 # Fault injection for the exactly-once tests: exit the process right after the sink commit of
 # this micro-batch, before Spark records the batch as done (the moment a crash hurts most).
@@ -42,8 +48,17 @@ class StreamCounts:
 class MicroBatchHandler:
     """The foreachBatch function of one stage's streaming query."""
 
-    def __init__(self, stage: StagePlan, sink: TableWriter, emitter: Emitter, layout: RunLayout,
-                 progress: Progress, spark: SparkSession, totals: StreamCounts, sums: GroupSums | None = None):
+    def __init__(
+        self,
+        stage: StagePlan,
+        sink: TableWriter,
+        emitter: Emitter,
+        layout: RunLayout,
+        progress: Progress,
+        spark: SparkSession,
+        totals: StreamCounts,
+        sums: GroupSums | None = None,
+    ):
         self.stage, self.sink, self.emitter, self.layout, self.sums = stage, sink, emitter, layout, sums
         self.progress, self.spark, self.totals = progress, spark, totals
         self.error: Exception | None = None
@@ -54,8 +69,9 @@ class MicroBatchHandler:
     def largest_micro_batch(self) -> int:
         """At most how many rows a micro-batch of this run reads: each input's largest segment
         not yet consumed."""
-        return sum(largest_unread_segment(self.layout.checkpoint, index, staged)
-                   for index, staged in enumerate(self.staged))
+        return sum(
+            largest_unread_segment(self.layout.checkpoint, index, staged) for index, staged in enumerate(self.staged)
+        )
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         try:
@@ -89,11 +105,18 @@ class MicroBatchHandler:
         self.totals.batches += 1
         self.totals.input_rows += batch.rows
         self.totals.changelog.update(merged.changelog())
-        entry = {"batch": batch.id, "start_seq": batch.start, "end_seq": batch.end, "rows": batch.rows,
-                 "changelog": merged.changelog(), "seconds": round(seconds, 3),
-                 "merge_seconds": round(merged.seconds, 3),
-                 "replayed": merged.skipped_replay, "finished_at": round(time.time(), 3),
-                 **({"ignored_groups": ignored} if ignored else {})}
+        entry = {
+            "batch": batch.id,
+            "start_seq": batch.start,
+            "end_seq": batch.end,
+            "rows": batch.rows,
+            "changelog": merged.changelog(),
+            "seconds": round(seconds, 3),
+            "merge_seconds": round(merged.seconds, 3),
+            "replayed": merged.skipped_replay,
+            "finished_at": round(time.time(), 3),
+            **({"ignored_groups": ignored} if ignored else {}),
+        }
         with open(self.layout.batches_log, "a") as out:
             out.write(json.dumps(entry) + "\n")
         replay = " (replayed: already committed, skipped)" if merged.skipped_replay else ""
@@ -101,8 +124,10 @@ class MicroBatchHandler:
             replay += f"; {ignored:,} group(s) only retracting forgotten state ignored (state TTL)"
         share = f" ({100 * batch.consumed / self.total:.0f}%)" if self.total else ""
         rate = f", {batch.rows / seconds:,.0f} rows/s" if seconds > 0 else ""
-        self.progress.say(f"  batch {batch.id}: {batch.rows:,} rows, {batch.consumed:,} of {self.total:,}{share}, "
-                          f"sink {counts(merged.changelog())}, {seconds:.2f} s{rate}{replay}")
+        self.progress.say(
+            f"  batch {batch.id}: {batch.rows:,} rows, {batch.consumed:,} of {self.total:,}{share}, "
+            f"sink {counts(merged.changelog())}, {seconds:.2f} s{rate}{replay}"
+        )
         self.progress.advance(batch.consumed, self.total, "micro-batches")
 
     def _micro_batch(self, batch_id: int) -> MicroBatch:
@@ -125,13 +150,16 @@ class MicroBatchHandler:
             if batch_id > 0:
                 previous = consumed_rows(taken, after, staged)
                 if lo != previous:
-                    raise RunStateError(f"micro-batch {batch_id} read rows from {lo} but the "
-                                        f"changelog continues at {previous}", where=str(staged.directory))
+                    raise RunStateError(
+                        f"micro-batch {batch_id} read rows from {lo} but the changelog continues at {previous}",
+                        where=str(staged.directory),
+                    )
             start, end, rows = start + lo, end + hi, rows + hi - lo
             marks = [s["watermark_after"] for s in segments if s.get("watermark_after") is not None]
             watermark = max(marks + ([watermark] if watermark is not None else []), default=None)
-        return MicroBatch(batch_id, start, end, watermark, rows, consumed, files,
-                          batch_timestamp_ms(self.layout.checkpoint, batch_id))
+        return MicroBatch(
+            batch_id, start, end, watermark, rows, consumed, files, batch_timestamp_ms(self.layout.checkpoint, batch_id)
+        )
 
     def record_progress(self, progress_entries) -> None:
         """From Spark's progress of the query's micro-batches (its last hundred): the state rows

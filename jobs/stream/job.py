@@ -56,8 +56,13 @@ class StreamResult:
         return self.point.sink_version
 
 
-def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Progress | None = None,
-               logical_date: date | None = None) -> StreamResult:
+def run_stream(
+    plan: Plan,
+    settings: Settings,
+    layout: RunLayout,
+    progress: Progress | None = None,
+    logical_date: date | None = None,
+) -> StreamResult:
     """Stream the sources' new changelog files (with a logical date: the partitions up to it) into
     the sink, and record the consistency point (per logical date too, for later re-checks)."""
     progress = progress or Progress(quiet=True)
@@ -92,28 +97,37 @@ def run_stream(plan: Plan, settings: Settings, layout: RunLayout, progress: Prog
     result.late_events = _late_events(spark, plan, layout, result.point)
     late = f"; {result.late_events:,} late (row, window) pairs left out" if result.late_events else ""
     if result.counts.ignored_groups:
-        late += (f"; {result.counts.ignored_groups:,} group(s) whose changes only retracted state "
-                 f"forgotten by stream.state_ttl ignored")
-    progress.say(f"stream {plan.spec.name}: {result.batches} micro-batches, "
-                 f"{result.input_rows:,} changelog rows in {result.seconds:.1f} s; "
-                 f"sink changes {counts(result.changelog)}{late}; consistency point: sink version "
-                 f"{result.point.sink_version}")
+        late += (
+            f"; {result.counts.ignored_groups:,} group(s) whose changes only retracted state "
+            f"forgotten by stream.state_ttl ignored"
+        )
+    progress.say(
+        f"stream {plan.spec.name}: {result.batches} micro-batches, "
+        f"{result.input_rows:,} changelog rows in {result.seconds:.1f} s; "
+        f"sink changes {counts(result.changelog)}{late}; consistency point: sink version "
+        f"{result.point.sink_version}"
+    )
     return result
 
 
-def stream_until(plan: Plan, settings: Settings, layout: RunLayout, progress: Progress,
-                 logical_date: date) -> StreamResult | None:
+def stream_until(
+    plan: Plan, settings: Settings, layout: RunLayout, progress: Progress, logical_date: date
+) -> StreamResult | None:
     """The stream step of a scheduled run: stream up to the logical date, unless the stream has
     already moved beyond it (a re-run of a past date): then nothing is streamed, and the date is
     re-checked at its recorded consistency point by time travel (None)."""
     latest = latest_logical_date(layout)
     if latest is not None and latest > logical_date:
         if not layout.point_for(logical_date.isoformat()).exists():
-            raise RunStateError(f"{logical_date} was never streamed and the stream is already at "
-                                f"{latest}: `lockstep rebuild` replays every partition in date order",
-                                where=str(layout.root))
-        progress.say(f"stream {plan.spec.name}: already at {latest}, past {logical_date}; "
-                     f"{logical_date} is re-checked at its consistency point by time travel")
+            raise RunStateError(
+                f"{logical_date} was never streamed and the stream is already at "
+                f"{latest}: `lockstep rebuild` replays every partition in date order",
+                where=str(layout.root),
+            )
+        progress.say(
+            f"stream {plan.spec.name}: already at {latest}, past {logical_date}; "
+            f"{logical_date} is re-checked at its consistency point by time travel"
+        )
         return None
     return run_stream(plan, settings, layout, progress, logical_date)
 
@@ -124,5 +138,6 @@ def _late_events(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint) 
     if assign is None:
         return 0
     source = plan.sources[0]
-    return write_late_events(spark, assign, staged_input(layout, source), point.rows_consumed(source.table),
-                             layout.late_events)
+    return write_late_events(
+        spark, assign, staged_input(layout, source), point.rows_consumed(source.table), layout.late_events
+    )

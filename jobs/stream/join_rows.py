@@ -21,8 +21,14 @@ from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Join
 from jobs.stream.row_counts import compares_as_spark
 
-_ARROW_KIND = {"inner": "inner", "left": "left outer", "right": "right outer", "full": "full outer",
-               "semi": "left semi", "anti": "left anti"}
+_ARROW_KIND = {
+    "inner": "inner",
+    "left": "left outer",
+    "right": "right outer",
+    "full": "full outer",
+    "semi": "left semi",
+    "anti": "left anti",
+}
 _LEFT_COUNT, _RIGHT_COUNT = "__left_count", "__right_count"
 
 
@@ -38,9 +44,14 @@ def joined(node: Join, left: pa.Table, right: pa.Table) -> pa.Table:
     COUNT, the number of copies of each output row."""
     lefts = _positional(left, "l", _LEFT_COUNT)
     rights = _positional(right, "r", _RIGHT_COUNT)
-    result = lefts.join(rights, keys=[_name("l", left, k) for k in node.left_keys],
-                        right_keys=[_name("r", right, k) for k in node.right_keys],
-                        join_type=_ARROW_KIND[node.kind], coalesce_keys=False, use_threads=False)
+    result = lefts.join(
+        rights,
+        keys=[_name("l", left, k) for k in node.left_keys],
+        right_keys=[_name("r", right, k) for k in node.right_keys],
+        join_type=_ARROW_KIND[node.kind],
+        coalesce_keys=False,
+        use_threads=False,
+    )
     columns = [_name("l", left, c) for c in left.column_names if c != COUNT]
     count = pc.fill_null(result.column(_LEFT_COUNT), 1)
     if not node.filters_left:

@@ -39,8 +39,8 @@ from jobs.changelog.schema import all_nullable
 from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
 from jobs.stream.driver_input import DriverInput
-from jobs.stream.live_state import LiveState
 from jobs.stream.join_rows import joined, joins_on_driver
+from jobs.stream.live_state import LiveState
 from jobs.stream.row_counts import difference, live_rows, net_rows
 from jobs.stream.top_rows import ranks_on_driver, top_rows
 
@@ -111,8 +111,9 @@ class DedupOperator:
         self._selected = [*_cols(node.selected), F.col("__rn").cast("int").alias(node.row_number)]
         self._difference = Difference(node.output_names)
 
-    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int,
-                segments: Mapping[str, Sequence[Path]] | None = None) -> pa.Table | DataFrame:
+    def changes(
+        self, spark: SparkSession, delta: DataFrame, batch_id: int, segments: Mapping[str, Sequence[Path]] | None = None
+    ) -> pa.Table | DataFrame:
         """The difference as weighted rows: an Arrow table when ranked on the driver. The
         change rows are `delta`'s, or the `segments` files' when `direct` reads them."""
         net = _read_on_driver(self.direct, segments)
@@ -145,15 +146,18 @@ class JoinOperator:
         self.right_state = LiveState(state_dir / "right", node.right_keys)
         self._net_changes = NetChanges((SIDE, LEFT, RIGHT))
         self._expand_left, self._expand_right = Expand(self.left_cols), Expand(self.right_cols)
-        on = reduce(lambda a, b: a & b, [F.col(f"l.`{a}`") == F.col(f"r.`{b}`")
-                                         for a, b in zip(node.left_keys, node.right_keys)])
+        on = reduce(
+            lambda a, b: a & b,
+            [F.col(f"l.`{a}`") == F.col(f"r.`{b}`") for a, b in zip(node.left_keys, node.right_keys)],
+        )
         self._on = on if node.condition is None else on & F.expr(join_condition_sql(node))
         right = [] if node.filters_left else [F.col(f"r.`{c}`").alias(c) for c in self.right_cols]
         self._selected = [*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols], *right]
         self._difference = Difference(node.output)
 
-    def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int,
-                segments: Mapping[str, Sequence[Path]] | None = None) -> pa.Table | DataFrame:
+    def changes(
+        self, spark: SparkSession, delta: DataFrame, batch_id: int, segments: Mapping[str, Sequence[Path]] | None = None
+    ) -> pa.Table | DataFrame:
         """The difference as weighted rows: an Arrow table when joined on the driver. The
         change rows are `delta`'s, or the `segments` files' when `direct` reads both sides."""
         node = self.node
@@ -178,8 +182,8 @@ class JoinOperator:
         return self._difference(after, before)
 
     def _join(self, left: DataFrame, right: DataFrame) -> DataFrame:
-        l, r = self._expand_left(left).alias("l"), self._expand_right(right).alias("r")
-        return l.join(r, self._on, _HOW[self.node.kind]).select(*self._selected)
+        sides = self._expand_left(left).alias("l"), self._expand_right(right).alias("r")
+        return sides[0].join(sides[1], self._on, _HOW[self.node.kind]).select(*self._selected)
 
 
 def _read_on_driver(direct: DriverInput | None, segments: Mapping[str, Sequence[Path]] | None) -> pa.Table | None:
@@ -190,23 +194,22 @@ def _read_on_driver(direct: DriverInput | None, segments: Mapping[str, Sequence[
     return None if rows is None else net_rows(rows)
 
 
-def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table,
-             other_keys: tuple[str, ...]) -> pa.Table | None:
+def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table, other_keys: tuple[str, ...]) -> pa.Table | None:
     """The join keys either side's net changes carry, under this side's key names: the other
     side's keys are cast to this side's types where they cast; where they do not, they are
     left out of this side's filter, which then reads every live row of this side (a superset,
     never fewer rows than needed)."""
     mine = all_nullable(own.select(list(own_keys)))
     try:
-        theirs = pa.table([other.column(o).cast(own.schema.field(m).type) for m, o in zip(own_keys, other_keys)],
-                          names=list(own_keys))
+        theirs = pa.table(
+            [other.column(o).cast(own.schema.field(m).type) for m, o in zip(own_keys, other_keys)], names=list(own_keys)
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     return pa.concat_tables([mine, theirs])
 
 
-def per_side(changes: pa.Table, left_cols: tuple[str, ...],
-             right_cols: tuple[str, ...]) -> tuple[pa.Table, pa.Table]:
+def per_side(changes: pa.Table, left_cols: tuple[str, ...], right_cols: tuple[str, ...]) -> tuple[pa.Table, pa.Table]:
     """Both join inputs' net changes out of the tagged change rows (each side's columns packed in
     a struct, so that the two streams could be unioned), which one Spark job brought back."""
     return _one_side(changes, LEFT, left_cols), _one_side(changes, RIGHT, right_cols)
@@ -240,8 +243,12 @@ class SessionOperator:
         self._session = F.session_window(F.col(f"`{node.window.time_col}`"), node.window.size_sql).alias("__session")
         self._keys = _cols(node.group_keys)
         self._aggregates = [_aggregate(call) for call in node.aggregates]
-        self._selected = [F.col("__session.start").alias(WINDOW_START), F.col("__session.end").alias(WINDOW_END),
-                          *self._keys, *_cols(tuple(call.name for call in node.aggregates))]
+        self._selected = [
+            F.col("__session.start").alias(WINDOW_START),
+            F.col("__session.end").alias(WINDOW_END),
+            *self._keys,
+            *_cols(tuple(call.name for call in node.aggregates)),
+        ]
         self._difference = Difference(node.output_names)
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
@@ -250,8 +257,9 @@ class SessionOperator:
         before = self.state.rows_before(batch_id, net if self.node.group_keys else None, net.schema)
         after = live_rows(pa.concat_tables([before, net]))
         self.state.record(net, batch_id)
-        return self._difference(self._sessions(self.state.frame(spark, after)),
-                                self._sessions(self.state.frame(spark, before)))
+        return self._difference(
+            self._sessions(self.state.frame(spark, after)), self._sessions(self.state.frame(spark, before))
+        )
 
     def _sessions(self, rows: DataFrame) -> DataFrame:
         grouped = self._expand(rows).groupBy(self._session, *self._keys).agg(*self._aggregates)

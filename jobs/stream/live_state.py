@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,10 +49,15 @@ _SNAPSHOT = re.compile(r"snapshot-(\d+)")
 class LiveState:
     """One input's live rows, as net counts per distinct row, keyed by `keys`."""
 
-    def __init__(self, directory: Path, keys: tuple[str, ...],
-                 fold: Callable[[pa.Table], pa.Table] = live_rows,
-                 compact_fold: Callable[[pa.Table], pa.Table] | None = None, part_rows: int = PART_ROWS,
-                 fold_rows: int = FOLD_ROWS):
+    def __init__(
+        self,
+        directory: Path,
+        keys: tuple[str, ...],
+        fold: Callable[[pa.Table], pa.Table] = live_rows,
+        compact_fold: Callable[[pa.Table], pa.Table] | None = None,
+        part_rows: int = PART_ROWS,
+        fold_rows: int = FOLD_ROWS,
+    ):
         self.directory, self.keys, self.part_rows, self.fold_rows = directory, keys, part_rows, fold_rows
         # What the rows of a key come to when read back: by default the live rows (summed counts
         # per distinct row, zero counts gone); a group aggregate's sums per group. And what they
@@ -107,8 +112,16 @@ class LiveState:
         target, tmp = self._snapshot_path(snapshot), self.directory / f".snapshot-{snapshot:012d}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        fold_parts(self._snapshot(old) if old else None, logs, self.keys, self._compact_fold,
-                   lambda files: _read_arrow(files, like, None), tmp, self.part_rows, self._carry)
+        fold_parts(
+            self._snapshot(old) if old else None,
+            logs,
+            self.keys,
+            self._compact_fold,
+            lambda files: _read_arrow(files, like, None),
+            tmp,
+            self.part_rows,
+            self._carry,
+        )
         shutil.rmtree(target, ignore_errors=True)  # a replayed micro-batch's earlier attempt
         os.replace(tmp, target)
         self._forget_before(snapshot)
@@ -232,4 +245,3 @@ def _with_keys(rows: pa.Table, wanted: pa.Table | None) -> pa.Table:
     if wanted is None or rows.num_rows == 0:
         return rows
     return rows.filter(pa.array(keys_among(rows, wanted, tuple(wanted.column_names))))
-

@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs.changelog.live_rowwise import python_values
 from jobs.changelog.columns import DELETE, OP, ORDINAL, UPSERT, WEIGHT
+from jobs.changelog.live_rowwise import python_values
 from jobs.errors import RunStateError
 
 # Each live row's place in the saved state: one sequence over all keys, so loading the rows
@@ -71,7 +71,7 @@ class UpsertMaterializer:
         """Sink keys with more than one distinct live row: the sink holds only the newest, so
         the query's result has rows the sink's primary key cannot tell apart."""
         found = []
-        for key, rows in self._live.items():
+        for rows in self._live.values():
             distinct = _distinct(rows)
             if len(distinct) > 1:
                 shown = self._as_dicts(distinct)
@@ -135,8 +135,7 @@ class UpsertMaterializer:
     def _table(self, rows: list[tuple]) -> pa.Table:
         """Rows of plain values back as a table of the data columns' Arrow types."""
         columns = list(zip(*rows)) if rows else [[] for _ in self.columns]
-        return pa.table({field.name: _arrow_values(values, field.type)
-                         for field, values in zip(self._schema, columns)})
+        return pa.table({field.name: _arrow_values(values, field.type) for field, values in zip(self._schema, columns)})
 
     def _save(self, batch_id: int, touched: dict[tuple, None]) -> None:
         """Save the live rows: the untouched keys' rows as last saved (filtered in Arrow, as
@@ -177,9 +176,11 @@ class UpsertMaterializer:
         if older:
             self._load(self._state_path(older[-1]))
         elif saved and saved[-1] > batch_id:
-            raise RunStateError(f"micro-batch {batch_id} is replayed, but the state it started "
-                                "from is gone (only the last two are kept)",
-                                where=str(self.state_dir))
+            raise RunStateError(
+                f"micro-batch {batch_id} is replayed, but the state it started "
+                "from is gone (only the last two are kept)",
+                where=str(self.state_dir),
+            )
 
     def _load(self, path: Path) -> None:
         self._saved = pq.read_table(path).sort_by(ORDINAL).select(self.columns)
@@ -215,8 +216,9 @@ class UpsertMaterializer:
         shown = self._as_dicts([row])[0]
         key = ", ".join(f"{k}={shown[k]!r}" for k in self.key)
         values = ", ".join(f"{k}={v!r}" for k, v in shown.items())
-        return RunStateError(f"sink key ({key}): retraction of ({values}), which is not a live row",
-                             where=f"micro-batch {batch_id}")
+        return RunStateError(
+            f"sink key ({key}): retraction of ({values}), which is not a live row", where=f"micro-batch {batch_id}"
+        )
 
 
 @contextmanager

@@ -71,9 +71,14 @@ def exact_on_driver(state: AggregateState, schema: pa.Schema) -> bool:
     MAX and COUNT only (SUM and AVG keep Spark's result types and rounding), MIN and MAX over
     values Arrow orders as Spark does (row_counts.compares_as_spark)."""
     keys_flat = not any(pa.types.is_nested(schema.field(k).type) for k in state.keys)
-    return bool(state.keys) and keys_flat and all(
-        call.func in _ON_DRIVER and (call.func == "COUNT" or compares_as_spark(schema.field(value_column(j)).type))
-        for j, call in state.multiset_calls)
+    return (
+        bool(state.keys)
+        and keys_flat
+        and all(
+            call.func in _ON_DRIVER and (call.func == "COUNT" or compares_as_spark(schema.field(value_column(j)).type))
+            for j, call in state.multiset_calls
+        )
+    )
 
 
 def driver_results(after: pa.Table, state: AggregateState) -> pa.Table:
@@ -95,7 +100,7 @@ def overlay(before: pa.Table, counts: pa.Table) -> tuple[pa.Table, pa.Table]:
     names = [c for c in counts.column_names if c != COUNT]
     both = spark_normalized(pa.concat_tables([before.select(names), counts.select(names)]))
     codes = row_codes(both)
-    old, new = codes[:before.num_rows], codes[before.num_rows:]
+    old, new = codes[: before.num_rows], codes[before.num_rows :]
     position = np.full(int(codes.max()) + 1, -1, np.int64)
     position[old] = np.arange(before.num_rows)
     matched = position[new]
@@ -108,8 +113,10 @@ def overlay(before: pa.Table, counts: pa.Table) -> tuple[pa.Table, pa.Table]:
     after = pa.concat_tables([untouched, counts.filter(pa.array(new_counts > 0))])
     difference = new_counts - previous
     change = counts.filter(pa.array(difference != 0)).set_column(
-        counts.schema.get_field_index(COUNT), counts.schema.field(COUNT),
-        pa.array(difference[difference != 0], pa.int64()))
+        counts.schema.get_field_index(COUNT),
+        counts.schema.field(COUNT),
+        pa.array(difference[difference != 0], pa.int64()),
+    )
     return after, change
 
 
@@ -117,6 +124,9 @@ def refuse_old_layout(directory: Path) -> None:
     """A run folder whose value multisets are a Delta table (lockstep before the keyed state)
     cannot go on: its values are not where this version reads them."""
     if (directory / "_delta_log").is_dir():
-        raise RunStateError("this run folder keeps its MIN / MAX / DISTINCT values in the format of an "
-                            "earlier lockstep; `lockstep rebuild` replays it into the current one, or "
-                            "start a new --out folder", where=str(directory))
+        raise RunStateError(
+            "this run folder keeps its MIN / MAX / DISTINCT values in the format of an "
+            "earlier lockstep; `lockstep rebuild` replays it into the current one, or "
+            "start a new --out folder",
+            where=str(directory),
+        )

@@ -101,8 +101,9 @@ def read_up_to(checkpoint: Path, source_index: int, batch_id: int) -> int:
     entry = checkpoint / "offsets" / str(batch_id)
     lines = entry.read_text().splitlines() if entry.exists() else []
     if len(lines) < 3 + source_index:
-        raise RunStateError(f"Spark's offset log has no offset of source {source_index} for micro-batch "
-                            f"{batch_id}", where=str(entry))
+        raise RunStateError(
+            f"Spark's offset log has no offset of source {source_index} for micro-batch {batch_id}", where=str(entry)
+        )
     offset = lines[2 + source_index]
     return -1 if offset == "-" else int(json.loads(offset)["logOffset"])
 
@@ -121,8 +122,9 @@ def consumed_rows(taken: dict[int, set[str]], up_to: int, staged: StagedChangelo
     segments = [staged.segment_named(n) for n in names]
     end = max((s["first_seq"] + s["rows"] for s in segments), default=0)
     if sum(s["rows"] for s in segments) != end:
-        raise RunStateError("the stream read changelog segments out of order; start a new run folder",
-                            where=str(staged.directory))
+        raise RunStateError(
+            "the stream read changelog segments out of order; start a new run folder", where=str(staged.directory)
+        )
     return end
 
 

@@ -34,8 +34,15 @@ def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) 
             sources[node.table] = SourcePosition(rows, _watermark_at(staged, rows), bool(staged.event_time))
     versions = {s.name: table_version(layout.stage_table(s.name)) for s in plan.intermediate_stages}
     open_windows = table_version(layout.pending) if is_delta_table(layout.pending) else None
-    return ConsistencyPoint(plan.spec.name, table_version(layout.stream), last_batch, sources, versions,
-                            logical_date, open_windows_version=open_windows)
+    return ConsistencyPoint(
+        plan.spec.name,
+        table_version(layout.stream),
+        last_batch,
+        sources,
+        versions,
+        logical_date,
+        open_windows_version=open_windows,
+    )
 
 
 def _watermark_at(staged: StagedChangelog, rows: int) -> int | None:
@@ -43,6 +50,12 @@ def _watermark_at(staged: StagedChangelog, rows: int) -> int | None:
     if not staged.event_time:
         return None
     done = [s for s in staged.segments() if s["first_seq"] + s["rows"] <= rows]
-    marks = [m for m in (done[-1].get("watermark_after") if done else None,
-                         staged.watermark_floor if rows == staged.total_rows else None) if m is not None]
+    marks = [
+        m
+        for m in (
+            done[-1].get("watermark_after") if done else None,
+            staged.watermark_floor if rows == staged.total_rows else None,
+        )
+        if m is not None
+    ]
     return max(marks) if marks else None

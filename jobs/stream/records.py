@@ -11,8 +11,8 @@ from pyspark.sql.types import StructField, StructType
 
 from jobs.changelog.columns import ORDINAL
 from jobs.plan import StagePlan
-from jobs.runtime.layout import RunLayout
 from jobs.runtime.arrow_frames import frame_of
+from jobs.runtime.layout import RunLayout
 from jobs.stream.aggregate import AggregateState, state_value_names
 from jobs.stream.group_sums import groups_now
 from jobs.stream.offsets import committed_batches
@@ -41,7 +41,7 @@ def aggregation_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) 
     lockstep names them; lockstep's own state (group_sums.py) or Spark's."""
     if layout.aggregate_state.exists():
         return _own_state(spark, stage, layout)
-    spark.streams.active  # starts the state store coordinator the state reader talks to
+    _ = spark.streams.active  # starts the state store coordinator the state reader talks to
     state = spark.read.format("statestore").load(str(layout.checkpoint))
     fields = state.schema["value"].dataType.fields
     names = _buffer_names(state_value_names(stage.aggregate), [f.name for f in fields])
@@ -57,8 +57,10 @@ def _own_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> Data
     if not values:  # no micro-batch logged a group: the state's shape, no rows
         return spark.createDataFrame([], "key struct<>, value struct<>")
     frame = frame_of(spark, groups)
-    return frame.select(F.struct(*[F.col(f"`{k}`") for k in keys]).alias("key"),
-                        F.struct(*[F.col(f"`{v}`") for v in values]).alias("value"))
+    return frame.select(
+        F.struct(*[F.col(f"`{k}`") for k in keys]).alias("key"),
+        F.struct(*[F.col(f"`{v}`") for v in values]).alias("value"),
+    )
 
 
 def _buffer_names(ours: list[str], spark_names: list[str]) -> list[str]:

@@ -35,9 +35,16 @@ def compares_as_spark(t: pa.DataType) -> bool:
     Spark orders NaN above every number), not nested ones (Arrow has no order for them). The
     driver ranks (top_rows.py), joins (join_rows.py) and takes MIN / MAX (multiset.py) of such
     values; anything else goes to Spark."""
-    return (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t) or pa.types.is_boolean(t) or pa.types.is_date(t)
-            or pa.types.is_timestamp(t) or pa.types.is_binary(t))
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_binary(t)
+    )
 
 
 def keys_among(rows: pa.Table, others: pa.Table, keys: tuple[str, ...]) -> np.ndarray:
@@ -56,8 +63,8 @@ def key_positions(rows: pa.Table, others: pa.Table, keys: tuple[str, ...]) -> np
     mine, theirs = (all_nullable(table.select(list(keys))) for table in (rows, others))
     codes = row_codes(spark_normalized(pa.concat_tables([mine, theirs])))
     position = np.full(int(codes.max()) + 1 if len(codes) else 0, -1, np.int64)
-    position[codes[rows.num_rows:]] = np.arange(others.num_rows)
-    return position[codes[:rows.num_rows]]
+    position[codes[rows.num_rows :]] = np.arange(others.num_rows)
+    return position[codes[: rows.num_rows]]
 
 
 def live_rows(rows: pa.Table) -> pa.Table:
@@ -131,8 +138,11 @@ def _group_sums(column: pa.ChunkedArray, field: pa.Field, codes: np.ndarray, siz
     """One column's sums (TOUCHED: maxima) per group code, NULL where a group has no value;
     `sizes` are the groups' row counts."""
     groups = len(sizes)
-    valid = sizes if column.null_count == 0 else \
-        np.bincount(codes, weights=column.is_valid().to_numpy(zero_copy_only=False), minlength=groups)
+    valid = (
+        sizes
+        if column.null_count == 0
+        else np.bincount(codes, weights=column.is_valid().to_numpy(zero_copy_only=False), minlength=groups)
+    )
     if not (pa.types.is_integer(field.type) or pa.types.is_floating(field.type)):
         return _exact_sums(column, field, codes, groups)  # decimals
     filled = pc.fill_null(column, 0).to_numpy()
@@ -153,7 +163,7 @@ def _sums_fit_int64(values: np.ndarray, codes: np.ndarray, groups: int) -> bool:
     """Whether every group's sum of absolute values stays far inside int64: then no sum
     overflows, and numpy's int64 sums are exact."""
     magnitudes = np.bincount(codes, weights=np.abs(values.astype(np.float64)), minlength=groups)
-    return bool(magnitudes.max(initial=0) < 2.0 ** 62)
+    return bool(magnitudes.max(initial=0) < 2.0**62)
 
 
 def _exact_sums(column: pa.ChunkedArray, field: pa.Field, codes: np.ndarray, groups: int) -> pa.Array:
@@ -177,8 +187,9 @@ def spark_normalized(table: pa.Table) -> pa.Table:
     """Floating columns with -0.0 as 0.0 and every NaN as one NaN (Arrow's dictionary encoding
     tells NaNs with different payloads apart; Spark does not). Floats inside list or struct
     columns keep their bytes here; row_codes compares them normalised."""
-    return pa.Table.from_arrays([_normalized(c) if pa.types.is_floating(c.type) else c for c in table.columns],
-                                schema=table.schema)
+    return pa.Table.from_arrays(
+        [_normalized(c) if pa.types.is_floating(c.type) else c for c in table.columns], schema=table.schema
+    )
 
 
 def _normalized(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -196,8 +207,9 @@ def row_codes(values: pa.Table) -> np.ndarray:
 def _nested_codes(column: pa.ChunkedArray) -> np.ndarray:
     """Codes of a list, struct or map column, which Arrow cannot dictionary-encode: its values
     made hashable on the Python side, floats inside them normalised as Spark does."""
-    return pd.factorize(pd.Series([_hashable(v) for v in column.to_pylist()], dtype=object),
-                        use_na_sentinel=False)[0].astype(np.int64)
+    return pd.factorize(pd.Series([_hashable(v) for v in column.to_pylist()], dtype=object), use_na_sentinel=False)[
+        0
+    ].astype(np.int64)
 
 
 _NAN = ("NaN",)  # one key for every NaN: float('nan') is not equal to itself

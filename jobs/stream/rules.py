@@ -13,9 +13,9 @@ To support a new node type, add its rule to RULES.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
-from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -24,8 +24,20 @@ from jobs.changelog.columns import KIND, SEQ, WATERMARK, WEIGHT
 from jobs.lookup.from_spec import config_of
 from jobs.lookup.spark import enrich_stream
 from jobs.plan import StagePlan
-from jobs.plan.nodes import (Calc, ChangelogSource, Deduplicate, GroupAggregate, Join, LookupJoin, Node,
-                             SessionAggregate, StageInput, UnionAll, WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (
+    Calc,
+    ChangelogSource,
+    Deduplicate,
+    GroupAggregate,
+    Join,
+    LookupJoin,
+    Node,
+    SessionAggregate,
+    StageInput,
+    UnionAll,
+    WindowAggregate,
+    WindowAssign,
+)
 from jobs.runtime.layout import RunLayout
 from jobs.stream.aggregate import AggregateState, streaming_aggregate
 from jobs.stream.calc import apply_calc

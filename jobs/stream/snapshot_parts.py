@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -83,8 +83,16 @@ def part_of(rows: pa.Table, bounds: pa.Table | None, keys: tuple[str, ...]) -> n
     return parts
 
 
-def fold_parts(old: Snapshot | None, logs: pa.Table, keys: tuple[str, ...], fold: Callable[[pa.Table], pa.Table],
-               read: Callable[[list[str]], pa.Table], target: Path, part_rows: int, carry: bool) -> None:
+def fold_parts(
+    old: Snapshot | None,
+    logs: pa.Table,
+    keys: tuple[str, ...],
+    fold: Callable[[pa.Table], pa.Table],
+    read: Callable[[list[str]], pa.Table],
+    target: Path,
+    part_rows: int,
+    carry: bool,
+) -> None:
     """Write into the empty folder `target` the fold of `old`'s rows and the `logs`, range by
     range, as parts keyed by `keys`. `read` reads files in the state's types; `carry`: a folded
     part with no log rows in its range is linked as it is."""

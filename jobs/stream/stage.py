@@ -29,8 +29,8 @@ from jobs.stream.offsets import committed_batches
 from jobs.stream.rules import Context, Streaming, streaming_frame
 from jobs.stream.spark_logs import forget_unplanned_finds
 from jobs.stream.state_store import state_store_for, store_in_effect
-from jobs.stream.writers import TableWriter, open_writer
 from jobs.stream.windows import FinalWindowEmitter
+from jobs.stream.writers import TableWriter, open_writer
 
 
 def stage_layout(layout: RunLayout, stage: StagePlan) -> RunLayout:
@@ -39,8 +39,15 @@ def stage_layout(layout: RunLayout, stage: StagePlan) -> RunLayout:
     return layout.for_stage(stage.name) if stage.is_intermediate else layout
 
 
-def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayout, progress: Progress,
-              totals: StreamCounts, small_work_rows: int) -> None:
+def run_stage(
+    spark: SparkSession,
+    plan: Plan,
+    stage: StagePlan,
+    layout: RunLayout,
+    progress: Progress,
+    totals: StreamCounts,
+    small_work_rows: int,
+) -> None:
     """Stream the stage's new input (its sources' segments, or an earlier stage's new versions).
     Micro-batches all under `small_work_rows` rows run with Spark's settings for small work."""
     own = stage_layout(layout, stage)
@@ -49,8 +56,7 @@ def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayo
     with progress.waiting("  opening the sink and the changelog feeds ..."):
         _stage_feeds(spark, stage, layout)
         initial = with_sink_columns(first_content(spark, plan, stage), stage)
-        sink = open_writer(stage.spec.sink.writer, spark, own.stream, write_key(stage, initial),
-                           own.app_id(stage.name))
+        sink = open_writer(stage.spec.sink.writer, spark, own.stream, write_key(stage, initial), own.app_id(stage.name))
         _ensure_sink(sink, initial, stage, own)
         streaming = streaming_frame(stage.root.input, Context(spark, stage, own, store))
         output = spark_schema(spark, initial)
@@ -60,9 +66,10 @@ def run_stage(spark: SparkSession, plan: Plan, stage: StagePlan, layout: RunLayo
     handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals, streaming.sums)
     progress.say("  streaming query started: micro-batches follow as Spark commits them")
     # The streaming query's session is a copy of this one taken at its start: set before it.
-    with (sized_for(spark, handler.largest_micro_batch, small_work_rows),
-          state_store_for(spark, store, wanted, own.aggregate_state, progress,
-                          stateful=stage.aggregate is not None)):
+    with (
+        sized_for(spark, handler.largest_micro_batch, small_work_rows),
+        state_store_for(spark, store, wanted, own.aggregate_state, progress, stateful=stage.aggregate is not None),
+    ):
         _run_query(streaming, stage, own, handler)
         if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
             _close_at_end_of_input(spark, emitter, stage, own, progress, totals)
@@ -73,8 +80,14 @@ def _bounded(stage: StagePlan) -> bool:
     return all(stage.spec.sources[node.table].bounded for node in stage.inputs if isinstance(node, ChangelogSource))
 
 
-def _close_at_end_of_input(spark: SparkSession, emitter: FinalWindowEmitter, stage: StagePlan,
-                           layout: RunLayout, progress: Progress, totals: StreamCounts) -> None:
+def _close_at_end_of_input(
+    spark: SparkSession,
+    emitter: FinalWindowEmitter,
+    stage: StagePlan,
+    layout: RunLayout,
+    progress: Progress,
+    totals: StreamCounts,
+) -> None:
     """Every open window closes: the watermark floor is raised first (a crash after it leaves the
     windows to close on the next run), then the windows are written, each once."""
     end = emitter.latest_open_end()
@@ -83,19 +96,16 @@ def _close_at_end_of_input(spark: SparkSession, emitter: FinalWindowEmitter, sta
         return
     for node in stage.inputs:
         raise_watermark_floor(layout.staged(node.table), end)
-    sink = open_writer(stage.spec.sink.writer, spark, layout.stream, stage.sink_key,
-                       f"{layout.app_id(stage.name)}-end")
+    sink = open_writer(stage.spec.sink.writer, spark, layout.stream, stage.sink_key, f"{layout.app_id(stage.name)}-end")
     merged = emitter.close_all(sink, done[-1])
     totals.changelog.update(merged.changelog())
     progress.say(f"  end of input (bounded source): {merged.inserted:,} open window(s) closed")
 
 
-def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: TableWriter,
-             initial: pa.Table) -> Emitter:
+def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: TableWriter, initial: pa.Table) -> Emitter:
     state = streaming.state
     multisets = ValueMultisets(layout.agg_values, state) if state and state.has_slots else None
-    emitter = emitter_for(stage, state, multisets, output, streaming.operator, layout,
-                          sums=streaming.sums)
+    emitter = emitter_for(stage, state, multisets, output, streaming.operator, layout, sums=streaming.sums)
     if stage.window is not None and stage.window.emit == "final":
         emitter = FinalWindowEmitter(emitter, layout.pending, stage.sink_key, sink.app_id)
         emitter.create_pending(initial)
@@ -107,8 +117,14 @@ def _stage_feeds(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> No
     through Spark when the stage tables are written by delta-spark."""
     through = spark if stage.spec.sink.through_spark else None
     for node in stage.stage_inputs:
-        stage_change_feed(layout.stage_table(node.table), layout.staged(node.table), node.table,
-                          node.columns, node.primary_key, spark=through)
+        stage_change_feed(
+            layout.stage_table(node.table),
+            layout.staged(node.table),
+            node.table,
+            node.columns,
+            node.primary_key,
+            spark=through,
+        )
 
 
 def with_sink_columns(rows: pa.Table, stage: StagePlan) -> pa.Table:
@@ -143,17 +159,23 @@ def _ensure_sink(sink: TableWriter, rows: pa.Table, stage: StagePlan, layout: Ru
         return
     existing = [f.name for f in pa.schema(DeltaTable(str(layout.stream)).schema().to_arrow())]
     if existing != rows.column_names:
-        raise RunStateError(f"the sink has columns {existing} but the query now outputs "
-                            f"{rows.column_names}; use a new --out folder", where=str(layout.stream))
+        raise RunStateError(
+            f"the sink has columns {existing} but the query now outputs {rows.column_names}; use a new --out folder",
+            where=str(layout.stream),
+        )
 
 
 def _run_query(streaming: Streaming, stage: StagePlan, layout: RunLayout, handler: MicroBatchHandler) -> None:
     # Spark's streaming aggregation hands over the groups it updated; every other frame is the
     # micro-batch's rows.
     mode = "update" if streaming.spark_aggregation else "append"
-    query = (streaming.frame.writeStream.outputMode(mode).queryName(f"lockstep_{stage.name}")
-             .option("checkpointLocation", str(layout.checkpoint))
-             .foreachBatch(handler).start())
+    query = (
+        streaming.frame.writeStream.outputMode(mode)
+        .queryName(f"lockstep_{stage.name}")
+        .option("checkpointLocation", str(layout.checkpoint))
+        .foreachBatch(handler)
+        .start()
+    )
     try:
         query.processAllAvailable()
     except StreamingQueryException:

@@ -20,9 +20,9 @@ made before the first micro-batch. A run folder keeps the store it started with.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from pyspark.sql import SparkSession
 
@@ -32,8 +32,7 @@ from jobs.stream.offsets import recorded_conf
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 PACKAGE = "org.apache.spark.sql.execution.streaming.state"
 LOCKSTEP = "lockstep"
-PROVIDERS = {"memory": f"{PACKAGE}.HDFSBackedStateStoreProvider",
-             "rocksdb": f"{PACKAGE}.RocksDBStateStoreProvider"}
+PROVIDERS = {"memory": f"{PACKAGE}.HDFSBackedStateStoreProvider", "rocksdb": f"{PACKAGE}.RocksDBStateStoreProvider"}
 
 
 def recorded_store(checkpoint: Path) -> str | None:
@@ -55,14 +54,17 @@ def store_in_effect(aggregate_state: Path, checkpoint: Path, wanted: str) -> str
 
 
 @contextmanager
-def state_store_for(spark: SparkSession, store: str, wanted: str, aggregate_state: Path, progress: Progress,
-                    stateful: bool) -> Iterator[None]:
+def state_store_for(
+    spark: SparkSession, store: str, wanted: str, aggregate_state: Path, progress: Progress, stateful: bool
+) -> Iterator[None]:
     """Run the block (a stage's streaming query) with `store` (store_in_effect's); says so when
     the spec asks for another and the stage keeps state (a stateful stage: an aggregate or a
     window)."""
     if stateful and store != wanted:
-        progress.say(f"  stream.state_store is {wanted}, but this run folder's state is kept in "
-                     f"{store} since its first run and stays there (a new --out folder starts with {wanted})")
+        progress.say(
+            f"  stream.state_store is {wanted}, but this run folder's state is kept in "
+            f"{store} since its first run and stays there (a new --out folder starts with {wanted})"
+        )
     if store == LOCKSTEP:
         if stateful:
             aggregate_state.mkdir(parents=True, exist_ok=True)

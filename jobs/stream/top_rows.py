@@ -48,14 +48,17 @@ def top_rows(rows: pa.Table, node: Deduplicate) -> pa.Table:
         rows = rows.take(pa.array(np.repeat(np.arange(rows.num_rows), rows.column(COUNT).to_numpy())))
     keys = row_codes(spark_normalized(rows.select(list(node.keys)))) if node.keys else np.zeros(rows.num_rows, np.int64)
     direction, nulls = ("descending", "at_end") if node.descending else ("ascending", "at_start")
-    order = pc.sort_indices(rows.append_column(_KEY, pa.array(keys)),
-                            sort_keys=[(_KEY, "ascending", "at_start")] + [(c, direction, nulls) for c in node.ordering])
+    order = pc.sort_indices(
+        rows.append_column(_KEY, pa.array(keys)),
+        sort_keys=[(_KEY, "ascending", "at_start")] + [(c, direction, nulls) for c in node.ordering],
+    )
     ordered = rows.take(order)
     rank = _rank_within(keys[order.to_numpy()])
     kept = rank <= node.limit
     top = ordered.select(list(node.selected)).filter(pa.array(kept))
     return top.append_column(pa.field(node.row_number, pa.int32()), pa.array(rank[kept], pa.int32())).append_column(
-        pa.field(COUNT, pa.int64()), pa.array(np.ones(top.num_rows, np.int64)))
+        pa.field(COUNT, pa.int64()), pa.array(np.ones(top.num_rows, np.int64))
+    )
 
 
 def _rank_within(sorted_keys: np.ndarray) -> np.ndarray:

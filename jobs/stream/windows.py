@@ -21,10 +21,9 @@ from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs.changelog.columns import DELETE, FILE, KIND, LINE, OP, SEQ, UPSERT, WATERMARK, WINDOW_END, WINDOW_START
 from jobs.changelog.frames import assign_windows, consumed_changes, on_time
 from jobs.changelog.kinds import SHORT_NAMES
-from jobs.changelog.columns import (DELETE, FILE, KIND, LINE, OP, SEQ, UPSERT, WATERMARK, WINDOW_END,
-                                    WINDOW_START)
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan.nodes import Calc, SessionAggregate, WindowAssign
 from jobs.stream.writers import Changes, MergeCounts, TableWriter
@@ -106,19 +105,33 @@ def _late_session_changes(rows: DataFrame, node: SessionAggregate) -> DataFrame:
     return late.withColumn(WINDOW_START, ts).withColumn(WINDOW_END, ts + gap)
 
 
-def write_late_events(spark: SparkSession, node: WindowAssign | SessionAggregate, staged: StagedChangelog,
-                      consumed: int, path: Path) -> int:
+def write_late_events(
+    spark: SparkSession, node: WindowAssign | SessionAggregate, staged: StagedChangelog, consumed: int, path: Path
+) -> int:
     """The (row, window) pairs the stream left out as late, as a Delta table; returns the count.
     A session has no window before it forms: a late change is listed with its own [ts, ts + gap)."""
     rows = consumed_changes(spark, staged, consumed)
     if isinstance(node.input, Calc) and node.input.condition is not None:
         rows = rows.where(F.expr(node.input.condition.sql("spark")))
-    late = _late_session_changes(rows, node) if isinstance(node, SessionAggregate) else \
-        assign_windows(rows, node.window.spark_sql()).where(~on_time())
+    late = (
+        _late_session_changes(rows, node)
+        if isinstance(node, SessionAggregate)
+        else assign_windows(rows, node.window.spark_sql()).where(~on_time())
+    )
     kinds = F.element_at(F.array(*[F.lit(k) for k in SHORT_NAMES]), F.col(KIND).cast("int") + 1)
-    table = late.select(*[F.col(f"`{c}`") for c in staged.schema.names], kinds.alias("op"),
-                        F.col(WINDOW_START).alias("window_start"), F.col(WINDOW_END).alias("window_end"),
-                        F.col(WATERMARK).alias("watermark"), F.col(FILE).alias("file"),
-                        F.col(LINE).alias("line"), F.col(SEQ).alias("seq")).orderBy("seq").toArrow()
+    table = (
+        late.select(
+            *[F.col(f"`{c}`") for c in staged.schema.names],
+            kinds.alias("op"),
+            F.col(WINDOW_START).alias("window_start"),
+            F.col(WINDOW_END).alias("window_end"),
+            F.col(WATERMARK).alias("watermark"),
+            F.col(FILE).alias("file"),
+            F.col(LINE).alias("line"),
+            F.col(SEQ).alias("seq"),
+        )
+        .orderBy("seq")
+        .toArrow()
+    )
     write_deltalake(str(path), table, mode="overwrite", schema_mode="overwrite")
     return table.num_rows

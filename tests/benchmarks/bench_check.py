@@ -62,11 +62,16 @@ def main() -> None:
         pipeline.check()
         seconds.append(time.monotonic() - started)
         results = len(list((pipeline.layout.root / "gx" / "uncommitted" / "validations").rglob("*.json")))
-        print(f"check {number:3d}: {seconds[-1]:5.2f} s, Data Docs {clock.docs_seconds:5.2f} s, "
-              f"{results} validation results stored", flush=True)
+        print(
+            f"check {number:3d}: {seconds[-1]:5.2f} s, Data Docs {clock.docs_seconds:5.2f} s, "
+            f"{results} validation results stored",
+            flush=True,
+        )
     tenth = max(len(seconds) // 10, 1)
-    print(f"mean check seconds, first / last tenth: {statistics.mean(seconds[:tenth]):.2f} / "
-          f"{statistics.mean(seconds[-tenth:]):.2f}")
+    print(
+        f"mean check seconds, first / last tenth: {statistics.mean(seconds[:tenth]):.2f} / "
+        f"{statistics.mean(seconds[-tenth:]):.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -67,32 +67,56 @@ def windows(directory: Path, per_window: int, batches: int) -> None:
     state, times = state_of(directory, keys), []
     for b in range(batches):
         starts = np.repeat(np.array([b // 2, b // 2 + 1], dtype=np.int64) * HOUR_US, per_window)
-        changes = sums({"g": pa.array(np.tile(np.arange(per_window, dtype=np.int64), 2)),
-                        WINDOW_START: pa.array(starts, pa.timestamp("us", "UTC")),
-                        WINDOW_END: pa.array(starts + HOUR_US, pa.timestamp("us", "UTC"))})
+        changes = sums(
+            {
+                "g": pa.array(np.tile(np.arange(per_window, dtype=np.int64), 2)),
+                WINDOW_START: pa.array(starts, pa.timestamp("us", "UTC")),
+                WINDOW_END: pa.array(starts + HOUR_US, pa.timestamp("us", "UTC")),
+            }
+        )
         started = time.monotonic()
         state.rows_before(b, changes.select(list(keys)), changes.schema)
         state.record(changes, b)
         times.append(time.monotonic() - started)
     folds = [f"{times[i]:.2f}" for i in range(COMPACT_EVERY - 1, batches, COMPACT_EVERY)]
     others = np.mean([t for i, t in enumerate(times) if i % COMPACT_EVERY != COMPACT_EVERY - 1])
-    print(f"window state, {per_window:,} groups per window, {batches} micro-batches: folds (s) {' '.join(folds)}; "
-          f"other micro-batches {others:.3f} s on average")
+    print(
+        f"window state, {per_window:,} groups per window, {batches} micro-batches: folds (s) {' '.join(folds)}; "
+        f"other micro-batches {others:.3f} s on average"
+    )
 
 
 def main() -> None:
     args = _arguments()
     if args.step:  # a step run in a process of its own
-        {"build": lambda: build(args.directory, args.groups), "fold": lambda: fold(args.directory, args.groups),
-         "windows": lambda: windows(args.directory, args.window_groups, args.batches)}[args.step]()
+        {
+            "build": lambda: build(args.directory, args.groups),
+            "fold": lambda: fold(args.directory, args.groups),
+            "windows": lambda: windows(args.directory, args.window_groups, args.batches),
+        }[args.step]()
         return
     work = Path(tempfile.mkdtemp(prefix="bench-fold-"))
     try:
         for step in ("build", "fold", "windows"):
             directory = work / ("windows" if step == "windows" else "groups")
-            subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_fold", "--step", step,
-                            "--directory", str(directory), "--groups", str(args.groups),
-                            "--window-groups", str(args.window_groups), "--batches", str(args.batches)], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.benchmarks.bench_fold",
+                    "--step",
+                    step,
+                    "--directory",
+                    str(directory),
+                    "--groups",
+                    str(args.groups),
+                    "--window-groups",
+                    str(args.window_groups),
+                    "--batches",
+                    str(args.batches),
+                ],
+                check=True,
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

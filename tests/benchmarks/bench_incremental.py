@@ -53,26 +53,40 @@ def main() -> None:
     pipeline = Pipeline.open(spec, runs_dir=folder / "runs", settings_path=args.settings)
     runs = [_streamed(pipeline, "run 1: build the state")]
     picked = random.Random(7).sample(range(args.keys), 5 * touched)  # different orders in each update
-    updates = [picked[i * touched:(i + 1) * touched] for i in range(5)]
+    updates = [picked[i * touched : (i + 1) * touched] for i in range(5)]
     for run, orders in ((2, updates[0]), (3, updates[1])):
         _write_changes(folder / "orders" / f"part-{run - 1}.json", _updates(orders, income=run))
         runs.append(_streamed(pipeline, f"run {run}: update {touched:,} of {args.keys:,} orders"))
-    _write_changes(folder / "orders" / "part-3.json",
-                   (row for income, orders in enumerate(updates[2:], 4) for row in _updates(orders, income)))
-    one_update = Pipeline.open(_write_spec(folder, args.state_store, sql, rows_per_batch=2 * touched), runs_dir=folder / "runs",
-                               settings_path=args.settings)
+    _write_changes(
+        folder / "orders" / "part-3.json",
+        (row for income, orders in enumerate(updates[2:], 4) for row in _updates(orders, income)),
+    )
+    one_update = Pipeline.open(
+        _write_spec(folder, args.state_store, sql, rows_per_batch=2 * touched),
+        runs_dir=folder / "runs",
+        settings_path=args.settings,
+    )
     runs.append(_streamed(one_update, f"run 4: three updates of {touched:,} orders, one per micro-batch"))
     batches = logged_batches(pipeline.layout.batches_log)
     full_batches, increments = batches[:-5], batches[-5:]
     print(f"{'micro-batch':<40}{'rows':>12}{'seconds':>10}{'of which MERGE':>16}{'/ full':>9}")
     full = sum(e["seconds"] for e in full_batches)
-    labels = ["run 2 (query restarted)", "run 3 (query restarted)", "run 4, first (query restarted)",
-              "run 4, second (query running)", "run 4, third (query running)"]
+    labels = [
+        "run 2 (query restarted)",
+        "run 3 (query restarted)",
+        "run 4, first (query restarted)",
+        "run 4, second (query running)",
+        "run 4, third (query running)",
+    ]
     for label, entry in [*((f"run 1, batch {e['batch']}", e) for e in full_batches), *zip(labels, increments)]:
-        print(f"{label:<40}{entry['rows']:>12,}{entry['seconds']:>10.2f}{entry['merge_seconds']:>16.2f}"
-              f"{entry['seconds'] / full:>9.1%}")
-    print("target: an incremental micro-batch at most 10 % of the full one; whole runs: "
-          + ", ".join(f"{s:.1f} s" for s in runs))
+        print(
+            f"{label:<40}{entry['rows']:>12,}{entry['seconds']:>10.2f}{entry['merge_seconds']:>16.2f}"
+            f"{entry['seconds'] / full:>9.1%}"
+        )
+    print(
+        "target: an incremental micro-batch at most 10 % of the full one; whole runs: "
+        + ", ".join(f"{s:.1f} s" for s in runs)
+    )
 
 
 def _inserts(keys: int):
@@ -96,9 +110,18 @@ def _write_changes(path: Path, rows) -> None:
 def _write_spec(folder: Path, state_store: str, sql: str, rows_per_batch: int | None = None) -> Path:
     """The query's spec; with rows_per_batch, a second spec file for the same query (and run
     folder) that cuts micro-batches of that many rows."""
-    spec = {"name": "incremental", "sql": sql, "sources": {"orders": {
-        "path": str(folder / "orders"), "format": "changelog-json",
-        "schema": "order_id BIGINT, pId BIGINT, income BIGINT", "primary_key": ["order_id"]}}}
+    spec = {
+        "name": "incremental",
+        "sql": sql,
+        "sources": {
+            "orders": {
+                "path": str(folder / "orders"),
+                "format": "changelog-json",
+                "schema": "order_id BIGINT, pId BIGINT, income BIGINT",
+                "primary_key": ["order_id"],
+            }
+        },
+    }
     spec["stream"] = {"state_store": state_store}
     if rows_per_batch is not None:
         spec["stream"]["rows_per_batch"] = rows_per_batch
@@ -119,11 +142,20 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=1_000_000, help="orders, one per pId (default 1,000,000)")
     parser.add_argument("--touched-percent", type=int, default=1, help="orders updated in runs 2 and 3 (default 1)")
-    parser.add_argument("--state-store", choices=get_args(StateStore), default="lockstep",
-                        help="the spec's stream.state_store (default lockstep)")
-    parser.add_argument("--with-max", action="store_true",
-                        help="add MAX(income) per group: a MIN / MAX / DISTINCT aggregate's value state too")
-    parser.add_argument("--settings", type=Path, default=None, help="lockstep settings file (default conf/settings.yaml)")
+    parser.add_argument(
+        "--state-store",
+        choices=get_args(StateStore),
+        default="lockstep",
+        help="the spec's stream.state_store (default lockstep)",
+    )
+    parser.add_argument(
+        "--with-max",
+        action="store_true",
+        help="add MAX(income) per group: a MIN / MAX / DISTINCT aggregate's value state too",
+    )
+    parser.add_argument(
+        "--settings", type=Path, default=None, help="lockstep settings file (default conf/settings.yaml)"
+    )
     return parser.parse_args()
 
 

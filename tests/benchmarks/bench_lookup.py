@@ -34,21 +34,28 @@ def main() -> None:
         narrow = _measure(server, 1, args.sample)
     speedup = wide["rows_per_s"] / narrow["rows_per_s"]
     print()
-    print(f"lookup: distinct keys (no cache: one request per row), DimensionServer answering after "
-          f"{args.latency * 1000:g} ms, in a separate process, {os.cpu_count()} cores")
+    print(
+        f"lookup: distinct keys (no cache: one request per row), DimensionServer answering after "
+        f"{args.latency * 1000:g} ms, in a separate process, {os.cpu_count()} cores"
+    )
     for run in (wide, narrow):
-        print(f"[capacity {run['capacity']:>3}] {run['rows']:>7,} rows {run['seconds']:7.1f} s "
-              f"{run['rows_per_s']:>9,.0f} rows/s  (max in flight {run['max_in_flight']}, server saw "
-              f"{run['server_max']} at once; {run['cpu_ms_per_row']:.2f} ms CPU per row)")
+        print(
+            f"[capacity {run['capacity']:>3}] {run['rows']:>7,} rows {run['seconds']:7.1f} s "
+            f"{run['rows_per_s']:>9,.0f} rows/s  (max in flight {run['max_in_flight']}, server saw "
+            f"{run['server_max']} at once; {run['cpu_ms_per_row']:.2f} ms CPU per row)"
+        )
     verdict = "met" if speedup >= TARGET_SPEEDUP else "NOT met"
-    print(f"speed-up capacity {args.capacity} / capacity 1: {speedup:.1f}x  "
-          f"(target >= {TARGET_SPEEDUP}x: {verdict})")
+    print(f"speed-up capacity {args.capacity} / capacity 1: {speedup:.1f}x  (target >= {TARGET_SPEEDUP}x: {verdict})")
 
 
 def _measure(server: RemoteServer, capacity: int, count: int) -> dict:
-    config = LookupConfig(name="customers", url=server.url + "/customers/{customer_id}",
-                          key=("customer_id",), output=parse_output("name STRING, tier STRING"),
-                          capacity=capacity)
+    config = LookupConfig(
+        name="customers",
+        url=server.url + "/customers/{customer_id}",
+        key=("customer_id",),
+        output=parse_output("name STRING, tier STRING"),
+        capacity=capacity,
+    )
     engine = AsyncLookup(config)
     keys = [(k,) for k in range(count)]
     server.reset_counters()
@@ -58,9 +65,15 @@ def _measure(server: RemoteServer, capacity: int, count: int) -> dict:
     seconds, cpu = time.monotonic() - started, time.process_time() - cpu
     if sum(row is not None for _, row in results) != count:
         raise SystemExit(f"capacity {capacity}: some keys came back without their row")
-    return {"capacity": capacity, "rows": count, "seconds": seconds, "rows_per_s": count / seconds,
-            "max_in_flight": engine.stats.max_in_flight, "server_max": server.max_concurrent(),
-            "cpu_ms_per_row": cpu / count * 1000}
+    return {
+        "capacity": capacity,
+        "rows": count,
+        "seconds": seconds,
+        "rows_per_s": count / seconds,
+        "max_in_flight": engine.stats.max_in_flight,
+        "server_max": server.max_concurrent(),
+        "cpu_ms_per_row": cpu / count * 1000,
+    }
 
 
 class RemoteServer:
@@ -85,8 +98,7 @@ def _server_process(rows: int, latency: float):
     # spawn, not fork: the child starts from a clean interpreter, with no copy of this one's state.
     context = multiprocessing.get_context("spawn")
     control, child_end = context.Pipe()
-    child = context.Process(target=_serve, args=(rows, latency, child_end), daemon=True,
-                            name="dimension-server")
+    child = context.Process(target=_serve, args=(rows, latency, child_end), daemon=True, name="dimension-server")
     child.start()
     try:
         if not control.poll(30):
@@ -101,8 +113,7 @@ def _server_process(rows: int, latency: float):
 
 def _serve(rows: int, latency: float, control: Connection) -> None:
     """The child process: serve `rows` customers, answer the parent's commands until "stop"."""
-    table = {str(k): {"name": f"customer {k}", "tier": ("gold", "silver", "bronze")[k % 3]}
-             for k in range(rows)}
+    table = {str(k): {"name": f"customer {k}", "tier": ("gold", "silver", "bronze")[k % 3]} for k in range(rows)}
     with DimensionServer({"customers": table}, latency=latency) as server:
         control.send(server.url)
         while (command := control.recv()) != "stop":

@@ -43,8 +43,11 @@ from tests.conftest import write_changelog
 
 SHAPES = {
     "group aggregate": ("SELECT pId, SUM(income) AS total, COUNT(*) AS n FROM orders GROUP BY pId", False),
-    "deduplication": ("SELECT order_id, pId, income FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY pId "
-                      "ORDER BY income DESC) AS rn FROM orders) WHERE rn = 1", False),
+    "deduplication": (
+        "SELECT order_id, pId, income FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY pId "
+        "ORDER BY income DESC) AS rn FROM orders) WHERE rn = 1",
+        False,
+    ),
     "inner join": ("SELECT o.order_id, o.income, p.name FROM orders o JOIN products p ON o.pId = p.pId", True),
 }
 BOOKKEEPING = ("latestOffset", "getBatch", "walCommit", "commitOffsets", "queryPlanning")
@@ -59,10 +62,14 @@ def spark_durations(pipeline: Pipeline) -> list[dict]:
 
 def main() -> None:
     args = _arguments()
-    print(f"{args.events} order changes, {args.rows_per_batch} rows per micro-batch; median milliseconds "
-          f"per micro-batch, median of {args.repeats} run(s) after a warm-up run")
-    print(f"{'query':<18}{'batches':>8}{'trigger':>9}{'bookkeeping':>13}{'handler':>9}{'of it MERGE':>13}"
-          f"{'other':>7}{'trigger range':>15}")
+    print(
+        f"{args.events} order changes, {args.rows_per_batch} rows per micro-batch; median milliseconds "
+        f"per micro-batch, median of {args.repeats} run(s) after a warm-up run"
+    )
+    print(
+        f"{'query':<18}{'batches':>8}{'trigger':>9}{'bookkeeping':>13}{'handler':>9}{'of it MERGE':>13}"
+        f"{'other':>7}{'trigger range':>15}"
+    )
     staged = None
     for name, (sql, joined) in SHAPES.items():
         folder = WORK / "microbatch" / name.replace(" ", "_")
@@ -76,8 +83,10 @@ def main() -> None:
                 runs.append(_medians(spark_durations(pipeline), logged_batches(pipeline.layout.batches_log)))
             staged = staged or StagedChangelog(pipeline.layout.staged("orders"))
         _print_row(name, runs)
-    _print_row("Spark alone", [_spark_alone(spark_session(pipeline.settings.spark), staged, folder)
-                               for _ in range(1 + args.repeats)][1:])
+    _print_row(
+        "Spark alone",
+        [_spark_alone(spark_session(pipeline.settings.spark), staged, folder) for _ in range(1 + args.repeats)][1:],
+    )
 
 
 def _spark_alone(spark, staged: StagedChangelog, folder: Path) -> dict[str, float]:
@@ -86,8 +95,12 @@ def _spark_alone(spark, staged: StagedChangelog, folder: Path) -> dict[str, floa
     progress."""
     checkpoint = folder / "spark_alone"
     shutil.rmtree(checkpoint, ignore_errors=True)
-    query = (changelog_stream(spark, staged).writeStream.option("checkpointLocation", str(checkpoint))
-             .foreachBatch(lambda frame, batch_id: None).start())
+    query = (
+        changelog_stream(spark, staged)
+        .writeStream.option("checkpointLocation", str(checkpoint))
+        .foreachBatch(lambda frame, batch_id: None)
+        .start()
+    )
     query.processAllAvailable()
     query.stop()
     return _medians([dict(p.durationMs) for p in query.recentProgress if "addBatch" in p.durationMs], [])
@@ -98,9 +111,14 @@ def _medians(spark_side: list[dict], handler: list[dict]) -> dict[str, float]:
     trigger = _median(b.get("triggerExecution", 0) for b in spark_side)
     bookkeeping = _median(sum(b.get(k, 0) for k in BOOKKEEPING) for b in spark_side)
     ours = _median(1000 * e["seconds"] for e in handler)
-    return {"batches": len(handler or spark_side), "trigger": trigger, "bookkeeping": bookkeeping, "handler": ours,
-            "merge": _median(1000 * e["merge_seconds"] for e in handler),
-            "other": trigger - bookkeeping - ours}
+    return {
+        "batches": len(handler or spark_side),
+        "trigger": trigger,
+        "bookkeeping": bookkeeping,
+        "handler": ours,
+        "merge": _median(1000 * e["merge_seconds"] for e in handler),
+        "other": trigger - bookkeeping - ours,
+    }
 
 
 def _print_row(name: str, runs: list[dict[str, float]]) -> None:
@@ -108,8 +126,10 @@ def _print_row(name: str, runs: list[dict[str, float]]) -> None:
     a change must beat to show)."""
     of = {key: _median(run[key] for run in runs) for key in runs[0]}
     low, high = min(r["trigger"] for r in runs), max(r["trigger"] for r in runs)
-    print(f"{name:<18}{of['batches']:>8.0f}{of['trigger']:>9.0f}{of['bookkeeping']:>13.0f}{of['handler']:>9.0f}"
-          f"{of['merge']:>13.0f}{of['other']:>7.0f}{f'{low:.0f}-{high:.0f}':>15}")
+    print(
+        f"{name:<18}{of['batches']:>8.0f}{of['trigger']:>9.0f}{of['bookkeeping']:>13.0f}{of['handler']:>9.0f}"
+        f"{of['merge']:>13.0f}{of['other']:>7.0f}{f'{low:.0f}-{high:.0f}':>15}"
+    )
 
 
 def _median(values) -> float:
@@ -133,15 +153,25 @@ def _write_inputs(folder: Path, sql: str, joined: bool, args: argparse.Namespace
         changes.append({"op": "+U", "order_id": order, "pId": image[0], "income": image[1]})
         live[order] = image
     write_changelog(folder / "orders", "001.json", changes)
-    sources = {"orders": {"path": "orders", "format": "changelog-json", "primary_key": ["order_id"],
-                          "schema": "order_id BIGINT, pId BIGINT, income BIGINT"}}
+    sources = {
+        "orders": {
+            "path": "orders",
+            "format": "changelog-json",
+            "primary_key": ["order_id"],
+            "schema": "order_id BIGINT, pId BIGINT, income BIGINT",
+        }
+    }
     if joined:
-        write_changelog(folder / "products", "001.json",
-                        [{"op": "+I", "pId": p, "name": f"product {p}"} for p in range(1, 9)])
-        sources["products"] = {"path": "products", "format": "changelog-json", "primary_key": ["pId"],
-                               "schema": "pId BIGINT, name STRING"}
-    spec = {"name": "microbatch", "sql": sql, "sources": sources,
-            "stream": {"rows_per_batch": args.rows_per_batch}}
+        write_changelog(
+            folder / "products", "001.json", [{"op": "+I", "pId": p, "name": f"product {p}"} for p in range(1, 9)]
+        )
+        sources["products"] = {
+            "path": "products",
+            "format": "changelog-json",
+            "primary_key": ["pId"],
+            "schema": "pId BIGINT, name STRING",
+        }
+    spec = {"name": "microbatch", "sql": sql, "sources": sources, "stream": {"rows_per_batch": args.rows_per_batch}}
     path = folder / "spec.json"  # JSON is YAML
     path.write_text(json.dumps(spec, indent=1))
     return path
@@ -151,9 +181,12 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows-per-batch", type=int, default=4, help="changelog rows per micro-batch (default 4)")
     parser.add_argument("--events", type=int, default=80, help="order changes (default 80)")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="measured runs per query shape, after one warm-up run (default 3)")
-    parser.add_argument("--settings", type=Path, default=None, help="lockstep settings file (default conf/settings.yaml)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="measured runs per query shape, after one warm-up run (default 3)"
+    )
+    parser.add_argument(
+        "--settings", type=Path, default=None, help="lockstep settings file (default conf/settings.yaml)"
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats: at least one measured run")

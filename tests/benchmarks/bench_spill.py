@@ -46,15 +46,28 @@ def main() -> None:
     print(f"{'store':<10}{'exit':>6}{'seconds':>10}{'peak MiB':>10}{'state MiB on disk':>19}  error")
     for store in args.stores:
         outcome = _streamed(folder, store, settings, args)
-        print(f"{store:<10}{outcome['exit']!s:>6}{outcome['seconds']:>10.1f}{outcome['peak_mib']:>10,}"
-              f"{outcome['state_mib']:>19,}  {outcome['error'] or ''}", flush=True)
+        print(
+            f"{store:<10}{outcome['exit']!s:>6}{outcome['seconds']:>10.1f}{outcome['peak_mib']:>10,}"
+            f"{outcome['state_mib']:>19,}  {outcome['error'] or ''}",
+            flush=True,
+        )
 
 
 def _streamed(folder: Path, store: str, settings: Path, args: argparse.Namespace) -> dict:
     runs = folder / f"runs-{store}"
     shutil.rmtree(runs, ignore_errors=True)  # the stream is incremental: a rerun would read nothing
-    command = [sys.executable, "-m", "jobs.cli.main", "stream", str(_spec(folder, store, args.megabytes_per_batch)),
-               "--out", str(runs), "--settings", str(settings), "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "jobs.cli.main",
+        "stream",
+        str(_spec(folder, store, args.megabytes_per_batch)),
+        "--out",
+        str(runs),
+        "--settings",
+        str(settings),
+        "--quiet",
+    ]
     outcome = measure(command, folder / f"lockstep-{store}", dict(os.environ), args.timeout)
     outcome["state_mib"] = round(_state_bytes(runs) / 2**20)
     return outcome
@@ -66,15 +79,29 @@ def _write_inserts(path: Path, keys: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as out:
         for start in range(0, keys, 1_000_000):
-            out.write("".join(f'{{"order_id":{k},"pId":{k},"income":1,"op":"+I"}}\n'
-                              for k in range(start, min(keys, start + 1_000_000))))
+            out.write(
+                "".join(
+                    f'{{"order_id":{k},"pId":{k},"income":1,"op":"+I"}}\n'
+                    for k in range(start, min(keys, start + 1_000_000))
+                )
+            )
 
 
 def _spec(folder: Path, store: str, megabytes_per_batch: int) -> Path:
     stream = {"state_store": store, "megabytes_per_batch": megabytes_per_batch}
-    spec = {"name": "spill", "sql": SQL, "stream": stream, "sources": {"orders": {
-        "path": str(folder / "orders"), "format": "changelog-json",
-        "schema": "order_id BIGINT, pId BIGINT, income BIGINT", "primary_key": ["order_id"]}}}
+    spec = {
+        "name": "spill",
+        "sql": SQL,
+        "stream": stream,
+        "sources": {
+            "orders": {
+                "path": str(folder / "orders"),
+                "format": "changelog-json",
+                "schema": "order_id BIGINT, pId BIGINT, income BIGINT",
+                "primary_key": ["order_id"],
+            }
+        },
+    }
     path = folder / f"spec-{store}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -91,11 +118,19 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=5_000_000, help="orders, one per pId (default 5,000,000)")
     parser.add_argument("--driver-memory", default="1g", help="the driver JVM's heap for both runs (default 1g)")
-    parser.add_argument("--stores", type=lambda text: text.split(","), default=list(get_args(StateStore)),
-                        help="state stores to run, in order (default: lockstep,memory,rocksdb)")
-    parser.add_argument("--megabytes-per-batch", type=int, default=256,
-                        help="stream.megabytes_per_batch: smaller makes more micro-batches, so more folds "
-                             "of lockstep's state (default 256, the spec's default)")
+    parser.add_argument(
+        "--stores",
+        type=lambda text: text.split(","),
+        default=list(get_args(StateStore)),
+        help="state stores to run, in order (default: lockstep,memory,rocksdb)",
+    )
+    parser.add_argument(
+        "--megabytes-per-batch",
+        type=int,
+        default=256,
+        help="stream.megabytes_per_batch: smaller makes more micro-batches, so more folds "
+        "of lockstep's state (default 256, the spec's default)",
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a run may take (default 1800)")
     return parser.parse_args()
 

@@ -54,12 +54,17 @@ def main() -> None:
         raise SystemExit("the columnar check and the row-by-row check disagree on the live rows")
     staged_s, staged_mib = _staged_in_a_process(folder)
     print(f"{'step':<34}{'seconds':>9}{'rows/s':>14}")
-    for step, seconds in [("parse (Arrow JSON, Debezium)", parse_s), ("protocol check, columnar", columnar_s),
-                          ("protocol check, row by row", row_by_row_s),
-                          ("stage_source: all of it, written", staged_s)]:
+    for step, seconds in [
+        ("parse (Arrow JSON, Debezium)", parse_s),
+        ("protocol check, columnar", columnar_s),
+        ("protocol check, row by row", row_by_row_s),
+        ("stage_source: all of it, written", staged_s),
+    ]:
         print(f"{step:<34}{seconds:>9.2f}{rows / seconds:>14,.0f}")
-    print(f"live keys after the file: {len(columnar):,}; columnar check {row_by_row_s / columnar_s:.0f}x "
-          f"faster than row by row")
+    print(
+        f"live keys after the file: {len(columnar):,}; columnar check {row_by_row_s / columnar_s:.0f}x "
+        f"faster than row by row"
+    )
     print(f"stage_source's process: peak resident memory {staged_mib:,} MiB (imports included)")
 
 
@@ -82,8 +87,9 @@ def _stage_whole_source(folder: Path) -> float:
     spec = SourceSpec(path=folder, format="debezium-json", schema=SOURCES["orders"].schema, primary_key=list(KEY))
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        _, commit = stage_source("orders", spec, Path(out) / "orders", Path(out) / "quarantine",
-                                 batch_size=StreamSpec())
+        _, commit = stage_source(
+            "orders", spec, Path(out) / "orders", Path(out) / "quarantine", batch_size=StreamSpec()
+        )
         commit()
         return time.perf_counter() - start
 
@@ -96,8 +102,12 @@ def _timed(step):
 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=1_200_000,
-                        help="logical events in the orders changelog (default 1,200,000: 1.5 M rows)")
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=1_200_000,
+        help="logical events in the orders changelog (default 1,200,000: 1.5 M rows)",
+    )
     parser.add_argument("--stage-only", type=Path, metavar="FOLDER", help=argparse.SUPPRESS)
     return parser.parse_args()
 

@@ -34,7 +34,6 @@ from pathlib import Path
 # its description of Flink's errors. The JVM's log goes to FLINK_LOG_DIR (the race sets it).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "differential" / "oracle"))
 from flink_runner import describe, final_rows  # noqa: E402
-
 from pyflink.table import EnvironmentSettings, TableEnvironment  # noqa: E402
 
 SINK = "race_sink"
@@ -48,8 +47,7 @@ def source_ddl(table: dict) -> str:
         parts.append(f"WATERMARK FOR `{column}` AS `{column}` - {table['watermark_delay']}")
     if table.get("primary_key"):
         parts.append(f"PRIMARY KEY ({', '.join(f'`{c}`' for c in table['primary_key'])}) NOT ENFORCED")
-    options = {"connector": "filesystem", "path": table["path"], "format": table["format"],
-               **table.get("options", {})}
+    options = {"connector": "filesystem", "path": table["path"], "format": table["format"], **table.get("options", {})}
     return f"CREATE TABLE `{table['name']}` ({', '.join(parts)}) WITH ({_with(options)})"
 
 

@@ -59,10 +59,10 @@ from deltalake import DeltaTable
 
 from jobs.changelog.generate import TIMED_SCHEMA, generate_changelog
 from jobs.spec.load import load_settings
-from tests.differential.compare import column_difference, row_difference
 from tests.benchmarks.bench_stream import DEDUP_SQL, GROUP_SQL, JOIN_SQL, LEFT_JOIN_SQL, WINDOW_SQL
 from tests.benchmarks.memory import SAMPLE_SECONDS, tree_memory
 from tests.benchmarks.workloads import ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, generate_order_events, generate_products
+from tests.differential.compare import column_difference, row_difference
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "state" / "race"
@@ -72,14 +72,19 @@ DEFAULT_SIZES = [60_000, 180_000]
 SMALL_SIZES = [20_000, 60_000]
 RUN_TIMEOUT = 1800  # seconds an engine may take for one run before the race gives up on it
 
-FLINK_WINDOW_SQL = ("SELECT pId, window_start AS `minute`, SUM(income) AS total, COUNT(*) AS orders FROM TABLE("
-                    "TUMBLE(TABLE orders, DESCRIPTOR(order_time), INTERVAL '1' MINUTE)) "
-                    "GROUP BY pId, window_start, window_end")
-JOIN_AGGREGATE_SQL = ("SELECT p.name, SUM(o.income) AS total, COUNT(*) AS n FROM orders o JOIN products p "
-                      "ON o.pId = p.pId GROUP BY p.name")
+FLINK_WINDOW_SQL = (
+    "SELECT pId, window_start AS `minute`, SUM(income) AS total, COUNT(*) AS orders FROM TABLE("
+    "TUMBLE(TABLE orders, DESCRIPTOR(order_time), INTERVAL '1' MINUTE)) "
+    "GROUP BY pId, window_start, window_end"
+)
+JOIN_AGGREGATE_SQL = (
+    "SELECT p.name, SUM(o.income) AS total, COUNT(*) AS n FROM orders o JOIN products p "
+    "ON o.pId = p.pId GROUP BY p.name"
+)
 
 
 # -- the query classes --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class QueryClass:
@@ -94,14 +99,17 @@ class QueryClass:
         return "products" in self.sources
 
 
-CLASSES = {c.name: c for c in [
-    QueryClass("group_aggregate", GROUP_SQL, GROUP_SQL, ("orders",)),
-    QueryClass("window", WINDOW_SQL, FLINK_WINDOW_SQL, ("orders",), windowed=True),
-    QueryClass("dedup_then_aggregate", DEDUP_SQL, DEDUP_SQL, ("events",)),
-    QueryClass("inner_join", JOIN_SQL, JOIN_SQL, ("orders", "products")),
-    QueryClass("left_join", LEFT_JOIN_SQL, LEFT_JOIN_SQL, ("orders", "products")),
-    QueryClass("join_then_aggregate", JOIN_AGGREGATE_SQL, JOIN_AGGREGATE_SQL, ("orders", "products")),
-]}
+CLASSES = {
+    c.name: c
+    for c in [
+        QueryClass("group_aggregate", GROUP_SQL, GROUP_SQL, ("orders",)),
+        QueryClass("window", WINDOW_SQL, FLINK_WINDOW_SQL, ("orders",), windowed=True),
+        QueryClass("dedup_then_aggregate", DEDUP_SQL, DEDUP_SQL, ("events",)),
+        QueryClass("inner_join", JOIN_SQL, JOIN_SQL, ("orders", "products")),
+        QueryClass("left_join", LEFT_JOIN_SQL, LEFT_JOIN_SQL, ("orders", "products")),
+        QueryClass("join_then_aggregate", JOIN_AGGREGATE_SQL, JOIN_AGGREGATE_SQL, ("orders", "products")),
+    ]
+}
 
 
 @dataclass(frozen=True)
@@ -117,23 +125,25 @@ class Source:
 SOURCES = {
     # The generator writes order_time as "2026-11-21 00:00:15.656520": Flink's SQL timestamp
     # format (its ISO-8601 one wants a 'T'); lockstep's Arrow reader takes it as it is.
-    "orders": Source(TIMED_SCHEMA, (("order_id", "BIGINT"), ("pId", "BIGINT"), ("income", "BIGINT"),
-                                    ("order_time", "TIMESTAMP(3)")),
-                     "debezium-json", (("debezium-json.timestamp-format.standard", "SQL"),)),
+    "orders": Source(
+        TIMED_SCHEMA,
+        (("order_id", "BIGINT"), ("pId", "BIGINT"), ("income", "BIGINT"), ("order_time", "TIMESTAMP(3)")),
+        "debezium-json",
+        (("debezium-json.timestamp-format.standard", "SQL"),),
+    ),
     "products": Source(PRODUCTS_SCHEMA, (("pId", "BIGINT"), ("name", "STRING")), "debezium-json"),
-    "events": Source(ORDER_EVENTS_SCHEMA, (("order_id", "BIGINT"), ("company", "STRING"), ("seq", "BIGINT")),
-                     "json"),
+    "events": Source(ORDER_EVENTS_SCHEMA, (("order_id", "BIGINT"), ("company", "STRING"), ("seq", "BIGINT")), "json"),
 }
 
 
 def primary_key(query: QueryClass, source: str) -> list[str]:
     """Orders keyed by (order_id, pId) in joins: a side's key must contain its join key for the
     join's output to keep an upsert key (bench_stream.py); the events are append-only, no key."""
-    return {"orders": ["order_id", "pId"] if query.joins else ["order_id"], "products": ["pId"],
-            "events": []}[source]
+    return {"orders": ["order_id", "pId"] if query.joins else ["order_id"], "products": ["pId"], "events": []}[source]
 
 
 # -- inputs: generated once per source and size, the files both engines read ---------------------
+
 
 def write_inputs(folder: Path, query: QueryClass, size: int) -> int:
     """Write the class's source files into `folder` unless they are there; return changelog rows."""
@@ -163,8 +173,12 @@ def source_lines(source: str, size: int) -> tuple[list[str], int]:
             generate_products(Path(raw), events=max(size // 2, 1), keys=keys)
         else:
             generate_order_events(Path(raw), events=size, orders=max(size // 4, 1))
-        rows = [json.loads(line) for part in sorted(Path(raw).glob("part-*.json"))
-                for line in part.read_text().splitlines() if line]
+        rows = [
+            json.loads(line)
+            for part in sorted(Path(raw).glob("part-*.json"))
+            for line in part.read_text().splitlines()
+            if line
+        ]
     if SOURCES[source].format == "json":
         return [json.dumps(row, separators=(",", ":")) for row in rows], len(rows)
     return debezium_lines(rows), len(rows)
@@ -190,14 +204,20 @@ def debezium_lines(changes: list[dict]) -> list[str]:
 
 # -- the two engines' descriptions of the same query --------------------------------------------
 
+
 def flink_job(folder: Path, query: QueryClass) -> Path:
     """The job file flink_race.py reads: source tables, the Flink SQL, parallelism 2."""
     tables = []
     for name in query.sources:
         source = SOURCES[name]
-        table = {"name": name, "path": str(folder / name), "format": source.format,
-                 "columns": [list(c) for c in source.flink_columns], "primary_key": primary_key(query, name),
-                 "options": dict(source.flink_options)}
+        table = {
+            "name": name,
+            "path": str(folder / name),
+            "format": source.format,
+            "columns": [list(c) for c in source.flink_columns],
+            "primary_key": primary_key(query, name),
+            "options": dict(source.flink_options),
+        }
         if query.windowed:
             table.update(event_time="order_time", watermark_delay="INTERVAL '1' DAY")
         tables.append(table)
@@ -226,8 +246,10 @@ def lockstep_spec(folder: Path, query: QueryClass, rows_per_batch: int | None) -
 
 # -- one row of the race -------------------------------------------------------------------------
 
-def race_one(query: QueryClass, size: int, work: Path = WORK, rows_per_batch: int | None = None,
-             check: bool = True) -> dict:
+
+def race_one(
+    query: QueryClass, size: int, work: Path = WORK, rows_per_batch: int | None = None, check: bool = True
+) -> dict:
     """Both engines over the same files of one class and size: the row of the table; with
     `check`, then lockstep's sink against Flink's final rows (untimed)."""
     folder = work / f"{query.name}-{size}"
@@ -236,8 +258,9 @@ def race_one(query: QueryClass, size: int, work: Path = WORK, rows_per_batch: in
     row["flink"] = _announced(query, rows, "flink", lambda: run_flink(folder, query))
     row["lockstep"] = _announced(query, rows, "lockstep", lambda: run_lockstep(folder, query, rows_per_batch))
     row["stages"] = micro_batches(folder / "runs" / f"race_{query.name}")
-    row["lockstep"]["first_batch_seconds"] = first_batch_seconds(folder / "runs" / f"race_{query.name}",
-                                                                 row["lockstep"])
+    row["lockstep"]["first_batch_seconds"] = first_batch_seconds(
+        folder / "runs" / f"race_{query.name}", row["lockstep"]
+    )
     read = row["stages"][0]["rows"] if row["stages"] else 0
     if row["lockstep"]["exit"] == 0 and read != rows:
         row["lockstep"]["note"] = f"read {read:,} of {rows:,} changelog rows"
@@ -248,7 +271,7 @@ def race_one(query: QueryClass, size: int, work: Path = WORK, rows_per_batch: in
 
 
 def check_results(folder: Path, query: QueryClass) -> str:
-    """"equal" when lockstep's sink holds Flink's final rows as a multiset (floating values within
+    """ "equal" when lockstep's sink holds Flink's final rows as a multiset (floating values within
     the differential tests' tolerance), else what differs: a fast wrong answer is no answer. Flink
     runs the query again, untimed, collecting its result instead of discarding it."""
     answer_path = folder / "flink-results.json"
@@ -256,8 +279,13 @@ def check_results(folder: Path, query: QueryClass) -> str:
     job_path = folder / "flink-results-job.json"
     job_path.write_text(json.dumps({**job, "results_to": str(answer_path)}, indent=1))
     answer_path.unlink(missing_ok=True)
-    done = subprocess.run([str(FLINK_PYTHON), str(FLINK_SIDE), str(job_path)], env=flink_env(folder),
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    done = subprocess.run(
+        [str(FLINK_PYTHON), str(FLINK_SIDE), str(job_path)],
+        env=flink_env(folder),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
     if done.returncode != 0 or not answer_path.exists():
         return f"not checked: Flink's collecting run failed: {done.stdout.strip()[-300:] or done.stderr[-300:]}"
     answer = json.loads(answer_path.read_text())
@@ -271,18 +299,26 @@ def check_results(folder: Path, query: QueryClass) -> str:
 def _announced(query: QueryClass, rows: int, engine: str, run) -> dict:
     print(f"race: {query.name} {rows:,} rows: {engine} ...", flush=True)
     result = run()
-    outcome = (f"{result['seconds']:.1f} s, peak {result['peak_mib']:,} MiB" if result["exit"] == 0
-               else f"FAILED (exit {result['exit']}): {result['error']}")
+    outcome = (
+        f"{result['seconds']:.1f} s, peak {result['peak_mib']:,} MiB"
+        if result["exit"] == 0
+        else f"FAILED (exit {result['exit']}): {result['error']}"
+    )
     print(f"race: {query.name} {rows:,} rows: {engine} {outcome}", flush=True)
     return result
 
 
 def run_flink(folder: Path, query: QueryClass) -> dict:
     if not FLINK_PYTHON.exists():
-        return {"exit": None, "seconds": 0.0, "peak_mib": 0,
-                "error": f"{FLINK_PYTHON} is missing: `make setup` creates the Flink environment"}
-    result = measure([str(FLINK_PYTHON), str(FLINK_SIDE), str(flink_job(folder, query))], folder / "flink",
-                     flink_env(folder))
+        return {
+            "exit": None,
+            "seconds": 0.0,
+            "peak_mib": 0,
+            "error": f"{FLINK_PYTHON} is missing: `make setup` creates the Flink environment",
+        }
+    result = measure(
+        [str(FLINK_PYTHON), str(FLINK_SIDE), str(flink_job(folder, query))], folder / "flink", flink_env(folder)
+    )
     reported = _last_json(folder / "flink.out")
     if reported.get("error"):
         result["error"] = reported["error"]
@@ -306,8 +342,15 @@ def flink_jvm_args() -> str:
 def run_lockstep(folder: Path, query: QueryClass, rows_per_batch: int | None) -> dict:
     runs = folder / "runs"
     shutil.rmtree(runs, ignore_errors=True)  # the stream is incremental: a rerun would read nothing
-    command = [sys.executable, "-m", "jobs.cli.main", "stream", str(lockstep_spec(folder, query, rows_per_batch)),
-               "--out", str(runs)]
+    command = [
+        sys.executable,
+        "-m",
+        "jobs.cli.main",
+        "stream",
+        str(lockstep_spec(folder, query, rows_per_batch)),
+        "--out",
+        str(runs),
+    ]
     return measure(command, folder / "lockstep", dict(os.environ))
 
 
@@ -319,6 +362,7 @@ def _last_json(path: Path) -> dict:
 
 
 # -- measuring a process from outside -----------------------------------------------------------
+
 
 def measure(command: list[str], logs: Path, env: dict, timeout: float = RUN_TIMEOUT) -> dict:
     """Run one engine to its end (killed after `timeout` seconds): exit code, wall seconds, peak
@@ -333,8 +377,13 @@ def measure(command: list[str], logs: Path, env: dict, timeout: float = RUN_TIME
         seconds = time.monotonic() - started
     peak_bytes = peak.stop()
     error = None if code == 0 else _last_line(Path(f"{logs}.err")) or f"exit {code}"
-    return {"exit": code, "seconds": round(seconds, 2), "peak_mib": round(peak_bytes / 2**20), "error": error,
-            "started_at": started_at}
+    return {
+        "exit": code,
+        "seconds": round(seconds, 2),
+        "peak_mib": round(peak_bytes / 2**20),
+        "error": error,
+        "started_at": started_at,
+    }
 
 
 def _wait(process: subprocess.Popen, timeout: float) -> int:
@@ -375,6 +424,7 @@ class PeakTreeMemory(threading.Thread):
 
 # -- lockstep's micro-batches -------------------------------------------------------------------
 
+
 def micro_batches(run: Path) -> list[dict]:
     """Per stage, in the order they ran (intermediate stages first, the sink's stage last): its
     micro-batches, the rows they read, and the mean seconds of the first and the last tenth."""
@@ -403,9 +453,13 @@ def _stage_figures(name: str, log: Path) -> dict:
     entries = logged_batches(log)
     seconds = [e["seconds"] for e in entries]
     tenth = max(1, len(seconds) // 10)
-    return {"stage": name, "count": len(entries), "rows": sum(e["rows"] for e in entries),
-            "first_tenth_seconds": round(_mean(seconds[:tenth]), 3),
-            "last_tenth_seconds": round(_mean(seconds[-tenth:]), 3)}
+    return {
+        "stage": name,
+        "count": len(entries),
+        "rows": sum(e["rows"] for e in entries),
+        "first_tenth_seconds": round(_mean(seconds[:tenth]), 3),
+        "last_tenth_seconds": round(_mean(seconds[-tenth:]), 3),
+    }
 
 
 def _mean(values: list[float]) -> float:
@@ -413,6 +467,7 @@ def _mean(values: list[float]) -> float:
 
 
 # -- figures across sizes -----------------------------------------------------------------------
+
 
 def marginal(small: dict, large: dict, engine: str) -> float | None:
     """Extra rows over extra seconds from the smaller size to the larger: the rate with the
@@ -432,10 +487,19 @@ def marginal_rates(results: list[dict]) -> list[dict]:
         if len(rows) < 2:
             continue
         flink, mine = marginal(rows[0], rows[-1], "flink"), marginal(rows[0], rows[-1], "lockstep")
-        rates.append({"class": name, "flink_rows_per_second": flink, "lockstep_rows_per_second": mine,
-                      "lockstep_over_flink": flink / mine if flink and mine else None,
-                      "why_missing": {e: _why_no_marginal(rows[0], rows[-1], e) for e in ("flink", "lockstep")
-                                      if marginal(rows[0], rows[-1], e) is None}})
+        rates.append(
+            {
+                "class": name,
+                "flink_rows_per_second": flink,
+                "lockstep_rows_per_second": mine,
+                "lockstep_over_flink": flink / mine if flink and mine else None,
+                "why_missing": {
+                    e: _why_no_marginal(rows[0], rows[-1], e)
+                    for e in ("flink", "lockstep")
+                    if marginal(rows[0], rows[-1], e) is None
+                },
+            }
+        )
     return rates
 
 
@@ -447,18 +511,26 @@ def _why_no_marginal(small: dict, large: dict, engine: str) -> str:
 
 # -- the report ---------------------------------------------------------------------------------
 
+
 def machine() -> dict:
-    return {"date": date.today().isoformat(), "host": platform.node(), "cpu": _cpu_model(),
-            "cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-            "flink": _flink_version(), "flink_jvm_args": flink_jvm_args(),
-            "spark_master": load_settings().spark.master}
+    return {
+        "date": date.today().isoformat(),
+        "host": platform.node(),
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "flink": _flink_version(),
+        "flink_jvm_args": flink_jvm_args(),
+        "spark_master": load_settings().spark.master,
+    }
 
 
 def _cpu_model() -> str:
     cpuinfo = Path("/proc/cpuinfo")
     lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
-                platform.processor() or "?")
+    return next(
+        (line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.processor() or "?"
+    )
 
 
 def _flink_version() -> str:
@@ -467,45 +539,68 @@ def _flink_version() -> str:
 
 
 def print_header(info: dict) -> None:
-    print(f"race on {info['date']}: {info['host']}, {info['cores']} cores ({info['cpu']}), "
-          f"{info['memory_gib']:g} GiB memory", flush=True)
-    print(f"Flink {info['flink']} (PyFlink, streaming, parallelism 2, {info['flink_jvm_args']}, blackhole sink) "
-          f"against lockstep stream (Spark {info['spark_master']}, Delta sink), whole processes timed", flush=True)
+    print(
+        f"race on {info['date']}: {info['host']}, {info['cores']} cores ({info['cpu']}), "
+        f"{info['memory_gib']:g} GiB memory",
+        flush=True,
+    )
+    print(
+        f"Flink {info['flink']} (PyFlink, streaming, parallelism 2, {info['flink_jvm_args']}, blackhole sink) "
+        f"against lockstep stream (Spark {info['spark_master']}, Delta sink), whole processes timed",
+        flush=True,
+    )
 
 
 def print_table(results: list[dict], rates: list[dict]) -> None:
-    print("\n| class | changelog rows | Flink s | lockstep s | Flink rows/s | lockstep rows/s | lockstep / Flink "
-          "| peak MiB Flink | peak MiB lockstep | micro-batches | micro-batch s, first / last tenth "
-          "| lockstep's first micro-batch done, s from the command | lockstep's sink = Flink's result |")
+    print(
+        "\n| class | changelog rows | Flink s | lockstep s | Flink rows/s | lockstep rows/s | lockstep / Flink "
+        "| peak MiB Flink | peak MiB lockstep | micro-batches | micro-batch s, first / last tenth "
+        "| lockstep's first micro-batch done, s from the command | lockstep's sink = Flink's result |"
+    )
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
     for r in results:
         f, s = r["flink"], r["lockstep"]
-        print(f"| {r['class']} | {r['rows']:,} | {_seconds(f)} | {_seconds(s)} | {_rate(r, f)} | {_rate(r, s)} | "
-              f"{_ratio(f, s)} | {_mib(f)} | {_mib(s)} | {_batch_counts(r)} | {_batch_seconds(r)} | "
-              f"{_first_batch(s)} | {_results(r)} |")
+        print(
+            f"| {r['class']} | {r['rows']:,} | {_seconds(f)} | {_seconds(s)} | {_rate(r, f)} | {_rate(r, s)} | "
+            f"{_ratio(f, s)} | {_mib(f)} | {_mib(s)} | {_batch_counts(r)} | {_batch_seconds(r)} | "
+            f"{_first_batch(s)} | {_results(r)} |"
+        )
     if rates:
         print("\n| class | marginal rows/s Flink | marginal rows/s lockstep | lockstep / Flink per extra row |")
         print("|---|--:|--:|--:|")
         for m in rates:
             ratio = f"{m['lockstep_over_flink']:.1f}x" if m["lockstep_over_flink"] else "-"
-            print(f"| {m['class']} | {_number(m['flink_rows_per_second'])} | "
-                  f"{_number(m['lockstep_rows_per_second'])} | {ratio} |")
+            print(
+                f"| {m['class']} | {_number(m['flink_rows_per_second'])} | "
+                f"{_number(m['lockstep_rows_per_second'])} | {ratio} |"
+            )
     _print_notes(results, rates)
 
 
 def _print_notes(results: list[dict], rates: list[dict]) -> None:
     """What the table cannot say in a cell: why a run failed or a rate is missing, a lockstep run
     that read fewer rows than were written, and how multi-stage cells read."""
-    notes = [f"- {r['class']} {r['rows']:,} rows, {engine}: {r[engine].get('error') or r[engine].get('note')}"
-             for r in results for engine in ("flink", "lockstep")
-             if r[engine]["exit"] != 0 or r[engine].get("note")]
-    notes += [f"- {m['class']}, no marginal rate for {engine}: {why}"
-              for m in rates for engine, why in m["why_missing"].items()]
-    notes += [f"- {r['class']} {r['rows']:,} rows, results: {r['results']}"
-              for r in results if r.get("results", "equal") != "equal"]
+    notes = [
+        f"- {r['class']} {r['rows']:,} rows, {engine}: {r[engine].get('error') or r[engine].get('note')}"
+        for r in results
+        for engine in ("flink", "lockstep")
+        if r[engine]["exit"] != 0 or r[engine].get("note")
+    ]
+    notes += [
+        f"- {m['class']}, no marginal rate for {engine}: {why}"
+        for m in rates
+        for engine, why in m["why_missing"].items()
+    ]
+    notes += [
+        f"- {r['class']} {r['rows']:,} rows, results: {r['results']}"
+        for r in results
+        if r.get("results", "equal") != "equal"
+    ]
     if any(len(r["stages"]) > 1 for r in results):
-        notes.append("- multi-stage queries: micro-batches and their seconds per stage, in the order "
-                     "the stages ran (stage 1 + stage 2)")
+        notes.append(
+            "- multi-stage queries: micro-batches and their seconds per stage, in the order "
+            "the stages ran (stage 1 + stage 2)"
+        )
     if notes:
         print("\n" + "\n".join(notes))
 
@@ -551,16 +646,25 @@ def _number(value: float | None) -> str:
 
 # -- the command --------------------------------------------------------------------------------
 
+
 def main() -> None:
     args = _arguments()
     info = machine()
     print_header(info)
-    results = [race_one(CLASSES[name], size, rows_per_batch=args.rows_per_batch, check=args.check)
-               for name in args.classes for size in args.sizes]
+    results = [
+        race_one(CLASSES[name], size, rows_per_batch=args.rows_per_batch, check=args.check)
+        for name in args.classes
+        for size in args.sizes
+    ]
     rates = marginal_rates(results)
     WORK.mkdir(parents=True, exist_ok=True)
-    report = {"machine": info, "sizes": args.sizes, "rows_per_batch": args.rows_per_batch,
-              "results": results, "marginal": rates}
+    report = {
+        "machine": info,
+        "sizes": args.sizes,
+        "rows_per_batch": args.rows_per_batch,
+        "results": results,
+        "marginal": rates,
+    }
     (WORK / "race.json").write_text(json.dumps(report, indent=1))
     print_table(results, rates)
     print(f"\nfigures: {WORK / 'race.json'}")
@@ -571,17 +675,38 @@ def main() -> None:
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sizes = parser.add_mutually_exclusive_group()
-    sizes.add_argument("--sizes", type=_numbers, default=DEFAULT_SIZES,
-                       help=f"logical events per source, comma-separated (default: {_listed(DEFAULT_SIZES)})")
-    sizes.add_argument("--small", action="store_const", dest="sizes", const=SMALL_SIZES,
-                       help=f"sizes {_listed(SMALL_SIZES)}: a quick look")
-    parser.add_argument("--classes", type=_classes, default=list(CLASSES),
-                        help=f"query classes, comma-separated (default: all: {','.join(CLASSES)})")
-    parser.add_argument("--rows-per-batch", type=int, default=None,
-                        help="set lockstep's stream.rows_per_batch (default: unset, lockstep's own sizing)")
-    parser.add_argument("--no-check", dest="check", action="store_false",
-                        help="skip the untimed check of lockstep's sink against Flink's final rows "
-                             "(a second Flink run per class and size)")
+    sizes.add_argument(
+        "--sizes",
+        type=_numbers,
+        default=DEFAULT_SIZES,
+        help=f"logical events per source, comma-separated (default: {_listed(DEFAULT_SIZES)})",
+    )
+    sizes.add_argument(
+        "--small",
+        action="store_const",
+        dest="sizes",
+        const=SMALL_SIZES,
+        help=f"sizes {_listed(SMALL_SIZES)}: a quick look",
+    )
+    parser.add_argument(
+        "--classes",
+        type=_classes,
+        default=list(CLASSES),
+        help=f"query classes, comma-separated (default: all: {','.join(CLASSES)})",
+    )
+    parser.add_argument(
+        "--rows-per-batch",
+        type=int,
+        default=None,
+        help="set lockstep's stream.rows_per_batch (default: unset, lockstep's own sizing)",
+    )
+    parser.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_false",
+        help="skip the untimed check of lockstep's sink against Flink's final rows "
+        "(a second Flink run per class and size)",
+    )
     return parser.parse_args()
 
 

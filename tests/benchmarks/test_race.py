@@ -16,8 +16,9 @@ from tests.benchmarks.race import CLASSES, FLINK_PYTHON, check_results, marginal
 
 SIZES = (1_000, 3_000)  # logical events: start-up is most of the time at these sizes
 
-pytestmark = pytest.mark.skipif(not FLINK_PYTHON.exists(),
-                                reason=f"{FLINK_PYTHON} is missing: `make setup` creates the Flink environment")
+pytestmark = pytest.mark.skipif(
+    not FLINK_PYTHON.exists(), reason=f"{FLINK_PYTHON} is missing: `make setup` creates the Flink environment"
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +68,10 @@ def test_a_sink_that_lost_a_group_is_reported_against_flinks_result(raced):
     DeltaTable(str(sink)).delete(f"pId = {lost['pId']}")
     found = check_results(folder, CLASSES["group_aggregate"])
     groups = len(_aggregate(folder / "orders"))
-    assert found.startswith(f"{groups - 1} vs {groups} rows; 1 row(s) only in the reference, e.g. "
-                            f"({lost['pId']}, {lost['total']}, {lost['orders']})")
+    assert found.startswith(
+        f"{groups - 1} vs {groups} rows; 1 row(s) only in the reference, e.g. "
+        f"({lost['pId']}, {lost['total']}, {lost['orders']})"
+    )
 
 
 def test_the_marginal_rate_is_extra_rows_over_extra_seconds(raced):

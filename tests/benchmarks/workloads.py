@@ -22,21 +22,28 @@ ORDER_EVENTS_SCHEMA = "order_id BIGINT, company STRING, seq BIGINT"
 COMPANIES = [f"company_{n:02d}" for n in range(20)]
 
 
-def generate_products(folder: Path, *, events: int = 200_000, keys: int = 20_000,
-                      delete_share: float = 0.2, files: int = 10, seed: int = 11) -> int:
+def generate_products(
+    folder: Path,
+    *,
+    events: int = 200_000,
+    keys: int = 20_000,
+    delete_share: float = 0.2,
+    files: int = 10,
+    seed: int = 11,
+) -> int:
     """Write the products changelog into `folder` (replacing its parts); return the row count."""
     changes = _product_changes(events, keys, delete_share, random.Random(seed))
     return write_parts(folder, list(changes), files)
 
 
-def generate_order_events(folder: Path, *, events: int = 200_000, orders: int = 50_000,
-                          files: int = 10, seed: int = 13) -> int:
+def generate_order_events(
+    folder: Path, *, events: int = 200_000, orders: int = 50_000, files: int = 10, seed: int = 13
+) -> int:
     """Write the order events into `folder` (replacing its parts); return the row count."""
     rng = random.Random(seed)
     ids = list(range(orders)) + [rng.randrange(orders) for _ in range(events - orders)]
     rng.shuffle(ids)
-    rows = [{"order_id": order_id, "company": rng.choice(COMPANIES), "seq": seq}
-            for seq, order_id in enumerate(ids)]
+    rows = [{"order_id": order_id, "company": rng.choice(COMPANIES), "seq": seq} for seq, order_id in enumerate(ids)]
     return write_parts(folder, rows, files)
 
 
@@ -54,4 +61,3 @@ def _product_changes(events: int, keys: int, delete_share: float, rng: random.Ra
             yield {"pId": key, "name": live[key], "op": "-U"}
             live[key] = name
             yield {"pId": key, "name": name, "op": "+U"}
-

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import math
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobs.changelog.formats import parse_file
 from jobs.changelog.schema import parse_schema
@@ -19,19 +20,23 @@ COLUMNS = [c.name for c in SCHEMA.columns]
 
 
 def _valid(draw) -> dict:
-    return {"order_id": draw(st.integers(-2**40, 2**40)), "pId": draw(st.one_of(st.none(), st.integers(0, 9))),
-            "income": draw(st.one_of(st.none(), st.floats(-1e9, 1e9, allow_nan=False))),
-            "note": draw(st.one_of(st.none(), st.text(max_size=12))), "op": draw(st.sampled_from(["+I", "-U", "+U", "-D"]))}
+    return {
+        "order_id": draw(st.integers(-(2**40), 2**40)),
+        "pId": draw(st.one_of(st.none(), st.integers(0, 9))),
+        "income": draw(st.one_of(st.none(), st.floats(-1e9, 1e9, allow_nan=False))),
+        "note": draw(st.one_of(st.none(), st.text(max_size=12))),
+        "op": draw(st.sampled_from(["+I", "-U", "+U", "-D"])),
+    }
 
 
 def _mutate(draw, line: bytes, row: dict) -> bytes:
     kind = draw(st.sampled_from(["none", "flip", "drop", "rename", "remove", "retype", "glue", "utf8", "truncate"]))
     if kind == "flip" and line:
         at = draw(st.integers(0, len(line) - 1))
-        return line[:at] + bytes([draw(st.integers(32, 126))]) + line[at + 1:]
+        return line[:at] + bytes([draw(st.integers(32, 126))]) + line[at + 1 :]
     if kind == "drop" and line:
         at = draw(st.integers(0, len(line) - 1))
-        return line[:at] + line[at + 1:]
+        return line[:at] + line[at + 1 :]
     if kind in ("rename", "remove", "retype"):
         field = draw(st.sampled_from(COLUMNS + ["op"]))
         changed = dict(row)
@@ -46,7 +51,7 @@ def _mutate(draw, line: bytes, row: dict) -> bytes:
     if kind == "utf8":
         return line[:-1] + b"\xc3\x28" + line[-1:]
     if kind == "truncate" and len(line) > 1:
-        return line[:draw(st.integers(1, len(line) - 1))]
+        return line[: draw(st.integers(1, len(line) - 1))]
     return line
 
 

@@ -46,13 +46,20 @@ stream:
 """
 
 
-WINDOWS = ("SELECT pId, SUM(income) AS total, window.start AS window_start, window.end AS window_end "
-           "FROM orders GROUP BY pId, window(row_time, '1 minute')")
-TIMED = {"schema": "order_id BIGINT, pId BIGINT, income BIGINT, row_time TIMESTAMP", "event_time": "row_time",
-         "watermark": "5 seconds"}
+WINDOWS = (
+    "SELECT pId, SUM(income) AS total, window.start AS window_start, window.end AS window_end "
+    "FROM orders GROUP BY pId, window(row_time, '1 minute')"
+)
+TIMED = {
+    "schema": "order_id BIGINT, pId BIGINT, income BIGINT, row_time TIMESTAMP",
+    "event_time": "row_time",
+    "watermark": "5 seconds",
+}
 # Each query's tables, under the run folder, compared after the kills.
-TABLES = {"dedup_then_distinct": ("q/stream", "q/stages/stage1_dedup/stream"),
-          "windows": ("q/stream", "q/_state/pending")}
+TABLES = {
+    "dedup_then_distinct": ("q/stream", "q/stages/stage1_dedup/stream"),
+    "windows": ("q/stream", "q/_state/pending"),
+}
 
 
 def _spec(folder: Path, rows: int = 40) -> Path:
@@ -71,8 +78,12 @@ def _windows_spec(folder: Path, rows: int = 40) -> Path:
     while len(changes) < rows:
         moment += timedelta(seconds=rng.randint(3, 20))
         order = rng.randint(1, 8)
-        new = {"order_id": order, "pId": rng.randint(1, 3), "income": rng.randint(1, 20),
-               "row_time": moment.strftime("%Y-%m-%d %H:%M:%S")}
+        new = {
+            "order_id": order,
+            "pId": rng.randint(1, 3),
+            "income": rng.randint(1, 20),
+            "row_time": moment.strftime("%Y-%m-%d %H:%M:%S"),
+        }
         if order not in live:
             changes.append({**new, "op": "+I"})
             live[order] = new
@@ -89,8 +100,13 @@ SPECS = {"dedup_then_distinct": _spec, "windows": _windows_spec}
 
 
 def _stream(spec: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "jobs.cli.main", "stream", str(spec), "--out", str(out), "--quiet"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli.main", "stream", str(spec), "--out", str(out), "--quiet"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _tables(out: Path, tables: tuple[str, ...]) -> dict:
@@ -100,9 +116,10 @@ def _tables(out: Path, tables: tuple[str, ...]) -> dict:
     for table in tables:
         delta = DeltaTable(str(out / table))
         rows = Counter(tuple(sorted(r.items())) for r in delta.to_pyarrow_table().to_pylist())
-        feed = Counter((r["_change_type"], r["_commit_version"], *sorted((k, v) for k, v in r.items()
-                                                                          if not k.startswith("_")))
-                       for r in pa.table(delta.load_cdf(starting_version=0).read_all()).to_pylist())
+        feed = Counter(
+            (r["_change_type"], r["_commit_version"], *sorted((k, v) for k, v in r.items() if not k.startswith("_")))
+            for r in pa.table(delta.load_cdf(starting_version=0).read_all()).to_pylist()
+        )
         found[table] = (rows, feed)
     return found
 

@@ -12,15 +12,18 @@ import pytest
 
 from tests.conftest import ROOT
 
-START = ("from jobs.runtime.spark import spark_session; import os, time; "
-         "s = spark_session(); print(s.sparkContext._jvm.ProcessHandle.current().pid(), flush=True); time.sleep(300)")
+START = (
+    "from jobs.runtime.spark import spark_session; import os, time; "
+    "s = spark_session(); print(s.sparkContext._jvm.ProcessHandle.current().pid(), flush=True); time.sleep(300)"
+)
 # Started on a thread of its own while the main thread works: the JVM must outlive that thread's
 # start (a job runs after it) and still go with the killed driver.
 START_IN_BACKGROUND = (
     "from jobs.runtime.spark import spark_session, start_in_background; import time; "
     "start_in_background(); time.sleep(1); s = spark_session(); time.sleep(2); "
     "assert s.range(5).count() == 5 and s.getActiveSession() is not None; "
-    "print(s.sparkContext._jvm.ProcessHandle.current().pid(), flush=True); time.sleep(300)")
+    "print(s.sparkContext._jvm.ProcessHandle.current().pid(), flush=True); time.sleep(300)"
+)
 
 
 def _alive(pid: int) -> bool:

@@ -48,8 +48,9 @@ def queries(tmp_path):
     folder = tmp_path / "queries"
     # Without the dimension tables (these queries look nothing up), neither demo serves them, so
     # the two can run at once (the service has a fixed port).
-    shutil.copytree(ROOT / "conf" / "queries" / "data", folder / "data",
-                    ignore=shutil.ignore_patterns("generated", "dimensions"))
+    shutil.copytree(
+        ROOT / "conf" / "queries" / "data", folder / "data", ignore=shutil.ignore_patterns("generated", "dimensions")
+    )
     for name in QUERIES:
         spec = yaml.safe_load((ROOT / "conf" / "queries" / f"{name}.yaml").read_text())
         spec["stream"]["rows_per_batch"] = ROWS_PER_BATCH
@@ -68,20 +69,36 @@ def test_queries_on_a_standalone_cluster_with_delta_spark_match_local_mode(clust
     # Side by side (each writes its own --out folder): the cluster run's executors sit idle most
     # of its time (about 65 of 200 s busy, the driver is the rest), room the local run can use.
     with ThreadPoolExecutor(2) as both:
-        local = both.submit(lockstep, "demo", "--queries", queries, "--out", tmp_path / "local", "--quiet",
-                            cwd=tmp_path)
-        on_cluster = both.submit(lockstep, "demo", "--queries", queries, "--out", tmp_path / "cluster", "--quiet",
-                                 "--master", cluster.url, "--writer", "delta-spark", cwd=tmp_path, timeout=1200)
+        local = both.submit(
+            lockstep, "demo", "--queries", queries, "--out", tmp_path / "local", "--quiet", cwd=tmp_path
+        )
+        on_cluster = both.submit(
+            lockstep,
+            "demo",
+            "--queries",
+            queries,
+            "--out",
+            tmp_path / "cluster",
+            "--quiet",
+            "--master",
+            cluster.url,
+            "--writer",
+            "delta-spark",
+            cwd=tmp_path,
+            timeout=1200,
+        )
         local, on_cluster = local.result(), on_cluster.result()
     assert local.returncode == 0, local.stdout + local.stderr
     assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
 
     assert [app["name"] for app in applications(cluster)] == ["lockstep"]  # it ran there, not locally
     for name in QUERIES:
-        verdicts = [json.loads((tmp_path / run / name / "report.json").read_text())["verdict"]
-                    for run in ("local", "cluster")]
+        verdicts = [
+            json.loads((tmp_path / run / name / "report.json").read_text())["verdict"] for run in ("local", "cluster")
+        ]
         assert verdicts == ["pass", "pass"], name
         assert table_rows(tmp_path / "cluster" / name / "stream") == table_rows(tmp_path / "local" / name / "stream")
-        assert feed_by_version(tmp_path / "cluster" / name / "stream") == \
-            feed_by_version(tmp_path / "local" / name / "stream"), name
+        assert feed_by_version(tmp_path / "cluster" / name / "stream") == feed_by_version(
+            tmp_path / "local" / name / "stream"
+        ), name
         assert table_rows(tmp_path / "cluster" / name / "batch") == table_rows(tmp_path / "local" / name / "batch")

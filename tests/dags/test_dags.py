@@ -1,6 +1,6 @@
 """The DAGs themselves: they import, have the right shape, and run end to end."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import yaml
@@ -44,35 +44,43 @@ def test_parsing_the_dags_imports_neither_spark_nor_great_expectations(airflow_d
     import subprocess
     import sys
 
-    probe = ("import runpy, sys; runpy.run_path('dags/lockstep_queries.py'); "
-             "runpy.run_path('dags/lockstep_reports.py'); "
-             "print(sorted(m for m in ('pyspark', 'great_expectations', 'deltalake') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=os.environ.copy(),
-                         capture_output=True, text=True, timeout=120)
+    probe = (
+        "import runpy, sys; runpy.run_path('dags/lockstep_queries.py'); "
+        "runpy.run_path('dags/lockstep_reports.py'); "
+        "print(sorted(m for m in ('pyspark', 'great_expectations', 'deltalake') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=os.environ.copy(), capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 # seed 004: a bounded source closes its last window at the end of the input (6 windows, not 5).
-@pytest.mark.parametrize("query, stream_rows", [("income_per_product", 3), ("seed_004_windows", 6),
-                                                ("seed_003_join", 2)])
-def test_a_query_dag_runs_end_to_end_and_leaves_a_passing_report(spark, airflow_db, tmp_path,
-                                                                  monkeypatch, query, stream_rows):
+@pytest.mark.parametrize(
+    "query, stream_rows", [("income_per_product", 3), ("seed_004_windows", 6), ("seed_003_join", 2)]
+)
+def test_a_query_dag_runs_end_to_end_and_leaves_a_passing_report(
+    spark, airflow_db, tmp_path, monkeypatch, query, stream_rows
+):
     import json
 
     monkeypatch.setenv("LOCKSTEP_RUNS_DIR", str(tmp_path / "runs"))
     from airflow.dag_processing.dagbag import DagBag
 
     dag = DagBag(dag_folder=str(ROOT / "dags")).get_dag(f"lockstep_{query}")
-    run = dag.test(logical_date=datetime(2026, 11, 21, tzinfo=timezone.utc))
+    run = dag.test(logical_date=datetime(2026, 11, 21, tzinfo=UTC))
     assert str(run.state) in ("success", "DagRunState.SUCCESS")
     report = json.loads((tmp_path / "runs" / query / "report.json").read_text())
     assert report["verdict"] == "pass"
     assert report["stream_rows"] == report["batch_rows"] == stream_rows
     # The passing check recorded an event on the sink's Asset, and its link is the plugin's URL.
     (event,) = _asset_events(f"lockstep.{query}", run.run_id)
-    assert event.extra == {"verdict": "pass", "logical_date": "2026-11-21",
-                           "sink_version": report["consistency_point"]["sink_version"]}
+    assert event.extra == {
+        "verdict": "pass",
+        "logical_date": "2026-11-21",
+        "sink_version": report["consistency_point"]["sink_version"],
+    }
     assert event.asset.uri == f"lockstep://{query}/sink"
     assert event.asset.extra["table"] == (tmp_path / "runs" / query / "stream").resolve().as_uri()
     link = run.get_task_instance("check").xcom_pull(task_ids="check", key="_link_ReportLink")
@@ -80,14 +88,16 @@ def test_a_query_dag_runs_end_to_end_and_leaves_a_passing_report(spark, airflow_
 
 
 def _asset_events(name: str, run_id: str) -> list:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
     from sqlalchemy import select
     from sqlalchemy.orm import joinedload
 
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-
     with create_session() as session:
-        query = (select(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
-                 .where(AssetModel.name == name, AssetEvent.source_run_id == run_id)
-                 .options(joinedload(AssetEvent.asset)))
+        query = (
+            select(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.name == name, AssetEvent.source_run_id == run_id)
+            .options(joinedload(AssetEvent.asset))
+        )
         return list(session.scalars(query).unique())

@@ -1,7 +1,7 @@
 """The daily report DAG: it rebuilds the index, and fails loudly when a query's latest verdict is
 fail (naming the query and its page)."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from expectations.report import publish
 from tests.conftest import ROOT
@@ -14,7 +14,7 @@ def _run_report_dag(monkeypatch, runs):
 
     dag = DagBag(dag_folder=str(ROOT / "dags")).get_dag("lockstep_reports")
     assert dag.schedule == "@daily" and dag.task_ids == ["rebuild_reports"]
-    run = dag.test(logical_date=datetime(2026, 11, 22, tzinfo=timezone.utc))
+    run = dag.test(logical_date=datetime(2026, 11, 22, tzinfo=UTC))
     return str(run.state).rsplit(".", 1)[-1].lower()
 
 

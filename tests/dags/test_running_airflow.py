@@ -40,8 +40,9 @@ pytestmark = pytest.mark.slow
 DAG_ID = "lockstep_daily_orders"
 DATES = ["2026-11-19", "2026-11-20"]
 # Fires on the backfilled dates only (see the airflow fixture).
-BACKFILL_CRON = (f"0 0 {','.join(str(date.fromisoformat(day).day) for day in DATES)} "
-                 f"{date.fromisoformat(DATES[0]).month} *")
+BACKFILL_CRON = (
+    f"0 0 {','.join(str(date.fromisoformat(day).day) for day in DATES)} {date.fromisoformat(DATES[0]).month} *"
+)
 
 
 class HttpError(Exception):
@@ -62,8 +63,9 @@ class Airflow:
         return json.loads(self.fetch(method, path, body) or b"{}")
 
     def fetch(self, method: str, path: str, body: dict | None = None, *, login: bool = True) -> bytes:
-        request = urllib.request.Request(self.base + path, method=method,
-                                         data=json.dumps(body).encode() if body is not None else None)
+        request = urllib.request.Request(
+            self.base + path, method=method, data=json.dumps(body).encode() if body is not None else None
+        )
         request.add_header("Content-Type", "application/json")
         if self.token and login:
             request.add_header("Authorization", f"Bearer {self.token}")
@@ -106,14 +108,20 @@ def airflow(tmp_path):
     # then leaves to the backfill.
     (queries / "daily_orders.yaml").write_text(spec.replace('"@daily"', f'"{BACKFILL_CRON}"'))
     port = _free_port()
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW_PORT": str(port),
-           "LOCKSTEP_QUERIES": str(queries), "LOCKSTEP_RUNS_DIR": str(tmp_path / "runs"),
-           FAULT_AFTER_COMMIT: "1"}  # the first stream attempt dies after committing micro-batch 1
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "AIRFLOW_PORT": str(port),
+        "LOCKSTEP_QUERIES": str(queries),
+        "LOCKSTEP_RUNS_DIR": str(tmp_path / "runs"),
+        FAULT_AFTER_COMMIT: "1",
+    }  # the first stream attempt dies after committing micro-batch 1
     for unit_test_setting in ("AIRFLOW__CORE__UNIT_TEST_MODE", "AIRFLOW__CORE__DAGS_FOLDER"):
         env.pop(unit_test_setting, None)
     log = open(tmp_path / "airflow.log", "w")
-    process = subprocess.Popen([str(ROOT / "scripts" / "airflow.sh")], env=env, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        [str(ROOT / "scripts" / "airflow.sh")], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     api = Airflow(f"http://127.0.0.1:{port}", tmp_path / "airflow")
     try:
         _wait("the API server and scheduler", lambda: _healthy(api), timeout=240)
@@ -126,8 +134,9 @@ def airflow(tmp_path):
 
 def _healthy(api: Airflow) -> bool:
     health = api.call("GET", "/api/v2/monitor/health")
-    return all(health.get(part, {}).get("status") == "healthy"
-               for part in ("metadatabase", "scheduler", "dag_processor"))
+    return all(
+        health.get(part, {}).get("status") == "healthy" for part in ("metadatabase", "scheduler", "dag_processor")
+    )
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -165,8 +174,13 @@ def _runs(api: Airflow) -> dict[str, dict]:
 def test_a_running_airflow_backfills_two_dates_and_retries_a_killed_stream(spark, airflow):
     api, queries, runs = airflow
     _wait("the DAG to be parsed", lambda: api.call("GET", f"/api/v2/dags/{DAG_ID}"), timeout=120)
-    backfill = {"dag_id": DAG_ID, "from_date": f"{DATES[0]}T00:00:00Z", "to_date": f"{DATES[-1]}T00:00:00Z",
-                "max_active_runs": 1, "reprocess_behavior": "failed"}  # depends_on_past needs a reprocess mode
+    backfill = {
+        "dag_id": DAG_ID,
+        "from_date": f"{DATES[0]}T00:00:00Z",
+        "to_date": f"{DATES[-1]}T00:00:00Z",
+        "max_active_runs": 1,
+        "reprocess_behavior": "failed",
+    }  # depends_on_past needs a reprocess mode
     # On SQLite, creating a backfill while the scheduler writes answers 503 "database is locked".
     _wait("the backfill to be created", lambda: api.call("POST", "/api/v2/backfills", backfill), timeout=60)
     api.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})  # backfill runs need it
@@ -201,7 +215,8 @@ def test_a_running_airflow_backfills_two_dates_and_retries_a_killed_stream(spark
             api.fetch("GET", links["extra_links"]["lockstep report"], login=False)
     events = api.call("GET", "/api/v2/assets/events?source_dag_id=lockstep_daily_orders&limit=50")["asset_events"]
     assert sorted((e["name"], e["uri"], e["extra"]["logical_date"], e["extra"]["verdict"]) for e in events) == [
-        ("lockstep.daily_orders", "lockstep://daily_orders/sink", day, "pass") for day in DATES]
+        ("lockstep.daily_orders", "lockstep://daily_orders/sink", day, "pass") for day in DATES
+    ]
     assert "lockstep" in {p["package_name"] for p in api.call("GET", "/api/v2/providers")["providers"]}
     assert "lockstep" in {p["name"] for p in api.call("GET", "/api/v2/plugins")["plugins"]}
     point = json.loads((query / "_state" / "points" / f"{DATES[-1]}.json").read_text())

@@ -2,7 +2,7 @@
 the right consistency point, and re-running a past date re-checks it by time travel."""
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from deltalake import DeltaTable
 
@@ -12,13 +12,14 @@ DATES = ["2026-11-19", "2026-11-20", "2026-11-21"]
 
 
 def _run(dag, day: str):
-    run = dag.test(logical_date=datetime.fromisoformat(day).replace(tzinfo=timezone.utc))
+    run = dag.test(logical_date=datetime.fromisoformat(day).replace(tzinfo=UTC))
     assert str(run.state) in ("success", "DagRunState.SUCCESS"), day
     return run
 
 
 def test_a_backfill_leaves_one_report_per_date_and_a_past_date_is_rechecked_by_time_travel(
-        spark, airflow_db, tmp_path, monkeypatch):
+    spark, airflow_db, tmp_path, monkeypatch
+):
     runs = tmp_path / "runs"
     monkeypatch.setenv("LOCKSTEP_RUNS_DIR", str(runs))
     from airflow.dag_processing.dagbag import DagBag

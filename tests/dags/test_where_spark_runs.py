@@ -17,7 +17,11 @@ def pipeline_of(**arguments):
 
 @pytest.fixture(autouse=True)
 def no_airflow_settings(monkeypatch):
-    for name in ("AIRFLOW_VAR_LOCKSTEP_SPARK_MASTER", "AIRFLOW_VAR_LOCKSTEP_SINK_WRITER", "AIRFLOW_CONN_LOCKSTEP_SPARK"):
+    for name in (
+        "AIRFLOW_VAR_LOCKSTEP_SPARK_MASTER",
+        "AIRFLOW_VAR_LOCKSTEP_SINK_WRITER",
+        "AIRFLOW_CONN_LOCKSTEP_SPARK",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -81,11 +81,19 @@ class Case:
     def for_flink(self) -> dict:
         """What the Flink runner reads. With reference "batch", each source is its final rows,
         inserted in event-time order: Flink then computes what a batch query over them would."""
-        return {"flink_sql": self.flink_sql,
-                "sources": {s.name: {"columns": [asdict(c) for c in s.columns], "primary_key": s.primary_key,
-                                     "rows": s.rows if self.reference == "flink" else s.final_rows(),
-                                     "event_time": s.event_time,
-                                     "watermark_ms": s.watermark_ms} for s in self.sources}}
+        return {
+            "flink_sql": self.flink_sql,
+            "sources": {
+                s.name: {
+                    "columns": [asdict(c) for c in s.columns],
+                    "primary_key": s.primary_key,
+                    "rows": s.rows if self.reference == "flink" else s.final_rows(),
+                    "event_time": s.event_time,
+                    "watermark_ms": s.watermark_ms,
+                }
+                for s in self.sources
+            },
+        }
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(self.to_json(), indent=1))

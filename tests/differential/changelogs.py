@@ -11,10 +11,10 @@ micro-batch, so a row on time for Flink is on time for lockstep as well.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Callable
 
 START = datetime(2026, 11, 21, 9, 0, 0)
 
@@ -72,8 +72,16 @@ class ChangelogBuilder:
     """Rows [kind, value, ...] in the column order given; `key`: the primary key column (None:
     a source without one); `time_column` with `timing`: an event-time source."""
 
-    def __init__(self, rng: random.Random, columns: list[str], values: Values, key: str | None,
-                 time_column: str | None = None, timing: Timing | None = None, key_space: int = 40):
+    def __init__(
+        self,
+        rng: random.Random,
+        columns: list[str],
+        values: Values,
+        key: str | None,
+        time_column: str | None = None,
+        timing: Timing | None = None,
+        key_space: int = 40,
+    ):
         self.rng, self.columns, self.values, self.key = rng, columns, values, key
         self.time_column, self.timing = time_column, timing
         self.key_space = key_space
@@ -82,8 +90,11 @@ class ChangelogBuilder:
 
     def build(self, changes: int, insert_only: bool = False) -> list[list]:
         for _ in range(changes):
-            action = "insert" if insert_only or not self.live else self.rng.choices(
-                ["insert", "update", "delete"], weights=[55, 28, 17])[0]
+            action = (
+                "insert"
+                if insert_only or not self.live
+                else self.rng.choices(["insert", "update", "delete"], weights=[55, 28, 17])[0]
+            )
             {"insert": self._insert, "update": self._update, "delete": self._delete}[action]()
         return self.rows
 
@@ -112,8 +123,9 @@ class ChangelogBuilder:
         if self.key is not None:
             new[self.key] = old[self.key]
         if self.time_column:
-            new[self.time_column] = self.timing.next_time(self.rng) if self.rng.random() < 0.5 \
-                else old[self.time_column]
+            new[self.time_column] = (
+                self.timing.next_time(self.rng) if self.rng.random() < 0.5 else old[self.time_column]
+            )
         self._emit("-U", old)
         self._emit("+U", new)
         self.live[self.live.index(old)] = new
@@ -134,8 +146,9 @@ class ChangelogBuilder:
 
     def _emit(self, kind: str, row: dict) -> None:
         values = [row.get(c) for c in self.columns]
-        self.rows.append([kind, *[v.isoformat(timespec="milliseconds") if isinstance(v, datetime) else v
-                                  for v in values]])
+        self.rows.append(
+            [kind, *[v.isoformat(timespec="milliseconds") if isinstance(v, datetime) else v for v in values]]
+        )
         if self.time_column:
             self.timing.saw(row[self.time_column])
 

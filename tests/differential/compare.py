@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from tests.differential.case import Case
@@ -54,8 +54,9 @@ def compare(case: Case, lockstep: LockstepOutcome, reference: dict) -> Finding:
     if lockstep.verdict != "pass":
         return Finding(False, "lockstep verdict is FAIL although the sink equals the reference")
     if _append_only(case, reference) and set(lockstep.feed_kinds) - {"+I"}:
-        return Finding(False, f"append query: the reference emits inserts only, the sink's change feed "
-                              f"has {lockstep.feed_kinds}")
+        return Finding(
+            False, f"append query: the reference emits inserts only, the sink's change feed has {lockstep.feed_kinds}"
+        )
     return Finding(True)
 
 
@@ -86,7 +87,7 @@ def _append_only(case: Case, reference: dict) -> bool:
 def _value(value):
     """A value as both sides can compare it: numbers as Decimal or float, times as naive UTC."""
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+        return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
     if isinstance(value, str):
         return _parsed(value)
     if isinstance(value, bool) or value is None:
@@ -125,8 +126,9 @@ def _multiset_difference(ours: list[tuple], theirs: list[tuple]) -> str:
 
 
 def _order(row: tuple):
-    return tuple((v is None, type(v).__name__, round(float(v), 4) if isinstance(v, (float, Decimal)) else v)
-                 for v in row)
+    return tuple(
+        (v is None, type(v).__name__, round(float(v), 4) if isinstance(v, (float, Decimal)) else v) for v in row
+    )
 
 
 def _same_row(a: tuple, b: tuple) -> bool:

@@ -10,32 +10,49 @@ numbers, NULLs in an ordering column.
 from __future__ import annotations
 
 import random
-from typing import Callable
+from collections.abc import Callable
 
 from tests.differential.case import Case, Column, Source
-from tests.differential.changelogs import (CaseRandom, ChangelogBuilder, Timing, bigint, decimal, double, group,
-                                          size)
+from tests.differential.changelogs import CaseRandom, ChangelogBuilder, Timing, bigint, decimal, double, group, size
 
 # (Spark SQL, Flink SQL) of an aggregate over the fact table t(id, g, k, x, y, d), and its alias.
-AGGREGATES = [("SUM(x)", "sx"), ("SUM(y)", "sy"), ("SUM(d)", "sd"), ("COUNT(*)", "n"), ("COUNT(x)", "nx"),
-              ("COUNT(DISTINCT x)", "dx"), ("AVG(y)", "ay"), ("AVG(d)", "ad"), ("MIN(x)", "mnx"),
-              ("MAX(x)", "mxx"), ("MIN(d)", "mnd"), ("MAX(y)", "mxy"), ("MAX(g)", "mxg"),
-              ("SUM(DISTINCT x)", "sdx")]
-FACT_COLUMNS = [Column("id", "BIGINT"), Column("g", "STRING"), Column("k", "BIGINT"), Column("x", "BIGINT"),
-                Column("y", "DOUBLE"), Column("d", "DECIMAL(10,2)")]
+AGGREGATES = [
+    ("SUM(x)", "sx"),
+    ("SUM(y)", "sy"),
+    ("SUM(d)", "sd"),
+    ("COUNT(*)", "n"),
+    ("COUNT(x)", "nx"),
+    ("COUNT(DISTINCT x)", "dx"),
+    ("AVG(y)", "ay"),
+    ("AVG(d)", "ad"),
+    ("MIN(x)", "mnx"),
+    ("MAX(x)", "mxx"),
+    ("MIN(d)", "mnd"),
+    ("MAX(y)", "mxy"),
+    ("MAX(g)", "mxg"),
+    ("SUM(DISTINCT x)", "sdx"),
+]
+FACT_COLUMNS = [
+    Column("id", "BIGINT"),
+    Column("g", "STRING"),
+    Column("k", "BIGINT"),
+    Column("x", "BIGINT"),
+    Column("y", "DOUBLE"),
+    Column("d", "DECIMAL(10,2)"),
+]
 
 
 def fact_values(rng: random.Random) -> dict:
     return {"g": group(rng), "k": bigint(rng, 1, 4), "x": bigint(rng), "y": double(rng), "d": decimal(rng)}
 
 
-def fact_source(rng: random.Random, name: str = "t", keyed: bool = True, insert_only: bool = False,
-                changes: int | None = None) -> Source:
+def fact_source(
+    rng: random.Random, name: str = "t", keyed: bool = True, insert_only: bool = False, changes: int | None = None
+) -> Source:
     changes = changes or size(rng)
     key = "id" if keyed else None
     columns = FACT_COLUMNS if keyed else FACT_COLUMNS[1:]
-    builder = ChangelogBuilder(rng, [c.name for c in columns], fact_values, key,
-                               key_space=max(8, changes // 3))
+    builder = ChangelogBuilder(rng, [c.name for c in columns], fact_values, key, key_space=max(8, changes // 3))
     rows = builder.build(changes, insert_only=insert_only)
     return Source(name, list(columns), ["id"] if keyed else [], rows, insert_only=insert_only)
 
@@ -46,12 +63,20 @@ def _batches(rng: random.Random, sources: list[Source]) -> int:
     return max(1, rows // rng.randint(1, 8))
 
 
-def _case(rng: random.Random, name: str, query_class: str, sql: str, sources: list[Source],
-          flink_sql: str | None = None, sink: dict | None = None) -> Case:
+def _case(
+    rng: random.Random,
+    name: str,
+    query_class: str,
+    sql: str,
+    sources: list[Source],
+    flink_sql: str | None = None,
+    sink: dict | None = None,
+) -> Case:
     return Case(name, query_class, sql, flink_sql or sql, sources, sink or {}, _batches(rng, sources))
 
 
 # -- group aggregates ------------------------------------------------------------------------------
+
 
 def group_aggregate(rng: random.Random, name: str) -> Case:
     keys = rng.choice([["g"], ["k"], ["g", "k"]])
@@ -83,16 +108,28 @@ def _live_rows_left(source: Source) -> bool:
 
 def computed_sink_key(rng: random.Random, name: str) -> Case:
     """Seed 003: a sink keyed by an expression of the group keys, through the upsert materializer."""
-    sql = ("SELECT CONCAT(COALESCE(g, '-'), '#', COALESCE(CAST(k AS STRING), '-')) AS gk, COUNT(*) AS n, "
-           "SUM(x) AS sx FROM t GROUP BY g, k")
+    sql = (
+        "SELECT CONCAT(COALESCE(g, '-'), '#', COALESCE(CAST(k AS STRING), '-')) AS gk, COUNT(*) AS n, "
+        "SUM(x) AS sx FROM t GROUP BY g, k"
+    )
     sink = {"primary_key": ["gk"], "upsert_materialize": rng.choice(["force", "auto"])}
     return _case(rng, name, "computed_sink_key", sql, [fact_source(rng)], sink=sink)
 
 
 def projection(rng: random.Random, name: str) -> Case:
-    items = rng.sample(["g", "x + 1 AS x1", "COALESCE(x, 0) * 2 AS x2", "UPPER(g) AS ug", "d", "ABS(y) AS ay",
-                        "CASE WHEN x > 50 THEN 'big' ELSE 'small' END AS bucket",
-                        "CONCAT(g, '-', CAST(k AS STRING)) AS gk"], rng.randint(1, 4))
+    items = rng.sample(
+        [
+            "g",
+            "x + 1 AS x1",
+            "COALESCE(x, 0) * 2 AS x2",
+            "UPPER(g) AS ug",
+            "d",
+            "ABS(y) AS ay",
+            "CASE WHEN x > 50 THEN 'big' ELSE 'small' END AS bucket",
+            "CONCAT(g, '-', CAST(k AS STRING)) AS gk",
+        ],
+        rng.randint(1, 4),
+    )
     where = rng.choice([None, "x > 0", "g = 'a' OR d > 100", "k IS NOT NULL AND y > 10"])
     sql = f"SELECT id, {', '.join(items)} FROM t" + (f" WHERE {where}" if where else "")
     return _case(rng, name, "projection", sql, [fact_source(rng)])
@@ -106,29 +143,41 @@ TIMED_COLUMNS = [Column("id", "BIGINT"), Column("g", "STRING"), Column("x", "BIG
 def timed_source(rng: random.Random) -> Source:
     watermark_ms = rng.choice([2000, 5000, 20000])
     changes = size(rng, 3, 1500)
-    builder = ChangelogBuilder(rng, [c.name for c in TIMED_COLUMNS],
-                               lambda r: {"g": group(r, "ab"), "x": bigint(r)}, "id", "ts",
-                               Timing(watermark_ms), key_space=max(8, changes // 3))
-    return Source("t", list(TIMED_COLUMNS), ["id"], builder.build(changes), event_time="ts",
-                  watermark_ms=watermark_ms)
+    builder = ChangelogBuilder(
+        rng,
+        [c.name for c in TIMED_COLUMNS],
+        lambda r: {"g": group(r, "ab"), "x": bigint(r)},
+        "id",
+        "ts",
+        Timing(watermark_ms),
+        key_space=max(8, changes // 3),
+    )
+    return Source("t", list(TIMED_COLUMNS), ["id"], builder.build(changes), event_time="ts", watermark_ms=watermark_ms)
 
 
 def window(rng: random.Random, name: str) -> Case:
     hopping = rng.random() < 0.4
     bounds = rng.choice([["ws", "we"], ["ws"], ["we"]])
-    aggregates = rng.sample([("COUNT(*)", "n"), ("SUM(x)", "sx"), ("MAX(x)", "mx"), ("COUNT(DISTINCT g)", "dg")],
-                            rng.randint(1, 3))
+    aggregates = rng.sample(
+        [("COUNT(*)", "n"), ("SUM(x)", "sx"), ("MAX(x)", "mx"), ("COUNT(DISTINCT g)", "dg")], rng.randint(1, 3)
+    )
     by_group = rng.random() < 0.6
     spark_bounds = {"ws": "window.start AS ws", "we": "window.end AS we"}
     flink_bounds = {"ws": "window_start AS ws", "we": "window_end AS we"}
     rest = (["g"] if by_group else []) + [f"{a} AS {alias}" for a, alias in aggregates]
     spark_window = "window(ts, '2 minutes', '1 minute')" if hopping else "window(ts, '1 minute')"
-    flink_table = ("HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)" if hopping
-                   else "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE)")
-    spark_sql = (f"SELECT {', '.join([spark_bounds[b] for b in bounds] + rest)} FROM t "
-                 f"GROUP BY {spark_window}" + (", g" if by_group else ""))
-    flink_sql = (f"SELECT {', '.join([flink_bounds[b] for b in bounds] + rest)} FROM TABLE({flink_table}) "
-                 f"GROUP BY window_start, window_end" + (", g" if by_group else ""))
+    flink_table = (
+        "HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)"
+        if hopping
+        else "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE)"
+    )
+    spark_sql = f"SELECT {', '.join([spark_bounds[b] for b in bounds] + rest)} FROM t GROUP BY {spark_window}" + (
+        ", g" if by_group else ""
+    )
+    flink_sql = (
+        f"SELECT {', '.join([flink_bounds[b] for b in bounds] + rest)} FROM TABLE({flink_table}) "
+        f"GROUP BY window_start, window_end" + (", g" if by_group else "")
+    )
     sink = {"emit": rng.choice(["final", "early"])}
     query_class = f"{'hop' if hopping else 'tumble'}_window_{sink['emit']}"
     return _case(rng, name, query_class, spark_sql, [timed_source(rng)], flink_sql, sink)
@@ -144,11 +193,15 @@ def session_window(rng: random.Random, name: str) -> Case:
     spark_bounds = {"s": "session_window.start AS s", "e": "session_window.end AS e"}
     flink_bounds = {"s": "window_start AS s", "e": "window_end AS e"}
     rest = (["g"] if by_group else []) + [f"{a} AS {alias}" for a, alias in aggregates]
-    spark_sql = (f"SELECT {', '.join([spark_bounds[b] for b in bounds] + rest)} FROM t "
-                 f"GROUP BY session_window(ts, '{gap} seconds')" + (", g" if by_group else ""))
+    spark_sql = (
+        f"SELECT {', '.join([spark_bounds[b] for b in bounds] + rest)} FROM t "
+        f"GROUP BY session_window(ts, '{gap} seconds')" + (", g" if by_group else "")
+    )
     partition = " PARTITION BY g" if by_group else ""
-    flink_sql = (f"SELECT {', '.join([flink_bounds[b] for b in bounds] + rest)} FROM TABLE(SESSION(TABLE t{partition}, "
-                 f"DESCRIPTOR(ts), INTERVAL '{gap}' SECOND)) GROUP BY window_start, window_end" + (", g" if by_group else ""))
+    flink_sql = (
+        f"SELECT {', '.join([flink_bounds[b] for b in bounds] + rest)} FROM TABLE(SESSION(TABLE t{partition}, "
+        f"DESCRIPTOR(ts), INTERVAL '{gap}' SECOND)) GROUP BY window_start, window_end" + (", g" if by_group else "")
+    )
     emit = rng.choice(["final", "early"])
     case = _case(rng, name, f"session_window_{emit}", spark_sql, [timed_source(rng)], flink_sql, {"emit": emit})
     case.reference = "batch"
@@ -164,9 +217,13 @@ def sequenced_source(rng: random.Random, insert_only: bool = False) -> Source:
     """A source whose `seq` is unique: the ordering column of a deduplication, so no ties."""
     counter = iter(range(1, 10**9))
     changes = size(rng, 3, 1500)
-    builder = ChangelogBuilder(rng, [c.name for c in SEQUENCED_COLUMNS],
-                               lambda r: {"g": group(r), "seq": next(counter), "x": bigint(r)}, "id",
-                               key_space=max(8, changes // 3))
+    builder = ChangelogBuilder(
+        rng,
+        [c.name for c in SEQUENCED_COLUMNS],
+        lambda r: {"g": group(r), "seq": next(counter), "x": bigint(r)},
+        "id",
+        key_space=max(8, changes // 3),
+    )
     return Source("t", list(SEQUENCED_COLUMNS), ["id"], builder.build(changes, insert_only), insert_only=insert_only)
 
 
@@ -174,9 +231,10 @@ def _ranked(rng: random.Random, top: int, keep_group: bool = False) -> tuple[str
     """The ranking subquery, its filter, and the columns it selects."""
     direction = rng.choice(["ASC", "DESC"])
     # Seed 000 ranks by a column its SELECT leaves out (and may partition by one, too).
-    columns = rng.choice([["id", "g", "seq", "x"], ["*"], ["id", "g", "x"]] + ([] if keep_group else [["id", "seq", "x"]]))
-    inner = (f"SELECT {', '.join(columns)}, ROW_NUMBER() OVER (PARTITION BY g ORDER BY seq {direction}) AS rn "
-             f"FROM t")
+    columns = rng.choice(
+        [["id", "g", "seq", "x"], ["*"], ["id", "g", "x"]] + ([] if keep_group else [["id", "seq", "x"]])
+    )
+    inner = f"SELECT {', '.join(columns)}, ROW_NUMBER() OVER (PARTITION BY g ORDER BY seq {direction}) AS rn FROM t"
     selected = ["id", "g", "seq", "x"] if columns == ["*"] else columns
     return inner, "rn = 1" if top == 1 else f"rn <= {top}", selected
 
@@ -190,8 +248,10 @@ def deduplicate(rng: random.Random, name: str) -> Case:
 
 def deduplicate_then_aggregate(rng: random.Random, name: str) -> Case:
     inner, condition, _ = _ranked(rng, 1, keep_group=True)
-    sql = (f"SELECT g, COUNT(DISTINCT id) AS ids, SUM(x) AS sx FROM (SELECT id, g, x FROM ({inner}) r "
-           f"WHERE {condition}) d GROUP BY g")
+    sql = (
+        f"SELECT g, COUNT(DISTINCT id) AS ids, SUM(x) AS sx FROM (SELECT id, g, x FROM ({inner}) r "
+        f"WHERE {condition}) d GROUP BY g"
+    )
     return _case(rng, name, "deduplicate_then_aggregate", sql, [sequenced_source(rng)])
 
 
@@ -207,9 +267,13 @@ SIDE_COLUMNS = [Column("id", "BIGINT"), Column("k", "BIGINT"), Column("v", "BIGI
 
 
 def side_source(rng: random.Random, name: str, changes: int) -> Source:
-    builder = ChangelogBuilder(rng, [c.name for c in SIDE_COLUMNS],
-                               lambda r: {"k": bigint(r, 1, 6), "v": bigint(r), "w": double(r)}, "id",
-                               key_space=max(6, changes // 3))
+    builder = ChangelogBuilder(
+        rng,
+        [c.name for c in SIDE_COLUMNS],
+        lambda r: {"k": bigint(r, 1, 6), "v": bigint(r), "w": double(r)},
+        "id",
+        key_space=max(6, changes // 3),
+    )
     return Source(name, list(SIDE_COLUMNS), ["id"], builder.build(changes))
 
 
@@ -221,16 +285,17 @@ def _two_sides(rng: random.Random) -> list[Source]:
 def join(rng: random.Random, name: str) -> Case:
     kind = rng.choice(["INNER", "LEFT", "RIGHT", "FULL"])
     extra = rng.choice(["", "", " AND a.v < b.v"])
-    sql = (f"SELECT a.id AS aid, b.id AS bid, a.k AS ak, a.v AS av, b.w AS bw FROM a {kind} JOIN b "
-           f"ON a.k = b.k{extra}")
+    sql = f"SELECT a.id AS aid, b.id AS bid, a.k AS ak, a.v AS av, b.w AS bw FROM a {kind} JOIN b ON a.k = b.k{extra}"
     sink = rng.choice([{}, {"changelog_mode": "retract"}])
     return _case(rng, name, f"join_{kind.lower()}", sql, _two_sides(rng), sink=sink)
 
 
 def join_then_aggregate(rng: random.Random, name: str) -> Case:
     kind = rng.choice(["INNER", "LEFT"])
-    sql = (f"SELECT a.k AS k, COUNT(*) AS n, COUNT(b.id) AS matched, SUM(b.v) AS sv FROM a {kind} JOIN b "
-           f"ON a.k = b.k GROUP BY a.k")
+    sql = (
+        f"SELECT a.k AS k, COUNT(*) AS n, COUNT(b.id) AS matched, SUM(b.v) AS sv FROM a {kind} JOIN b "
+        f"ON a.k = b.k GROUP BY a.k"
+    )
     return _case(rng, name, "join_then_aggregate", sql, _two_sides(rng))
 
 
@@ -252,8 +317,7 @@ def union_all(rng: random.Random, name: str) -> Case:
     if rng.random() < 0.5:
         sql = "SELECT id, k, v FROM a UNION ALL SELECT id, k, v FROM b"
         return _case(rng, name, "union_all", sql, sides, sink={"changelog_mode": "retract"})
-    sql = ("SELECT k, COUNT(*) AS n, SUM(v) AS sv FROM (SELECT k, v FROM a UNION ALL SELECT k, v FROM b) u "
-           "GROUP BY k")
+    sql = "SELECT k, COUNT(*) AS n, SUM(v) AS sv FROM (SELECT k, v FROM a UNION ALL SELECT k, v FROM b) u GROUP BY k"
     return _case(rng, name, "union_all", sql, sides)
 
 

@@ -41,9 +41,13 @@ def write_case(case: Case, folder: Path) -> Path:
     """The spec (and one folder of changelog files per source) lockstep reads."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    spec = {"name": "q", "description": f"differential case {case.name}", "sql": case.spark_sql,
-            "sources": {s.name: _source_spec(s, folder) for s in case.sources},
-            "stream": {"rows_per_batch": case.rows_per_batch, "state_store": case.state_store}}
+    spec = {
+        "name": "q",
+        "description": f"differential case {case.name}",
+        "sql": case.spark_sql,
+        "sources": {s.name: _source_spec(s, folder) for s in case.sources},
+        "stream": {"rows_per_batch": case.rows_per_batch, "state_store": case.state_store},
+    }
     if case.sink:
         spec["sink"] = case.sink
     path = folder / "q.yaml"
@@ -53,8 +57,11 @@ def write_case(case: Case, folder: Path) -> Path:
 
 def _source_spec(source: Source, folder: Path) -> dict:
     _write_changelog(source, folder / source.name)
-    spec = {"path": source.name, "format": "json" if source.insert_only else "changelog-json",
-            "schema": source.schema_ddl()}
+    spec = {
+        "path": source.name,
+        "format": "json" if source.insert_only else "changelog-json",
+        "schema": source.schema_ddl(),
+    }
     if source.primary_key:
         spec["primary_key"] = source.primary_key
     if source.event_time:
@@ -72,8 +79,9 @@ def _write_changelog(source: Source, folder: Path) -> None:
         if not source.insert_only:
             row["op"] = kind
         lines.append(json.dumps(row))
-    cuts = sorted({i for i in (len(lines) // 3, 2 * len(lines) // 3) if 0 < i < len(lines)
-                   and source.rows[i - 1][0] != "-U"})
+    cuts = sorted(
+        {i for i in (len(lines) // 3, 2 * len(lines) // 3) if 0 < i < len(lines) and source.rows[i - 1][0] != "-U"}
+    )
     for number, (start, end) in enumerate(zip([0, *cuts], [*cuts, len(lines)])):
         (folder / f"{number:03d}.json").write_text("".join(line + "\n" for line in lines[start:end]))
 
@@ -87,12 +95,19 @@ def run_lockstep(case: Case, folder: Path) -> LockstepOutcome:
         return LockstepOutcome(error=str(exc))
     except Exception as exc:  # a crash is a finding too: reported with where it happened
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        return LockstepOutcome(error=f"crash: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
-                                     f"({Path(where.filename).name}:{where.lineno})", crashed=True)
+        return LockstepOutcome(
+            error=f"crash: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+            f"({Path(where.filename).name}:{where.lineno})",
+            crashed=True,
+        )
     table = DeltaTable(str(pipeline.layout.stream)).to_pyarrow_table()
     feed = read_change_feed(pipeline.layout.stream)
-    return LockstepOutcome(report.verdict, [c for c in table.column_names if c != COUNT], _copies(table.to_pylist()),
-                           dict(Counter(CDF_KINDS[k] for k in feed.column("_change_type").to_pylist())))
+    return LockstepOutcome(
+        report.verdict,
+        [c for c in table.column_names if c != COUNT],
+        _copies(table.to_pylist()),
+        dict(Counter(CDF_KINDS[k] for k in feed.column("_change_type").to_pylist())),
+    )
 
 
 def _copies(rows: list[dict]) -> list[dict]:

@@ -130,18 +130,33 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--n", type=int, default=300, help="number of cases (default 300)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the run (default 1)")
     parser.add_argument("--cases", default=None, help="comma-separated case names to run again (window-300003)")
-    parser.add_argument("--classes", default=None, help=f"comma-separated builders (default all: {', '.join(BUILDERS)})")
+    parser.add_argument(
+        "--classes", default=None, help=f"comma-separated builders (default all: {', '.join(BUILDERS)})"
+    )
     parser.add_argument("--max-rows", type=int, default=3000, help="largest changelog of a case (default 3000)")
-    parser.add_argument("--state-store", choices=get_args(StateStore), default="lockstep",
-                        help="the cases' stream.state_store: where aggregation state is kept (default lockstep)")
+    parser.add_argument(
+        "--state-store",
+        choices=get_args(StateStore),
+        default="lockstep",
+        help="the cases' stream.state_store: where aggregation state is kept (default lockstep)",
+    )
     parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="report failures without shrinking")
     parser.add_argument("--shrink-seconds", type=float, default=600, help="time to shrink one failure (default 600)")
-    parser.add_argument("--restart-every", type=int, default=RESTART_EVERY,
-                        help=f"a fresh Spark session every this many cases (default {RESTART_EVERY})")
-    parser.add_argument("--refresh", action="store_true",
-                        help="ask Flink again for every saved regression case and store its answer")
-    parser.add_argument("--save", type=Path, default=Path(__file__).with_name("regressions"),
-                        help="where shrunk failures are saved (default tests/differential/regressions)")
+    parser.add_argument(
+        "--restart-every",
+        type=int,
+        default=RESTART_EVERY,
+        help=f"a fresh Spark session every this many cases (default {RESTART_EVERY})",
+    )
+    parser.add_argument(
+        "--refresh", action="store_true", help="ask Flink again for every saved regression case and store its answer"
+    )
+    parser.add_argument(
+        "--save",
+        type=Path,
+        default=Path(__file__).with_name("regressions"),
+        help="where shrunk failures are saved (default tests/differential/regressions)",
+    )
     return parser
 
 

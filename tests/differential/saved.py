@@ -36,8 +36,9 @@ def save_regression(case: Case, reference: dict, finding: Finding, folder: Path 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{case.name}.json"
     kept = {k: reference.get(k) for k in REFERENCE_KEYS}
-    path.write_text(json.dumps({"case": case.to_json(), "reference": kept, "finding": finding.reason,
-                                "defect": None}, indent=1))
+    path.write_text(
+        json.dumps({"case": case.to_json(), "reference": kept, "finding": finding.reason, "defect": None}, indent=1)
+    )
     return path
 
 
@@ -45,8 +46,9 @@ def load_regressions(folder: Path = FOLDER) -> list[Regression]:
     found = []
     for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text())
-        found.append(Regression(path, Case.from_json(data["case"]), data["reference"], data["finding"],
-                                data.get("defect")))
+        found.append(
+            Regression(path, Case.from_json(data["case"]), data["reference"], data["finding"], data.get("defect"))
+        )
     return found
 
 

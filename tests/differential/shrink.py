@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from tests.differential.case import Case, Source
 from tests.differential.compare import Finding
@@ -43,7 +43,7 @@ def _fewer_histories(case: Case):
         chunk = len(histories) // 2
         while chunk >= 1:
             for start in range(0, len(histories), chunk):
-                dropped = {key for key in histories[start:start + chunk]}
+                dropped = {key for key in histories[start : start + chunk]}
                 kept = [row for row in source.rows if _history_key(source, row) not in dropped]
                 if len(kept) < len(source.rows):
                     yield _with_rows(case, index, kept)

@@ -22,8 +22,7 @@ SAMPLE = [(builder, SAMPLE_SEED + i) for i, builder in enumerate(BUILDERS)]
 def test_a_saved_case_agrees_with_flinks_saved_answer(spark, tmp_path, regression):
     finding = compare(regression.case, run_lockstep(regression.case, tmp_path), regression.reference)
     if regression.defect:
-        assert not finding.passed, (f"{regression.path.name} passes now: remove its defect mark "
-                                    f"({regression.defect})")
+        assert not finding.passed, f"{regression.path.name} passes now: remove its defect mark ({regression.defect})"
         pytest.xfail(f"open defect: {regression.defect}")
     assert finding.passed, f"{regression.path.name}: {finding.reason}"
 

@@ -33,8 +33,7 @@ def run_both(spec_path: Path, out: Path, settings: Settings | None = None) -> Ou
     layout = RunLayout.for_query(out, plan.spec.name)
     run_stream(plan, settings, layout)
     run_batch(plan, settings, layout)
-    return Outcome(layout, table_rows(layout.stream), table_rows(layout.batch),
-                   read_change_feed(layout.stream))
+    return Outcome(layout, table_rows(layout.stream), table_rows(layout.batch), read_change_feed(layout.stream))
 
 
 def table_rows(path: Path) -> list[dict]:
@@ -68,8 +67,7 @@ def feed_steps(feed: pa.Table, columns: list[str]) -> list[tuple]:
     """The change feed as (commit, kind, values...) in commit order, retractions first."""
     kind = {"update_preimage": "-U", "delete": "-D", "insert": "+I", "update_postimage": "+U"}
     rank = {"-U": 0, "-D": 0, "+I": 1, "+U": 1}
-    rows = [(r["_commit_version"], kind[r["_change_type"]], *[r[c] for c in columns])
-            for r in feed.to_pylist()]
+    rows = [(r["_commit_version"], kind[r["_change_type"]], *[r[c] for c in columns]) for r in feed.to_pylist()]
     return sorted(rows, key=lambda r: (r[0], rank[r[1]], str(r[2:])))
 
 

@@ -65,8 +65,12 @@ def test_a_second_check_renders_its_own_data_docs_pages_and_keeps_the_first_chec
     assert {page: page.stat().st_mtime_ns for page in first} == first  # not rendered again
     index = (site / "index.html").read_text()
     assert all(str(page.relative_to(site)) in index for page in pages)
-    assert sorted(p.stem for p in (site / "expectations").rglob("*.html")) == \
-        ["batch_result", "retraction", "state", "unity"]
+    assert sorted(p.stem for p in (site / "expectations").rglob("*.html")) == [
+        "batch_result",
+        "retraction",
+        "state",
+        "unity",
+    ]
 
 
 def test_a_row_the_batch_has_and_the_stream_lacks_fails_unity_with_a_sample(run):
@@ -84,12 +88,14 @@ def test_a_value_that_differs_is_a_mismatch_showing_both_sides(run):
     plan, layout = run
     batch = DeltaTable(str(layout.batch)).to_pyarrow_table().to_pylist()
     changed = [dict(r, total=r["total"] + 1) if r["pId"] == 2 else r for r in batch]
-    write_deltalake(str(layout.batch), pa.Table.from_pylist(changed, schema=pa.schema(
-        [("pId", pa.int64()), ("total", pa.int64())])), mode="overwrite")
+    write_deltalake(
+        str(layout.batch),
+        pa.Table.from_pylist(changed, schema=pa.schema([("pId", pa.int64()), ("total", pa.int64())])),
+        mode="overwrite",
+    )
     report = run_check(plan, Settings(), layout).to_json()
     assert names_failed(report) == ["expect_no_mismatched_values"]
-    assert report["samples"]["expect_no_mismatched_values"] == [
-        {"pId": 2, "total__stream": 13, "total__batch": 14}]
+    assert report["samples"]["expect_no_mismatched_values"] == [{"pId": 2, "total__stream": 13, "total__batch": 14}]
 
 
 def test_a_second_live_row_for_a_key_in_the_sink_breaks_the_retraction_rules(run):

@@ -17,21 +17,29 @@ LOCKSTEP = [sys.executable, "-m", "jobs.cli.main"]
 
 def lockstep(*args, cwd: Path, env: dict | None = None, timeout: int = 600):
     environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([*LOCKSTEP, *map(str, args)], cwd=cwd, env=environment,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [*LOCKSTEP, *map(str, args)], cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout
+    )
 
 
 GOOD = [change("+I", 1, 1, 5), change("+I", 2, 1, 6)]
 
 
-@pytest.mark.parametrize("line, message", [
-    ('{"order_id": 3, "pId": 1, "income": 5, "op": "+X"}', "orders/002.json:2: unknown op '+X'"),
-    ('{"order_id": 3, "pId": 1, "income": 5', "orders/002.json:2: malformed JSON"),
-    ('{"order_id": 3, "pId": "one", "income": 5, "op": "+I"}',
-     "orders/002.json:2: column 'pId': value \"one\" does not fit BIGINT"),
-    ('{"order_id": 9, "pId": 1, "income": 5, "op": "-D"}',
-     "orders/002.json:2: -D for key (order_id=9), which was never inserted"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"order_id": 3, "pId": 1, "income": 5, "op": "+X"}', "orders/002.json:2: unknown op '+X'"),
+        ('{"order_id": 3, "pId": 1, "income": 5', "orders/002.json:2: malformed JSON"),
+        (
+            '{"order_id": 3, "pId": "one", "income": 5, "op": "+I"}',
+            "orders/002.json:2: column 'pId': value \"one\" does not fit BIGINT",
+        ),
+        (
+            '{"order_id": 9, "pId": 1, "income": 5, "op": "-D"}',
+            "orders/002.json:2: -D for key (order_id=9), which was never inserted",
+        ),
+    ],
+)
 def test_a_bad_changelog_row_exits_2_with_one_line_naming_file_and_line(tmp_path, line, message):
     write_changelog(tmp_path / "orders", "001.json", GOOD)
     (tmp_path / "orders" / "002.json").write_text(json.dumps(change("+I", 5, 2, 1)) + "\n" + line + "\n")
@@ -45,14 +53,19 @@ def test_a_bad_changelog_row_exits_2_with_one_line_naming_file_and_line(tmp_path
 
 def _rest(result, message):
     line = result.stderr.strip().splitlines()[-1]
-    return line[len("lockstep: error: ") + len(message):]
+    return line[len("lockstep: error: ") + len(message) :]
 
 
-@pytest.mark.parametrize("edit, message", [
-    (("format: changelog-json", "formt: changelog-json"), "q.yaml:6: sources.orders.formt: unknown key"),
-    (("stream:", "sink:\n  changelog_mode: append\nstream:"),
-     "doesn't support consuming update and delete changes which is produced by node ChangelogSource("),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("format: changelog-json", "formt: changelog-json"), "q.yaml:6: sources.orders.formt: unknown key"),
+        (
+            ("stream:", "sink:\n  changelog_mode: append\nstream:"),
+            "doesn't support consuming update and delete changes which is produced by node ChangelogSource(",
+        ),
+    ],
+)
 def test_an_invalid_spec_or_sql_exits_2_before_anything_runs(tmp_path, edit, message):
     write_changelog(tmp_path / "orders", "001.json", GOOD)
     spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId")
@@ -119,8 +132,9 @@ def test_a_python_worker_failure_reads_as_the_error_the_worker_raised(spark):
     with pytest.raises(PythonException) as info:
         spark.range(1).select(F.udf(divide, "long")("id")).collect()
     assert "ZeroDivisionError" not in str(info.value).strip().splitlines()[0]  # Spark's first line
-    assert one_line(info.value) == ("PythonException in a Spark Python worker: "
-                                    "ZeroDivisionError: integer division or modulo by zero")
+    assert one_line(info.value) == (
+        "PythonException in a Spark Python worker: ZeroDivisionError: integer division or modulo by zero"
+    )
 
 
 JVM_ARGUMENTS = """
@@ -140,9 +154,24 @@ def test_a_small_input_starts_the_driver_jvm_with_its_quick_compiler_alone(tmp_p
     spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId")
     settings = tmp_path / "settings.yaml"
     settings.write_text(f"spark:\n  quick_jit_below_mib: {quick_jit_below_mib}\n")
-    result = subprocess.run([sys.executable, "-c", JVM_ARGUMENTS, "stream", str(spec), "--settings", str(settings),
-                             "--out", str(tmp_path / "runs")], cwd=tmp_path, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            JVM_ARGUMENTS,
+            "stream",
+            str(spec),
+            "--settings",
+            str(settings),
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert ("-XX:TieredStopAtLevel=1" in result.stdout.split()) is quick
 

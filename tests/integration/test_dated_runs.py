@@ -22,8 +22,9 @@ DAILY = ROOT / "conf" / "queries" / "daily_orders.yaml"
 
 
 def _spec(tmp_path, sql: str | None = None):
-    shutil.copytree(ROOT / "conf" / "queries" / "data" / "daily_orders", tmp_path / "data" / "daily_orders",
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        ROOT / "conf" / "queries" / "data" / "daily_orders", tmp_path / "data" / "daily_orders", dirs_exist_ok=True
+    )
     spec = yaml.safe_load(DAILY.read_text())
     if sql:
         spec["sql"] = sql
@@ -42,11 +43,15 @@ def _streamed_until_the_20th(tmp_path) -> RunLayout:
 
 def test_a_rebuild_replays_every_date_into_a_fresh_sink_and_then_drops_the_old(spark, tmp_path):
     layout = _streamed_until_the_20th(tmp_path)
-    changed = _spec(tmp_path, "SELECT pId, COUNT(*) AS orders, SUM(income) AS income, MAX(income) AS top "
-                              "FROM orders GROUP BY pId")
+    changed = _spec(
+        tmp_path, "SELECT pId, COUNT(*) AS orders, SUM(income) AS income, MAX(income) AS top FROM orders GROUP BY pId"
+    )
     reports = [r.to_json() for r in Pipeline(changed, Settings(), layout, Progress(quiet=True)).rebuild()]
     assert [(r["logical_date"], r["verdict"]) for r in reports] == [
-        ("2026-11-19", "pass"), ("2026-11-20", "pass"), ("2026-11-21", "pass")]
+        ("2026-11-19", "pass"),
+        ("2026-11-20", "pass"),
+        ("2026-11-21", "pass"),
+    ]
     assert "top" in DeltaTable(str(layout.stream)).schema().to_arrow().names
     assert sorted(p.name for p in (layout.root / "history").iterdir()) == ["2026-11-19", "2026-11-20", "2026-11-21"]
     # The old run folder is gone; the run folder's lock file stays beside the new one.

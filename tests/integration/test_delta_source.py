@@ -4,7 +4,7 @@ versions the stream's offsets; the batch step reads the table by time travel."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 
 import pytest
 from delta.tables import DeltaTable as SparkDeltaTable
@@ -20,9 +20,13 @@ TOTALS = "SELECT pId, SUM(income) AS total, COUNT(*) AS n FROM orders GROUP BY p
 
 def orders_table(spark, path, rows, *, feed: bool = True, deletion_vectors: bool = False):
     """Version 0 of a Delta table of orders, written by Spark."""
-    (spark.createDataFrame(rows, SCHEMA).write.format("delta")
-     .option("delta.enableChangeDataFeed", str(feed).lower())
-     .option("delta.enableDeletionVectors", str(deletion_vectors).lower()).save(str(path)))
+    (
+        spark.createDataFrame(rows, SCHEMA)
+        .write.format("delta")
+        .option("delta.enableChangeDataFeed", str(feed).lower())
+        .option("delta.enableDeletionVectors", str(deletion_vectors).lower())
+        .save(str(path))
+    )
     return SparkDeltaTable.forPath(spark, str(path))
 
 
@@ -32,7 +36,7 @@ def delta_spec(folder, sql=TOTALS, **source):
 
 def totals_of(rows) -> list[dict]:
     totals = {}
-    for order_id, pid, income in rows:
+    for _order_id, pid, income in rows:
         total, n = totals.get(pid, (0, 0))
         totals[pid] = (total + income, n + 1)
     return [{"pId": p, "total": t, "n": n} for p, (t, n) in sorted(totals.items())]
@@ -72,7 +76,7 @@ def test_a_starting_version_or_time_begins_with_that_snapshot_as_inserts(spark, 
     assert [(f["version"], f["rows"]) for f in staged["files"]] == [(2, 1), (3, 1)]
 
     commit_of_v1 = table.history().where("version = 1").first()["timestamp"]
-    at = (commit_of_v1 + timedelta(milliseconds=1)).replace(tzinfo=timezone.utc).isoformat()
+    at = (commit_of_v1 + timedelta(milliseconds=1)).replace(tzinfo=UTC).isoformat()
     by_time = Pipeline.open(delta_spec(tmp_path, starting_timestamp=at), runs_dir=tmp_path / "t")
     assert by_time.run().verdict == "pass"
     staged = json.loads((by_time.layout.staged("orders") / "manifest.json").read_text())
@@ -89,31 +93,51 @@ def test_a_table_with_deletion_vectors_is_read_through_the_connector(spark, tmp_
 
 
 def test_one_query_reads_another_querys_sink(spark, tmp_path):
-    write_changelog(tmp_path / "orders", "001.json", [change("+I", 1, 1, 5), change("+I", 2, 2, 3),
-                                                       change("-U", 1, 1, 5), change("+U", 1, 1, 6)])
-    first = Pipeline.open(orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId",
-                                      name="totals"), runs_dir=tmp_path / "runs")
+    write_changelog(
+        tmp_path / "orders",
+        "001.json",
+        [change("+I", 1, 1, 5), change("+I", 2, 2, 3), change("-U", 1, 1, 5), change("+U", 1, 1, 6)],
+    )
+    first = Pipeline.open(
+        orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId", name="totals"),
+        runs_dir=tmp_path / "runs",
+    )
     assert first.run().verdict == "pass"
-    spec = orders_spec(tmp_path, "SELECT total > 4 AS big, COUNT(*) AS products FROM totals GROUP BY total > 4",
-                       name="sizes", source={"path": "runs/totals/stream", "format": "delta",
-                                             "schema": "pId BIGINT, total BIGINT", "primary_key": ["pId"]})
+    spec = orders_spec(
+        tmp_path,
+        "SELECT total > 4 AS big, COUNT(*) AS products FROM totals GROUP BY total > 4",
+        name="sizes",
+        source={
+            "path": "runs/totals/stream",
+            "format": "delta",
+            "schema": "pId BIGINT, total BIGINT",
+            "primary_key": ["pId"],
+        },
+    )
     spec.write_text(spec.read_text().replace("orders:", "totals:"))
     second = Pipeline.open(spec, runs_dir=tmp_path / "runs")
     assert second.run().verdict == "pass"
     assert table_rows(second.layout.stream) == [{"big": False, "products": 1}, {"big": True, "products": 1}]
 
 
-@pytest.mark.parametrize("setup, message", [
-    ("no_feed", "the Delta table's change data feed is off"),
-    ("not_delta", "not a Delta table"),
-    ("missing_column", "the schema names income, which the Delta table does not have"),
-])
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        ("no_feed", "the Delta table's change data feed is off"),
+        ("not_delta", "not a Delta table"),
+        ("missing_column", "the schema names income, which the Delta table does not have"),
+    ],
+)
 def test_a_delta_source_that_cannot_be_read_is_one_line_and_exit_2(spark, tmp_path, setup, message):
     if setup == "no_feed":
         orders_table(spark, tmp_path / "table", [(1, 1, 5)], feed=False)
     elif setup == "missing_column":
-        (spark.createDataFrame([(1, 1)], "order_id BIGINT, pId BIGINT").write.format("delta")
-         .option("delta.enableChangeDataFeed", "true").save(str(tmp_path / "table")))
+        (
+            spark.createDataFrame([(1, 1)], "order_id BIGINT, pId BIGINT")
+            .write.format("delta")
+            .option("delta.enableChangeDataFeed", "true")
+            .save(str(tmp_path / "table"))
+        )
     else:
         (tmp_path / "table").mkdir()
     result = lockstep("run", delta_spec(tmp_path), "--out", tmp_path / "runs", cwd=tmp_path)

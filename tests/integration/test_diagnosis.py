@@ -34,11 +34,18 @@ def test_agreeing_results_have_no_causes(spark, tmp_path):
 
 
 def test_source_anomalies_explain_their_groups_and_a_tampered_row_is_unexplained(spark, tmp_path):
-    write_changelog(tmp_path / "orders", "001.json", [
-        change("+I", 1, 1, 5), change("+I", 2, 2, 3),
-        change("-D", 9, 3, 4),                            # retracts an order never inserted
-        change("+I", 10, 3, 7),
-        change("+I", 4, 4, 2), change("+U", 4, 5, 6)])    # an update without its before-image
+    write_changelog(
+        tmp_path / "orders",
+        "001.json",
+        [
+            change("+I", 1, 1, 5),
+            change("+I", 2, 2, 3),
+            change("-D", 9, 3, 4),  # retracts an order never inserted
+            change("+I", 10, 3, 7),
+            change("+I", 4, 4, 2),
+            change("+U", 4, 5, 6),
+        ],
+    )  # an update without its before-image
     spec = orders_spec(tmp_path, PER_PRODUCT, source={"on_bad_rows": "keep"})
     outcome = run_both(spec, tmp_path / "runs")
     # The stream took the ghost -D: product 3 counts 1 - 1 = 0 orders, and has no row.
@@ -56,8 +63,9 @@ def test_source_anomalies_explain_their_groups_and_a_tampered_row_is_unexplained
     assert second["sample"] == [{"pId": 3, "difference": "missing from the stream"}]
     assert "-D" in second["detail"] and "+U" in second["detail"]
     mismatched = report["differences"]["mismatched"]
-    assert mismatched == [{"key": {"pId": 1}, "stream": {"n": 1, "total": 5}, "batch": {"n": 1, "total": 6},
-                           "differing": ["total"]}]
+    assert mismatched == [
+        {"key": {"pId": 1}, "stream": {"n": 1, "total": 5}, "batch": {"n": 1, "total": 6}, "differing": ["total"]}
+    ]
     assert report["diagnosis"]["summary"] == "2 rows differ: 1 unexplained; 1 explained by source changelog anomalies"
     page = (outcome.layout.root / "report.html").read_text()
     assert page.index("Unexplained") < page.index("Source changelog anomalies")

@@ -24,16 +24,23 @@ SCHEMA = "id BIGINT, name STRING, amount DECIMAL(10,2), at TIMESTAMP"
 def _rows():
     def row(op, i, name, amount, at):
         return {"op": op, "id": i, "name": name, "amount": amount, "at": at}
-    return [row("+I", 1, "a", "1.50", "2026-01-01 10:00:00"), row("+I", 2, None, None, None),
-            row("-U", 1, "a", "1.50", "2026-01-01 10:00:00"), row("+U", 1, "é", "-2.25", "2026-01-02 00:00:01"),
-            row("-D", 2, None, None, None), row("+I", 3, "c", "0.00", "2026-01-03 23:59:59")]
+
+    return [
+        row("+I", 1, "a", "1.50", "2026-01-01 10:00:00"),
+        row("+I", 2, None, None, None),
+        row("-U", 1, "a", "1.50", "2026-01-01 10:00:00"),
+        row("+U", 1, "é", "-2.25", "2026-01-02 00:00:01"),
+        row("-D", 2, None, None, None),
+        row("+I", 3, "c", "0.00", "2026-01-03 23:59:59"),
+    ]
 
 
 def _staged(tmp_path) -> StagedChangelog:
     spec = SourceSpec(path=tmp_path / "src", format="changelog-json", schema=SCHEMA, primary_key=("id",))
     write_changelog(tmp_path / "src", "a.json", _rows())
-    _, commit = stage_source("t", spec, tmp_path / "staged", tmp_path / "quarantine",
-                             batch_size=StreamSpec(rows_per_batch=4))
+    _, commit = stage_source(
+        "t", spec, tmp_path / "staged", tmp_path / "quarantine", batch_size=StreamSpec(rows_per_batch=4)
+    )
     commit()
     return StagedChangelog(tmp_path / "staged")
 
@@ -67,8 +74,11 @@ def test_only_a_staged_changelog_or_a_pick_of_its_columns_is_read_on_the_driver(
 
     def calc(select: str, where: str | None = None) -> Calc:
         parsed = sqlglot.parse_one(f"SELECT {select} FROM t" + (f" WHERE {where}" if where else ""), read="spark")
-        return Calc(source, tuple((e.alias_or_name, e.unalias()) for e in parsed.expressions),
-                    parsed.args["where"].this if where else None)
+        return Calc(
+            source,
+            tuple((e.alias_or_name, e.unalias()) for e in parsed.expressions),
+            parsed.args["where"].this if where else None,
+        )
 
     renamed = calc("id AS k, name")
     picked = driver_input(renamed, spark.createDataFrame([], "k BIGINT, name STRING").schema)

@@ -21,10 +21,20 @@ from tests.conftest import change, orders_spec, write_changelog
 from tests.integration.conftest import run_both, table_rows
 from tests.integration.test_cli import lockstep
 
-EVENTS = [change("+I", 1, 1, 5), change("+I", 2, 1, 3), change("+I", 3, 2, 8),
-          change("-U", 1, 1, 5), change("+U", 1, 2, 1), change("-D", 2, 1, 3),
-          change("+I", 4, 1, 9), change("-U", 3, 2, 8), change("+U", 3, 2, 2),
-          change("+I", 5, 3, 7), change("-D", 5, 3, 7), change("+I", 6, 1, 4)]
+EVENTS = [
+    change("+I", 1, 1, 5),
+    change("+I", 2, 1, 3),
+    change("+I", 3, 2, 8),
+    change("-U", 1, 1, 5),
+    change("+U", 1, 2, 1),
+    change("-D", 2, 1, 3),
+    change("+I", 4, 1, 9),
+    change("-U", 3, 2, 8),
+    change("+U", 3, 2, 2),
+    change("+I", 5, 3, 7),
+    change("-D", 5, 3, 7),
+    change("+I", 6, 1, 4),
+]
 
 
 def feed_content(path):
@@ -37,12 +47,14 @@ def feed_content(path):
 
 def test_a_crash_after_a_sink_commit_changes_nothing_on_restart(spark, tmp_path):
     write_changelog(tmp_path / "orders", "001.json", EVENTS)
-    spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total, MIN(income) AS lo FROM orders "
-                                 "GROUP BY pId", rows_per_batch=2)
+    spec = orders_spec(
+        tmp_path, "SELECT pId, SUM(income) AS total, MIN(income) AS lo FROM orders GROUP BY pId", rows_per_batch=2
+    )
     clean = run_both(spec, tmp_path / "clean")
 
-    crashed = lockstep("stream", spec, "--out", tmp_path / "crashed", "--quiet", cwd=tmp_path,
-                       env={FAULT_AFTER_COMMIT: "2"})
+    crashed = lockstep(
+        "stream", spec, "--out", tmp_path / "crashed", "--quiet", cwd=tmp_path, env={FAULT_AFTER_COMMIT: "2"}
+    )
     assert crashed.returncode == 70, crashed.stderr
     layout = RunLayout.for_query(tmp_path / "crashed", "q")
     sink = DeltaTable(str(layout.stream))
@@ -64,8 +76,9 @@ def test_a_segment_logged_by_spark_before_a_kill_is_read_alone_after_the_restart
     # here: a first run, new input staged, and the entry Spark would have logged for the next
     # segment; beside it, the same two runs uninterrupted.
     write_changelog(tmp_path / "orders", "001.json", EVENTS[:6])
-    spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total, MIN(income) AS lo FROM orders "
-                                 "GROUP BY pId", rows_per_batch=2)
+    spec = orders_spec(
+        tmp_path, "SELECT pId, SUM(income) AS total, MIN(income) AS lo FROM orders GROUP BY pId", rows_per_batch=2
+    )
     plan = plan_query(load_spec(spec))
     killed, clean = (RunLayout.for_query(tmp_path / name, "q") for name in ("killed", "clean"))
     for layout in (killed, clean):

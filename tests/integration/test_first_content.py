@@ -35,13 +35,15 @@ def test_first_content_of_every_demo_stage_is_the_result_on_empty_input(spark, s
     assert set(_same_as_running_it(spark, spec_path)) == {0}
 
 
-@pytest.mark.parametrize("sql, rows", [
-    ("SELECT COUNT(*) AS n, SUM(income) AS total, AVG(CAST(income AS DECIMAL(10, 2))) AS mean FROM orders",
-     [1]),
-    ("SELECT n + 1 AS m FROM (SELECT COUNT(*) AS n FROM orders) WHERE n = 0", [1]),
-    # a global aggregate's row passed on to the next stage
-    ("SELECT n, COUNT(*) AS c FROM (SELECT COUNT(*) AS n FROM orders) GROUP BY n", None),
-])
+@pytest.mark.parametrize(
+    "sql, rows",
+    [
+        ("SELECT COUNT(*) AS n, SUM(income) AS total, AVG(CAST(income AS DECIMAL(10, 2))) AS mean FROM orders", [1]),
+        ("SELECT n + 1 AS m FROM (SELECT COUNT(*) AS n FROM orders) WHERE n = 0", [1]),
+        # a global aggregate's row passed on to the next stage
+        ("SELECT n, COUNT(*) AS c FROM (SELECT COUNT(*) AS n FROM orders) GROUP BY n", None),
+    ],
+)
 def test_a_global_aggregate_keeps_its_row_on_empty_input(spark, tmp_path, sql, rows):
     found = _same_as_running_it(spark, orders_spec(tmp_path, sql))
     assert found[0] == 1 and (rows is None or found == rows)
@@ -49,14 +51,36 @@ def test_a_global_aggregate_keeps_its_row_on_empty_input(spark, tmp_path, sql, r
 
 def _types_table():
     """One row of every column kind a sink can hold, one column declared NOT NULL."""
-    schema = pa.schema([
-        pa.field("id", pa.int64(), nullable=False), ("small", pa.int32()), ("f", pa.float32()),
-        ("d", pa.decimal128(10, 2)), ("s", pa.string()), ("b", pa.binary()), ("day", pa.date32()),
-        ("at", pa.timestamp("us", "UTC")), ("flag", pa.bool_()), ("xs", pa.list_(pa.float64())),
-        ("st", pa.struct([("a", pa.int64()), ("b", pa.string())])), ("m", pa.map_(pa.string(), pa.int64())),
-    ])
-    values = [1, 1, 1.5, Decimal("1.25"), "x", b"x", dt.date(2026, 1, 1), dt.datetime(2026, 1, 1),
-              True, [1.0, None], {"a": 1, "b": "y"}, [("k", 1)]]
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            ("small", pa.int32()),
+            ("f", pa.float32()),
+            ("d", pa.decimal128(10, 2)),
+            ("s", pa.string()),
+            ("b", pa.binary()),
+            ("day", pa.date32()),
+            ("at", pa.timestamp("us", "UTC")),
+            ("flag", pa.bool_()),
+            ("xs", pa.list_(pa.float64())),
+            ("st", pa.struct([("a", pa.int64()), ("b", pa.string())])),
+            ("m", pa.map_(pa.string(), pa.int64())),
+        ]
+    )
+    values = [
+        1,
+        1,
+        1.5,
+        Decimal("1.25"),
+        "x",
+        b"x",
+        dt.date(2026, 1, 1),
+        dt.datetime(2026, 1, 1),
+        True,
+        [1.0, None],
+        {"a": 1, "b": "y"},
+        [("k", 1)],
+    ]
     return pa.Table.from_pydict({f.name: [v] for f, v in zip(schema, values)}, schema=schema)
 
 

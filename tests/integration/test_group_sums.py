@@ -5,14 +5,15 @@ folded; with a state TTL, idle groups are forgotten as Flink forgets them; and a
 sums made on the driver (driver_sums.py) are Spark's."""
 
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 
@@ -51,9 +52,11 @@ def micro_batches(draw) -> list[list[dict]]:
                 row = live.pop(draw(st.integers(0, len(live) - 1)))
                 batch.append({**row, WEIGHT: -1})
             else:
-                row = {"g": draw(st.sampled_from([None, 1, 2, 3])),
-                       "d": draw(st.sampled_from([None, Decimal("-1.25"), Decimal("0.00"), Decimal("9999.99")])),
-                       "i": draw(st.sampled_from([None, 0, 7]))}
+                row = {
+                    "g": draw(st.sampled_from([None, 1, 2, 3])),
+                    "d": draw(st.sampled_from([None, Decimal("-1.25"), Decimal("0.00"), Decimal("9999.99")])),
+                    "i": draw(st.sampled_from([None, 0, 7])),
+                }
                 live.append(row)
                 batch.append({**row, WEIGHT: 1})
         batches.append(batch)
@@ -85,7 +88,8 @@ def _as_model(row: dict) -> tuple:
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
 @given(batches=micro_batches(), part_rows=st.sampled_from([1, 2, PART_ROWS]))
 def test_each_micro_batch_gives_the_touched_groups_running_sums_and_empty_groups_leave_the_state(
-        spark, tmp_path_factory, batches, part_rows):
+    spark, tmp_path_factory, batches, part_rows
+):
     """Snapshots in parts of one or two groups too (snapshot_parts.py)."""
     directory = tmp_path_factory.mktemp("sums")
     sums, seen = GroupSums(_state(), directory, part_rows=part_rows), []
@@ -119,14 +123,24 @@ def test_a_group_emptied_before_a_fold_is_gone_from_the_state_after_it(spark, tm
 def test_a_window_state_keeps_the_parts_of_closed_windows_as_they_were(spark, tmp_path):
     """The state is sorted by window first: a fold rewrites the parts of the windows its logs
     touch, and links the parts of earlier windows into the new snapshot unread."""
-    node = SimpleNamespace(group_keys=("g", WINDOW_START, WINDOW_END), aggregates=[CALLS[2]], is_global=False,
-                           output_names=("g", WINDOW_START, WINDOW_END, "rows"))
+    node = SimpleNamespace(
+        group_keys=("g", WINDOW_START, WINDOW_END),
+        aggregates=[CALLS[2]],
+        is_global=False,
+        output_names=("g", WINDOW_START, WINDOW_END, "rows"),
+    )
     sums = GroupSums(AggregateState(node, {}), tmp_path, part_rows=3)
-    schema = pa.schema([("g", pa.int64()), (WINDOW_START, pa.timestamp("us", "UTC")),
-                        (WINDOW_END, pa.timestamp("us", "UTC")), (WEIGHT, pa.int32())])
+    schema = pa.schema(
+        [
+            ("g", pa.int64()),
+            (WINDOW_START, pa.timestamp("us", "UTC")),
+            (WINDOW_END, pa.timestamp("us", "UTC")),
+            (WEIGHT, pa.int32()),
+        ]
+    )
     batches = 2 * COMPACT_EVERY
     for b in range(batches):  # micro-batch b: one row per group in window b
-        start = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(hours=b)
+        start = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=b)
         rows = [{"g": g, WINDOW_START: start, WINDOW_END: start + timedelta(hours=1), WEIGHT: 1} for g in (3, 1, 2)]
         sums.after(frame_of(spark, pa.Table.from_pylist(rows, schema=schema)), b)
     first, second = (Snapshot(tmp_path / f"snapshot-{n:012d}", ()) for n in (COMPACT_EVERY, batches))
@@ -138,13 +152,19 @@ def test_a_window_state_keeps_the_parts_of_closed_windows_as_they_were(spark, tm
 
 
 def test_sums_group_as_spark_groups_and_keep_their_types():
-    rows = pa.table({"k": pa.array([0.0, -0.0, float("nan"), float("nan"), None, None], pa.float64()),
-                     "s": pa.array([Decimal("1.10"), Decimal("2.20"), None, Decimal("3.00"), None, None],
-                                   pa.decimal128(16, 2)),
-                     COUNT: pa.array([1, 1, 1, 1, 1, -1], pa.int64())})
+    rows = pa.table(
+        {
+            "k": pa.array([0.0, -0.0, float("nan"), float("nan"), None, None], pa.float64()),
+            "s": pa.array([Decimal("1.10"), Decimal("2.20"), None, Decimal("3.00"), None, None], pa.decimal128(16, 2)),
+            COUNT: pa.array([1, 1, 1, 1, 1, -1], pa.int64()),
+        }
+    )
     summed = summed_per_group(rows, ("k",))
     assert summed.schema == rows.schema
-    got = {("nan" if v != v else v): (s, c) for v, s, c in zip(*[summed.column(n).to_pylist() for n in summed.column_names])}
+    got = {
+        ("nan" if v != v else v): (s, c)
+        for v, s, c in zip(*[summed.column(n).to_pylist() for n in summed.column_names])
+    }
     assert got == {0.0: (Decimal("3.30"), 2), "nan": (Decimal("3.00"), 2), None: (None, 0)}
 
 
@@ -175,8 +195,10 @@ def test_with_a_ttl_an_idle_group_is_forgotten_and_starts_again_from_nothing(spa
 
     one = {"g": 1, "d": Decimal("5.00"), "i": 1}
     two = {"g": 2, "d": Decimal("1.00"), "i": None}
-    assert step(0, [{**one, WEIGHT: 1}, {**two, WEIGHT: 1}], 0) == {1: (1, 1, Decimal("5.00"), 1),
-                                                                    2: (1, 1, Decimal("1.00"), 0)}
+    assert step(0, [{**one, WEIGHT: 1}, {**two, WEIGHT: 1}], 0) == {
+        1: (1, 1, Decimal("5.00"), 1),
+        2: (1, 1, Decimal("1.00"), 0),
+    }
     assert step(1, [{**two, WEIGHT: 1}], HOUR // 2) == {2: (2, 2, Decimal("2.00"), 0)}
     # Group 1 has been idle for more than an hour: a new row starts it again from nothing.
     assert step(2, [{**one, WEIGHT: 1}], 2 * HOUR) == {1: (1, 1, Decimal("5.00"), 1)}
@@ -190,25 +212,51 @@ def test_with_a_ttl_an_idle_group_is_forgotten_and_starts_again_from_nothing(spa
     assert sums.ignored_groups == 1
 
 
-DRIVER_CALLS = [AggCall("SUM", "i", False, "si"), AggCall("AVG", "d", False, "ad"), AggCall("SUM", "x", False, "sx"),
-                AggCall("COUNT", "f", False, "nf"), AggCall("SUM", "f", False, "sf"), AggCall("COUNT", None, False, "n")]
-DRIVER_INPUT = pa.schema([("k", pa.float64()), ("s", pa.string()), ("i", pa.int32()), ("d", pa.decimal128(6, 2)),
-                          ("x", pa.float64()), ("f", pa.float32()), (WEIGHT, pa.int32())])
+DRIVER_CALLS = [
+    AggCall("SUM", "i", False, "si"),
+    AggCall("AVG", "d", False, "ad"),
+    AggCall("SUM", "x", False, "sx"),
+    AggCall("COUNT", "f", False, "nf"),
+    AggCall("SUM", "f", False, "sf"),
+    AggCall("COUNT", None, False, "n"),
+]
+DRIVER_INPUT = pa.schema(
+    [
+        ("k", pa.float64()),
+        ("s", pa.string()),
+        ("i", pa.int32()),
+        ("d", pa.decimal128(6, 2)),
+        ("x", pa.float64()),
+        ("f", pa.float32()),
+        (WEIGHT, pa.int32()),
+    ]
+)
 
 
 @st.composite
 def weighted_rows(draw) -> pa.Table:
-    rows = [{"k": draw(st.sampled_from([None, 0.0, -0.0, float("nan"), 2.5])), "s": draw(st.sampled_from([None, "a", "é"])),
-             "i": draw(st.sampled_from([None, -3, 2_000_000_000])),
-             "d": draw(st.sampled_from([None, Decimal("-1.25"), Decimal("9999.99")])),
-             "x": draw(st.sampled_from([None, 0.1, -2.0, float("inf")])), "f": draw(st.sampled_from([None, 1.5])),
-             WEIGHT: draw(st.sampled_from([1, -1]))} for _ in range(draw(st.integers(0, 12)))]
+    rows = [
+        {
+            "k": draw(st.sampled_from([None, 0.0, -0.0, float("nan"), 2.5])),
+            "s": draw(st.sampled_from([None, "a", "é"])),
+            "i": draw(st.sampled_from([None, -3, 2_000_000_000])),
+            "d": draw(st.sampled_from([None, Decimal("-1.25"), Decimal("9999.99")])),
+            "x": draw(st.sampled_from([None, 0.1, -2.0, float("inf")])),
+            "f": draw(st.sampled_from([None, 1.5])),
+            WEIGHT: draw(st.sampled_from([1, -1])),
+        }
+        for _ in range(draw(st.integers(0, 12)))
+    ]
     return pa.Table.from_pylist(rows, schema=DRIVER_INPUT)
 
 
 # MIN, MAX and DISTINCT: each row spread over value slots (-0.0, NaN among MAX(k)'s values).
-SLOT_CALLS = [*DRIVER_CALLS, AggCall("MIN", "i", False, "mi"), AggCall("MAX", "k", False, "mk"),
-              AggCall("COUNT", "s", True, "ds")]
+SLOT_CALLS = [
+    *DRIVER_CALLS,
+    AggCall("MIN", "i", False, "mi"),
+    AggCall("MAX", "k", False, "mk"),
+    AggCall("COUNT", "s", True, "ds"),
+]
 
 
 @pytest.mark.parametrize("calls", [DRIVER_CALLS, SLOT_CALLS], ids=["sums", "value slots"])
@@ -216,7 +264,9 @@ SLOT_CALLS = [*DRIVER_CALLS, AggCall("MIN", "i", False, "mi"), AggCall("MAX", "k
 @given(rows=weighted_rows())
 def test_the_driver_sums_a_micro_batch_as_spark_sums_it(spark, calls, rows):
     node = SimpleNamespace(group_keys=("k", "s"), aggregates=calls, is_global=False)
-    state = AggregateState(node, {c: from_arrow_type(DRIVER_INPUT.field(c).type) for c in ("k", "s", "i", "d", "x", "f")})
+    state = AggregateState(
+        node, {c: from_arrow_type(DRIVER_INPUT.field(c).type) for c in ("k", "s", "i", "d", "x", "f")}
+    )
     in_spark = streaming_aggregate(frame_of(spark, rows), state).withColumn(TOUCHED, F.lit(7).cast("bigint"))
     schema = to_arrow_schema(in_spark.schema, timezone="UTC")
     weights = rows.column(WEIGHT).cast(pa.int64())
@@ -225,14 +275,20 @@ def test_the_driver_sums_a_micro_batch_as_spark_sums_it(spark, calls, rows):
 
     def by_group(table: pa.Table) -> dict:
         # NaN is not equal to itself: compared by its text; sums of doubles to the last bits.
-        return {repr(tuple(r[k] for k in state.state_key)): {c: (round(v, 9) if isinstance(v, float) and v == v else repr(v))
-                                                             for c, v in r.items()} for r in table.to_pylist()}
+        return {
+            repr(tuple(r[k] for k in state.state_key)): {
+                c: (round(v, 9) if isinstance(v, float) and v == v else repr(v)) for c, v in r.items()
+            }
+            for r in table.to_pylist()
+        }
 
     assert by_group(on_driver) == by_group(in_spark.toArrow())
 
 
-FINISH_SQL = ("SELECT pId, SUM(income) AS total, COUNT(*) AS n, AVG(qty) AS a, COUNT(income) AS c, SUM(qty) AS q "
-              "FROM orders GROUP BY pId")
+FINISH_SQL = (
+    "SELECT pId, SUM(income) AS total, COUNT(*) AS n, AVG(qty) AS a, COUNT(income) AS c, SUM(qty) AS q "
+    "FROM orders GROUP BY pId"
+)
 
 
 @st.composite
@@ -252,23 +308,41 @@ def touched_groups(draw, state: AggregateState) -> pa.Table:
                 columns[name].append(draw(st.sampled_from([None, 0.0, -2.5, float("nan"), 1e300])))
             else:
                 columns[name].append(draw(st.sampled_from([None, 0, -7, 2**40])))
-    types = {"pId": pa.int64(), COUNT: pa.int64(),
-             **{n: (pa.float64() if arg == "income" and kind == "sum" else pa.int64())
-                for n, kind, arg in state_columns(state.node)}}
+    types = {
+        "pId": pa.int64(),
+        COUNT: pa.int64(),
+        **{
+            n: (pa.float64() if arg == "income" and kind == "sum" else pa.int64())
+            for n, kind, arg in state_columns(state.node)
+        },
+    }
     return pa.table({n: pa.array(v, types[n]) for n, v in columns.items()})
 
 
 def _finishing(tmp_path):
     from pyspark.sql.types import DoubleType, IntegerType, LongType, StructField, StructType
+
     from jobs.plan import plan_query
     from jobs.spec import load_spec
     from jobs.stream.emitters import AggregateEmitter
     from tests.conftest import orders_spec
+
     spec = orders_spec(tmp_path, FINISH_SQL, source={"schema": "order_id BIGINT, pId BIGINT, income DOUBLE, qty INT"})
     stage = plan_query(load_spec(spec)).final_stage
     state = AggregateState(stage.aggregate, {"income": DoubleType(), "qty": IntegerType()})
-    output = StructType([StructField(n, t) for n, t in [("pId", LongType()), ("total", DoubleType()), ("n", LongType()),
-                                                        ("a", DoubleType()), ("c", LongType()), ("q", LongType())]])
+    output = StructType(
+        [
+            StructField(n, t)
+            for n, t in [
+                ("pId", LongType()),
+                ("total", DoubleType()),
+                ("n", LongType()),
+                ("a", DoubleType()),
+                ("c", LongType()),
+                ("q", LongType()),
+            ]
+        ]
+    )
     return state, AggregateEmitter(stage, state, None, output), output
 
 
@@ -298,30 +372,44 @@ def slotted_groups(draw) -> tuple[pa.Table, pa.Table]:
     values' counts) and the MIN / MAX / DISTINCT results the multisets give for some of them."""
     pids = draw(st.lists(st.sampled_from([None, 1, 2, 3]), unique=True))
     rows = [{"pId": p, SLOT: 0, "__v1": None, "__v2": None, COUNT: draw(st.integers(0, 3))} for p in pids]
-    rows += [{"pId": p, SLOT: s, "__v1": v if s == 1 else None, "__v2": v if s == 2 else None, COUNT: 1}
-             for p in pids for s, v in draw(st.lists(st.tuples(st.sampled_from([1, 2]), st.integers(0, 9)), max_size=3))]
-    groups = pa.Table.from_pylist(rows, schema=pa.schema([("pId", pa.int64()), (SLOT, pa.int32()), ("__v1", pa.int32()),
-                                                          ("__v2", pa.int32()), (COUNT, pa.int64())]))
+    rows += [
+        {"pId": p, SLOT: s, "__v1": v if s == 1 else None, "__v2": v if s == 2 else None, COUNT: 1}
+        for p in pids
+        for s, v in draw(st.lists(st.tuples(st.sampled_from([1, 2]), st.integers(0, 9)), max_size=3))
+    ]
+    groups = pa.Table.from_pylist(
+        rows,
+        schema=pa.schema(
+            [("pId", pa.int64()), (SLOT, pa.int32()), ("__v1", pa.int32()), ("__v2", pa.int32()), (COUNT, pa.int64())]
+        ),
+    )
     valued = draw(st.lists(st.sampled_from(pids), unique=True)) if pids else []
-    values = pa.Table.from_pylist([{"pId": p, "top": draw(st.sampled_from([None, 4])), "d": draw(st.integers(0, 3))}
-                                   for p in valued],
-                                  schema=pa.schema([("pId", pa.int64()), ("top", pa.int32()), ("d", pa.int64())]))
+    values = pa.Table.from_pylist(
+        [{"pId": p, "top": draw(st.sampled_from([None, 4])), "d": draw(st.integers(0, 3))} for p in valued],
+        schema=pa.schema([("pId", pa.int64()), ("top", pa.int32()), ("d", pa.int64())]),
+    )
     return groups, values
 
 
 def test_the_driver_finishes_min_max_and_distinct_as_spark_finalises_them(spark, tmp_path):
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
     from jobs.plan import plan_query
     from jobs.spec import load_spec
     from jobs.stream.aggregate import finalize
     from jobs.stream.emitters import AggregateEmitter
     from tests.conftest import orders_spec
+
     spec = orders_spec(tmp_path, SLOTS_SQL, source={"schema": "order_id BIGINT, pId BIGINT, income DOUBLE, qty INT"})
     stage = plan_query(load_spec(spec)).final_stage
     state = AggregateState(stage.aggregate, {"qty": IntegerType()})
     assert state.has_slots and finishes_on_driver(state, None)
-    output = StructType([StructField(n, t) for n, t in [("pId", LongType()), ("n", LongType()), ("top", IntegerType()),
-                                                        ("d", LongType())]])
+    output = StructType(
+        [
+            StructField(n, t)
+            for n, t in [("pId", LongType()), ("n", LongType()), ("top", IntegerType()), ("d", LongType())]
+        ]
+    )
     emitter = AggregateEmitter(stage, state, None, output)
 
     @settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))

@@ -12,8 +12,9 @@ LEFT_COLS, RIGHT_COLS = ("k", "v"), ("k", "name")
 def tagged(spark, left_rows, right_rows):
     left = spark.createDataFrame(left_rows, f"k BIGINT, v DOUBLE, {WEIGHT} INT")
     right = spark.createDataFrame(right_rows, f"k BIGINT, name STRING, {WEIGHT} INT")
-    return (tag_side(left, LEFT, LEFT_COLS, RIGHT, "`k`: bigint, `name`: string")
-            .unionByName(tag_side(right, RIGHT, RIGHT_COLS, LEFT, "`k`: bigint, `v`: double")))
+    return tag_side(left, LEFT, LEFT_COLS, RIGHT, "`k`: bigint, `name`: string").unionByName(
+        tag_side(right, RIGHT, RIGHT_COLS, LEFT, "`k`: bigint, `v`: double")
+    )
 
 
 def net_changes_per_side(delta):
@@ -23,9 +24,11 @@ def net_changes_per_side(delta):
 
 def test_a_row_and_its_retraction_cancel_on_each_side(spark):
     nan = float("nan")
-    delta = tagged(spark,
-                   [(1, -0.0, 1), (1, 0.0, -1), (2, nan, 1), (2, nan, -1), (3, 1.5, 1), (3, 1.5, 1)],
-                   [(1, "a", 1), (1, "a", -1), (4, "b", -1)])
+    delta = tagged(
+        spark,
+        [(1, -0.0, 1), (1, 0.0, -1), (2, nan, 1), (2, nan, -1), (3, 1.5, 1), (3, 1.5, 1)],
+        [(1, "a", 1), (1, "a", -1), (4, "b", -1)],
+    )
     left, right = net_changes_per_side(delta)
     assert left.to_pylist() == [{"k": 3, "v": 1.5, COUNT: 2}]
     assert right.to_pylist() == [{"k": 4, "name": "b", COUNT: -1}]

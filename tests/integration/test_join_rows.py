@@ -6,7 +6,8 @@ to Spark the joins Arrow does not compute as Spark does."""
 from types import SimpleNamespace
 
 import pyarrow as pa
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Join
@@ -16,28 +17,48 @@ from jobs.stream.keyed import JoinOperator
 from jobs.stream.row_counts import difference, live_rows
 
 LEFT = pa.schema([("id", pa.int64()), ("k", pa.string()), ("v", pa.float64()), ("b", pa.binary()), (COUNT, pa.int64())])
-RIGHT = pa.schema([("rk", pa.string()), ("rid", pa.int64()), ("w", pa.string()), ("rb", pa.binary()), (COUNT, pa.int64())])
-VALUES = {"id": [None, 1, 2], "k": [None, "a", "é"], "v": [None, 0.5, -1.0], "w": [None, "x", "y"],
-          "rid": [None, 1, 2], "rk": [None, "a", "é"],
-          "b": [None, b"a", b"\xff"], "rb": [None, b"a", b"\xff"]}
+RIGHT = pa.schema(
+    [("rk", pa.string()), ("rid", pa.int64()), ("w", pa.string()), ("rb", pa.binary()), (COUNT, pa.int64())]
+)
+VALUES = {
+    "id": [None, 1, 2],
+    "k": [None, "a", "é"],
+    "v": [None, 0.5, -1.0],
+    "w": [None, "x", "y"],
+    "rid": [None, 1, 2],
+    "rk": [None, "a", "é"],
+    "b": [None, b"a", b"\xff"],
+    "rb": [None, b"a", b"\xff"],
+}
 
 
 @st.composite
 def live(draw, schema: pa.Schema) -> pa.Table:
-    rows = [{**{f.name: draw(st.sampled_from(VALUES[f.name])) for f in schema if f.name != COUNT},
-             COUNT: draw(st.integers(-1, 3))} for _ in range(draw(st.integers(0, 8)))]
+    rows = [
+        {
+            **{f.name: draw(st.sampled_from(VALUES[f.name])) for f in schema if f.name != COUNT},
+            COUNT: draw(st.integers(-1, 3)),
+        }
+        for _ in range(draw(st.integers(0, 8)))
+    ]
     return live_rows(pa.Table.from_pylist(rows, schema=schema))
 
 
 def _node(kind: str, keys: tuple[tuple[str, ...], tuple[str, ...]]) -> Join:
     # The planner renames a right column that clashes with a left one below the join.
-    left, right = SimpleNamespace(output_names=("id", "k", "v", "b")), SimpleNamespace(output_names=("rk", "rid", "w", "rb"))
+    left, right = (
+        SimpleNamespace(output_names=("id", "k", "v", "b")),
+        SimpleNamespace(output_names=("rk", "rid", "w", "rb")),
+    )
     output = ("id", "k", "v", "b") if kind in ("semi", "anti") else ("id", "k", "v", "b", "rk", "rid", "w", "rb")
     return Join(left, right, kind, keys[0], keys[1], output)
 
 
-NODES = st.builds(_node, st.sampled_from(["inner", "left", "right", "full", "semi", "anti"]),
-                  st.sampled_from([(("k",), ("rk",)), (("id", "k"), ("rid", "rk")), (("b",), ("rb",))]))
+NODES = st.builds(
+    _node,
+    st.sampled_from(["inner", "left", "right", "full", "semi", "anti"]),
+    st.sampled_from([(("k",), ("rk",)), (("id", "k"), ("rid", "rk")), (("b",), ("rb",))]),
+)
 
 
 def _multiset(rows: list[dict]) -> list:
@@ -46,13 +67,18 @@ def _multiset(rows: list[dict]) -> list:
 
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(node=NODES, left_before=live(LEFT), left_after=live(LEFT), right_before=live(RIGHT), right_after=live(RIGHT))
-def test_the_driver_joins_what_spark_joins(spark, tmp_path_factory, node, left_before, left_after,
-                                           right_before, right_after):
+def test_the_driver_joins_what_spark_joins(
+    spark, tmp_path_factory, node, left_before, left_after, right_before, right_after
+):
     assert joins_on_driver(node, LEFT, RIGHT)
-    on_driver = frame_of(spark, difference(joined(node, left_after, right_after), joined(node, left_before, right_before)))
+    on_driver = frame_of(
+        spark, difference(joined(node, left_after, right_after), joined(node, left_before, right_before))
+    )
     operator = JoinOperator(node, tmp_path_factory.mktemp("join"))
-    in_spark = operator._difference(operator._join(frame_of(spark, left_after), frame_of(spark, right_after)),
-                                    operator._join(frame_of(spark, left_before), frame_of(spark, right_before)))
+    in_spark = operator._difference(
+        operator._join(frame_of(spark, left_after), frame_of(spark, right_after)),
+        operator._join(frame_of(spark, left_before), frame_of(spark, right_before)),
+    )
     assert [(f.name, f.dataType) for f in on_driver.schema] == [(f.name, f.dataType) for f in in_spark.schema]
     assert _multiset([r.asDict() for r in on_driver.collect()]) == _multiset([r.asDict() for r in in_spark.collect()])
 

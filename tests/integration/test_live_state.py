@@ -5,12 +5,14 @@ what it read the first time."""
 import random
 import struct
 from collections import Counter
+from datetime import UTC
 
 import pyarrow as pa
 import pytest
 
 from jobs.changelog.columns import COUNT
 from jobs.stream.live_state import COMPACT_EVERY, LiveState
+
 
 def _net(rng: random.Random, live: Counter) -> Counter:
     """A micro-batch's net changes: some rows added, some live rows taken away."""
@@ -25,9 +27,13 @@ def _net(rng: random.Random, live: Counter) -> Counter:
 
 def _table(net: Counter) -> pa.Table:
     rows = sorted(net.items(), key=str)
-    return pa.table({"k": pa.array([r[0] for r, _ in rows], pa.int64()),
-                     "v": pa.array([r[1] for r, _ in rows], pa.string()),
-                     COUNT: pa.array([n for _, n in rows], pa.int64())})
+    return pa.table(
+        {
+            "k": pa.array([r[0] for r, _ in rows], pa.int64()),
+            "v": pa.array([r[1] for r, _ in rows], pa.string()),
+            COUNT: pa.array([n for _, n in rows], pa.int64()),
+        }
+    )
 
 
 def _live(state: LiveState, spark, batch_id: int) -> Counter:
@@ -94,11 +100,16 @@ def test_the_live_rows_of_touched_keys_are_exactly_those_of_the_history(spark, t
     rng, state, live = random.Random(11), LiveState(tmp_path / "state", keys), Counter()
     for batch_id in range(2 * COMPACT_EVERY + 3):
         picked = [(rng.choice([None, *range(20)]), f"v{rng.randrange(3)}") for _ in range(rng.randrange(5))]
-        touched = pa.table({"k": pa.array([k for k, _ in picked], pa.int64()),
-                            "v": pa.array([v for _, v in picked], pa.string())})
-        expected = Counter({row: n for row, n in live.items()
-                            if any(all(row[("k", "v").index(c)] == p[("k", "v").index(c)] for c in keys)
-                                   for p in picked)})
+        touched = pa.table(
+            {"k": pa.array([k for k, _ in picked], pa.int64()), "v": pa.array([v for _, v in picked], pa.string())}
+        )
+        expected = Counter(
+            {
+                row: n
+                for row, n in live.items()
+                if any(all(row[("k", "v").index(c)] == p[("k", "v").index(c)] for c in keys) for p in picked)
+            }
+        )
         assert _rows_of(state, spark, batch_id, touched.select(list(keys))) == expected, batch_id
         net = _net(rng, live)
         if rng.random() < 0.3:
@@ -113,8 +124,9 @@ def test_a_floating_key_matches_as_spark_matches_it(spark, tmp_path):
     touched keys find those rows."""
     other_nan = struct.unpack("d", struct.pack("Q", 0x7FF8000000000001))[0]
     state = LiveState(tmp_path / "state", ("k",))
-    live = pa.table({"k": pa.array([-0.0, float("nan"), 2.0]), "v": ["zero", "nan", "two"],
-                     COUNT: pa.array([1, 1, 1], pa.int64())})
+    live = pa.table(
+        {"k": pa.array([-0.0, float("nan"), 2.0]), "v": ["zero", "nan", "two"], COUNT: pa.array([1, 1, 1], pa.int64())}
+    )
     state.record(live, 0)
     touched = pa.table({"k": pa.array([0.0, other_nan])})
     found = state.rows_before(1, touched, live.schema).to_pylist()
@@ -124,8 +136,9 @@ def test_a_floating_key_matches_as_spark_matches_it(spark, tmp_path):
 def test_a_not_null_key_column_is_read_like_any_other(spark, tmp_path):
     """toArrow keeps a NOT NULL column's nullability; the touched keys' table has none to keep."""
     state = LiveState(tmp_path / "state", ("k",))
-    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string()),
-                        pa.field(COUNT, pa.int64())])
+    schema = pa.schema(
+        [pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string()), pa.field(COUNT, pa.int64())]
+    )
     state.record(pa.table({"k": [1, 2], "v": ["a", "b"], COUNT: [1, 1]}, schema=schema), 0)
     found = state.rows_before(1, pa.table({"k": pa.array([2], pa.int64())}), schema).to_pylist()
     assert [(row["k"], row["v"]) for row in found] == [(2, "b")]
@@ -144,10 +157,10 @@ def test_no_rows_before_is_a_frame_spark_drops_from_a_join_without_a_job(spark, 
 def test_a_snapshot_spark_wrote_is_still_read_and_folded(spark, tmp_path):
     """Run folders from before the fold moved to the driver hold snapshots Spark wrote (its part
     files, timestamps as INT96): they are read, and folded into the next snapshot, as they were."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     state = LiveState(tmp_path / "state", ("k",))
-    at = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+    at = datetime(2026, 1, 1, 12, tzinfo=UTC)
     old = spark.createDataFrame([(1, at, 1), (2, at, 2)], f"k BIGINT, t TIMESTAMP, {COUNT} BIGINT")
     old.repartition(1).write.parquet(str(tmp_path / "state" / "snapshot-000000000001"))
     schema = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", tz="UTC")), (COUNT, pa.int64())])

@@ -42,8 +42,10 @@ def test_files_and_folders_get_the_modes_hadoop_s_own_class_gives(spark, tmp_pat
         (root / "set").mkdir()
         (root / "set" / "file").write_text("")
         for target, octal in (("set/file", "640"), ("set", "1777")):  # the sticky bit: chmod's way
-            fs.setPermission(jvm.org.apache.hadoop.fs.Path(str(root / target)),
-                             jvm.org.apache.hadoop.fs.permission.FsPermission(octal))
+            fs.setPermission(
+                jvm.org.apache.hadoop.fs.Path(str(root / target)),
+                jvm.org.apache.hadoop.fs.permission.FsPermission(octal),
+            )
         modes[name] = {str(p.relative_to(root)): _mode(p) for p in sorted(root.rglob("*"))}
     assert modes["ours"] == modes["hadoop"]
     assert modes["ours"]["set"] == 0o1777 and modes["ours"]["set/file"] == 0o640

@@ -10,12 +10,21 @@ from tests.conftest import write_changelog
 from tests.integration.conftest import run_both
 from tests.support.dimension_server import DimensionServer
 
-CUSTOMERS = {"7": {"customer_id": 7, "name": "Ana", "tier": "gold"},
-             "8": {"customer_id": 8, "name": "Ben", "tier": "silver"},
-             "9": {"customer_id": 9, "name": "Cho", "tier": "gold"}}
+CUSTOMERS = {
+    "7": {"customer_id": 7, "name": "Ana", "tier": "gold"},
+    "8": {"customer_id": 8, "name": "Ben", "tier": "silver"},
+    "9": {"customer_id": 9, "name": "Cho", "tier": "gold"},
+}
 EVENTS = [  # (op, order_id, customer_id, amount)
-    ("+I", 1, 7, 5), ("+I", 2, 8, 3), ("+I", 3, 9, 4), ("-U", 2, 8, 3), ("+U", 2, 7, 6),
-    ("+I", 4, 5, 2), ("-D", 1, 7, 5), ("+I", 5, 8, 1)]
+    ("+I", 1, 7, 5),
+    ("+I", 2, 8, 3),
+    ("+I", 3, 9, 4),
+    ("-U", 2, 8, 3),
+    ("+U", 2, 7, 6),
+    ("+I", 4, 5, 2),
+    ("-D", 1, 7, 5),
+    ("+I", 5, 8, 1),
+]
 
 
 @pytest.fixture
@@ -25,15 +34,34 @@ def service():
 
 
 def _spec(tmp_path, service, sql: str, order: str = "ordered"):
-    write_changelog(tmp_path / "orders", "001.json",
-                    [{"op": op, "order_id": o, "customer_id": c, "amount": a} for op, o, c, a in EVENTS])
-    spec = {"name": "enriched", "sql": sql,
-            "sources": {"orders": {"path": "orders", "format": "changelog-json", "primary_key": ["order_id"],
-                                   "schema": "order_id BIGINT, customer_id BIGINT, amount BIGINT"}},
-            "lookups": {"customers": {"kind": "http", "url": service.url + "/customers/{customer_id}",
-                                      "key": ["customer_id"], "output": "name STRING, tier STRING",
-                                      "capacity": 4, "order": order}},
-            "stream": {"rows_per_batch": 3}}
+    write_changelog(
+        tmp_path / "orders",
+        "001.json",
+        [{"op": op, "order_id": o, "customer_id": c, "amount": a} for op, o, c, a in EVENTS],
+    )
+    spec = {
+        "name": "enriched",
+        "sql": sql,
+        "sources": {
+            "orders": {
+                "path": "orders",
+                "format": "changelog-json",
+                "primary_key": ["order_id"],
+                "schema": "order_id BIGINT, customer_id BIGINT, amount BIGINT",
+            }
+        },
+        "lookups": {
+            "customers": {
+                "kind": "http",
+                "url": service.url + "/customers/{customer_id}",
+                "key": ["customer_id"],
+                "output": "name STRING, tier STRING",
+                "capacity": 4,
+                "order": order,
+            }
+        },
+        "stream": {"rows_per_batch": 3},
+    }
     path = tmp_path / "enriched.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -41,18 +69,29 @@ def _spec(tmp_path, service, sql: str, order: str = "ordered"):
 
 @pytest.mark.parametrize("order", ["ordered", "unordered"])
 def test_an_enriched_aggregate_streams_what_the_batch_computes(spark, tmp_path, service, order):
-    spec = _spec(tmp_path, service, "SELECT c.tier, COUNT(*) AS orders, SUM(o.amount) AS amount FROM orders o "
-                                    "JOIN customers c ON o.customer_id = c.customer_id GROUP BY c.tier", order)
+    spec = _spec(
+        tmp_path,
+        service,
+        "SELECT c.tier, COUNT(*) AS orders, SUM(o.amount) AS amount FROM orders o "
+        "JOIN customers c ON o.customer_id = c.customer_id GROUP BY c.tier",
+        order,
+    )
     result = run_both(spec, tmp_path / "runs")
     # Order 4's customer 5 has no dimension row: the inner lookup join drops it.
-    assert result.stream == result.batch == [{"tier": "gold", "orders": 2, "amount": 10},
-                                             {"tier": "silver", "orders": 1, "amount": 1}]
+    assert (
+        result.stream
+        == result.batch
+        == [{"tier": "gold", "orders": 2, "amount": 10}, {"tier": "silver", "orders": 1, "amount": 1}]
+    )
     assert service.max_concurrent <= 4
 
 
 def test_a_left_lookup_join_pads_missing_dimension_rows_with_nulls(spark, tmp_path, service):
-    spec = _spec(tmp_path, service, "SELECT o.order_id, c.name FROM orders o "
-                                    "LEFT JOIN customers c ON o.customer_id = c.customer_id")
+    spec = _spec(
+        tmp_path,
+        service,
+        "SELECT o.order_id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.customer_id",
+    )
     result = run_both(spec, tmp_path / "runs")
     assert result.stream == result.batch
     assert {r["order_id"]: r["name"] for r in result.stream} == {2: "Ana", 3: "Cho", 4: None, 5: "Ben"}
@@ -65,8 +104,11 @@ def test_on_lookup_error_null_emits_nulls_and_the_report_counts_them(spark, tmp_
     from jobs.spec.model import Settings
 
     with DimensionServer({"customers": CUSTOMERS}, fail_times={"9": 99}) as failing:
-        spec = _spec(tmp_path, failing, "SELECT o.order_id, c.name FROM orders o "
-                                        "LEFT JOIN customers c ON o.customer_id = c.customer_id")
+        spec = _spec(
+            tmp_path,
+            failing,
+            "SELECT o.order_id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.customer_id",
+        )
         text = yaml.safe_load(spec.read_text())
         text["lookups"]["customers"].update(on_lookup_error="null", retries=0)
         spec.write_text(yaml.safe_dump(text, sort_keys=False))
@@ -84,8 +126,9 @@ def test_a_dimension_that_changes_between_the_runs_is_a_difference(spark, tmp_pa
     from jobs.spec import load_spec
     from jobs.spec.model import Settings
 
-    spec = _spec(tmp_path, service, "SELECT o.order_id, c.tier FROM orders o "
-                                    "JOIN customers c ON o.customer_id = c.customer_id")
+    spec = _spec(
+        tmp_path, service, "SELECT o.order_id, c.tier FROM orders o JOIN customers c ON o.customer_id = c.customer_id"
+    )
     result = run_both(spec, tmp_path / "runs")
     assert result.stream == result.batch
     service.set("customers", 9, {"customer_id": 9, "name": "Cho", "tier": "platinum"})
@@ -103,8 +146,11 @@ def test_a_lookup_that_keeps_failing_fails_the_run_with_one_line_naming_key_and_
     from tests.integration.test_cli import lockstep
 
     with DimensionServer({"customers": CUSTOMERS}, fail_times={"8": 99}) as failing:
-        spec = _spec(tmp_path, failing, "SELECT o.order_id, c.name FROM orders o "
-                                        "JOIN customers c ON o.customer_id = c.customer_id")
+        spec = _spec(
+            tmp_path,
+            failing,
+            "SELECT o.order_id, c.name FROM orders o JOIN customers c ON o.customer_id = c.customer_id",
+        )
         result = lockstep("run", spec, "--out", tmp_path / "runs", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     last = result.stderr.strip().splitlines()[-1]

@@ -3,12 +3,13 @@ Spark's aggregation computes over the same live values, column types included, o
 would write other results than the batch job; and the driver takes only what it computes
 exactly (no floating MIN / MAX: Arrow skips NaN, Spark orders it above every number)."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from types import SimpleNamespace
 
 import pyarrow as pa
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobs.changelog.columns import COUNT, SLOT
 from jobs.plan.nodes import AggCall
@@ -16,16 +17,33 @@ from jobs.stream.aggregate import AggregateState, recompute, value_column
 from jobs.stream.multiset import driver_results, exact_on_driver
 from tests.strategies import examples
 
-CALLS = [AggCall("MIN", "s", False, "lo"), AggCall("MAX", "m", False, "hi"),
-         AggCall("COUNT", "t", True, "n"), AggCall("MAX", "t", False, "latest")]
-STATE = AggregateState(SimpleNamespace(group_keys=("g", "h"), aggregates=CALLS, is_global=False),
-                       {"s": pa.string(), "m": pa.decimal128(6, 2), "t": pa.timestamp("us", tz="UTC")})
-SCHEMA = pa.schema([("g", pa.string()), ("h", pa.int64()), (SLOT, pa.int32()),
-                    (value_column(0), pa.string()), (value_column(1), pa.decimal128(6, 2)),
-                    (value_column(2), pa.timestamp("us", tz="UTC")), (value_column(3), pa.timestamp("us", tz="UTC")),
-                    (COUNT, pa.int64())])
-VALUES = [st.sampled_from(["", "a", "B", "é", "ab"]), st.sampled_from([Decimal("-1.50"), Decimal("0.00"), Decimal("9.99")]),
-          st.sampled_from([datetime(2026, 1, d, tzinfo=timezone.utc) for d in (1, 2, 3)])]
+CALLS = [
+    AggCall("MIN", "s", False, "lo"),
+    AggCall("MAX", "m", False, "hi"),
+    AggCall("COUNT", "t", True, "n"),
+    AggCall("MAX", "t", False, "latest"),
+]
+STATE = AggregateState(
+    SimpleNamespace(group_keys=("g", "h"), aggregates=CALLS, is_global=False),
+    {"s": pa.string(), "m": pa.decimal128(6, 2), "t": pa.timestamp("us", tz="UTC")},
+)
+SCHEMA = pa.schema(
+    [
+        ("g", pa.string()),
+        ("h", pa.int64()),
+        (SLOT, pa.int32()),
+        (value_column(0), pa.string()),
+        (value_column(1), pa.decimal128(6, 2)),
+        (value_column(2), pa.timestamp("us", tz="UTC")),
+        (value_column(3), pa.timestamp("us", tz="UTC")),
+        (COUNT, pa.int64()),
+    ]
+)
+VALUES = [
+    st.sampled_from(["", "a", "B", "é", "ab"]),
+    st.sampled_from([Decimal("-1.50"), Decimal("0.00"), Decimal("9.99")]),
+    st.sampled_from([datetime(2026, 1, d, tzinfo=UTC) for d in (1, 2, 3)]),
+]
 
 
 @st.composite
@@ -33,8 +51,12 @@ def live_values(draw) -> pa.Table:
     rows = []
     for _ in range(draw(st.integers(0, 14))):
         slot = draw(st.integers(1, 4))
-        row = {"g": draw(st.sampled_from([None, "x", "y"])), "h": draw(st.sampled_from([None, 1])), SLOT: slot,
-               COUNT: draw(st.integers(1, 3))}
+        row = {
+            "g": draw(st.sampled_from([None, "x", "y"])),
+            "h": draw(st.sampled_from([None, 1])),
+            SLOT: slot,
+            COUNT: draw(st.integers(1, 3)),
+        }
         for j in range(4):
             row[value_column(j)] = draw(VALUES[min(j, 2)]) if j == slot - 1 else None
         rows.append(row)
@@ -60,8 +82,10 @@ def test_the_driver_recomputes_what_spark_recomputes(spark, after):
 def test_floating_min_and_max_sums_and_global_aggregates_stay_in_spark():
     floats = SCHEMA.set(SCHEMA.get_field_index(value_column(1)), pa.field(value_column(1), pa.float64()))
     assert not exact_on_driver(STATE, floats)
-    summed = AggregateState(SimpleNamespace(group_keys=("g",), aggregates=[AggCall("SUM", "m", True, "t")],
-                                            is_global=False), {"m": pa.int64()})
+    summed = AggregateState(
+        SimpleNamespace(group_keys=("g",), aggregates=[AggCall("SUM", "m", True, "t")], is_global=False),
+        {"m": pa.int64()},
+    )
     assert not exact_on_driver(summed, SCHEMA)
     whole = AggregateState(SimpleNamespace(group_keys=(), aggregates=CALLS, is_global=True), STATE.arg_types)
     assert not exact_on_driver(whole, SCHEMA)

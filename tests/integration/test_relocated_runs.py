@@ -33,4 +33,5 @@ def test_a_moved_run_folder_streams_only_the_new_file_and_agrees(spark, tmp_path
     rows = DeltaTable(str(tmp_path / "there" / "q" / "stream")).to_pyarrow_table().to_pylist()
     assert sorted((r["pId"], r["total"], r["n"]) for r in rows) == [(1, 6, 1), (2, 7, 1)]
     assert (tmp_path / "there" / "q" / "_state" / ROOT_FILE).read_text().strip() == str(
-        (tmp_path / "there" / "q").resolve())
+        (tmp_path / "there" / "q").resolve()
+    )

@@ -33,7 +33,7 @@ def test_a_users_own_value_is_put_back_after_a_failure(spark):
     spark.conf.set("spark.sql.adaptive.enabled", "false")  # as a settings file's `extra` may set it
     try:
         with pytest.raises(ZeroDivisionError), sized_for(spark, 1, threshold=10):
-            1 / 0
+            _ = 1 / 0
         assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
         assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
     finally:

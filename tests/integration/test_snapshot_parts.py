@@ -20,8 +20,9 @@ from jobs.stream.snapshot_parts import Snapshot, fold_parts, part_of
 SCHEMA = pa.schema([("k", pa.float64()), ("s", pa.string()), ("v", pa.int64()), (COUNT, pa.int64())])
 KEYS = ("k", "s")
 # Few distinct keys, with the ones Spark folds together: -0.0 and 0.0, NaN, NULL.
-KEY_VALUES = st.tuples(st.sampled_from([None, -0.0, 0.0, 1.5, -2.0, math.nan, 7.0, 1e9]),
-                       st.sampled_from([None, "", "a", "b"]))
+KEY_VALUES = st.tuples(
+    st.sampled_from([None, -0.0, 0.0, 1.5, -2.0, math.nan, 7.0, 1e9]), st.sampled_from([None, "", "a", "b"])
+)
 
 
 def _spark_key(row: tuple) -> tuple:
@@ -134,7 +135,9 @@ def test_a_fold_that_drops_rows_by_itself_folds_every_part(tmp_path):
     old.mkdir(), new.mkdir()
     fold_parts(None, _numbers(range(30)), ("k",), live_rows, _read_parts, old, part_rows=10, carry=True)
     dropping_evens = lambda rows: live_rows(rows).filter(pa.array([k % 2 == 1 for k in rows.column("k").to_pylist()]))  # noqa: E731
-    fold_parts(Snapshot(old, ("k",)), _numbers(range(0)), ("k",), dropping_evens, _read_parts, new, part_rows=10, carry=False)
+    fold_parts(
+        Snapshot(old, ("k",)), _numbers(range(0)), ("k",), dropping_evens, _read_parts, new, part_rows=10, carry=False
+    )
     keys = sorted(k for (p,) in Snapshot(new, ("k",)).parts() for k in pq.read_table(p).column("k").to_pylist())
     assert keys == list(range(1, 30, 2))
 
@@ -153,8 +156,13 @@ def test_a_reader_of_touched_keys_opens_only_their_parts(tmp_path):
 
 def test_one_key_never_spans_two_parts(tmp_path):
     """A keyed operator keeps several live rows per key: a part is cut only where the key changes."""
-    rows = pa.table({"k": pa.array([1] * 5 + [2] * 5 + [3], pa.int64()), "v": pa.array(range(11), pa.int64()),
-                     COUNT: pa.array([1] * 11, pa.int64())})
+    rows = pa.table(
+        {
+            "k": pa.array([1] * 5 + [2] * 5 + [3], pa.int64()),
+            "v": pa.array(range(11), pa.int64()),
+            COUNT: pa.array([1] * 11, pa.int64()),
+        }
+    )
     fold_parts(None, rows, ("k",), live_rows, _read_parts, tmp_path, part_rows=3, carry=True)
     parts = [pq.read_table(p).column("k").to_pylist() for (p,) in Snapshot(tmp_path, ("k",)).parts()]
     assert parts == [[1] * 5, [2] * 5, [3]]

@@ -24,16 +24,29 @@ from tests.integration.test_cli import lockstep
 DEDUP_THEN_AGGREGATE = (
     "SELECT order_id, COUNT(*) AS products, SUM(income) AS income FROM "
     "(SELECT order_id, pId, income, ROW_NUMBER() OVER (PARTITION BY pId ORDER BY income DESC) AS rn "
-    "FROM orders) d WHERE rn = 1 GROUP BY order_id")
-EVENTS = [change("+I", 1, 1, 5), change("+I", 2, 1, 3), change("+I", 3, 2, 8),
-          change("-U", 1, 1, 5), change("+U", 1, 2, 1), change("-D", 2, 1, 3),
-          change("+I", 4, 1, 9), change("-U", 3, 2, 8), change("+U", 3, 2, 2),
-          change("+I", 5, 3, 7), change("-D", 5, 3, 7), change("+I", 6, 1, 4)]
+    "FROM orders) d WHERE rn = 1 GROUP BY order_id"
+)
+EVENTS = [
+    change("+I", 1, 1, 5),
+    change("+I", 2, 1, 3),
+    change("+I", 3, 2, 8),
+    change("-U", 1, 1, 5),
+    change("+U", 1, 2, 1),
+    change("-D", 2, 1, 3),
+    change("+I", 4, 1, 9),
+    change("-U", 3, 2, 8),
+    change("+U", 3, 2, 2),
+    change("+I", 5, 3, 7),
+    change("-D", 5, 3, 7),
+    change("+I", 6, 1, 4),
+]
 
 
 def feed_content(path):
-    return Counter(tuple(sorted((k, str(v)) for k, v in row.items() if k != "_commit_timestamp"))
-                   for row in read_change_feed(path).to_pylist())
+    return Counter(
+        tuple(sorted((k, str(v)) for k, v in row.items() if k != "_commit_timestamp"))
+        for row in read_change_feed(path).to_pylist()
+    )
 
 
 def test_a_crash_inside_the_first_stage_changes_nothing_on_restart(spark, tmp_path):
@@ -42,8 +55,9 @@ def test_a_crash_inside_the_first_stage_changes_nothing_on_restart(spark, tmp_pa
     clean = run_both(spec, tmp_path / "clean")
     assert clean.stream == clean.batch
 
-    crashed = lockstep("stream", spec, "--out", tmp_path / "crashed", "--quiet", cwd=tmp_path,
-                       env={FAULT_AFTER_COMMIT: "2"})
+    crashed = lockstep(
+        "stream", spec, "--out", tmp_path / "crashed", "--quiet", cwd=tmp_path, env={FAULT_AFTER_COMMIT: "2"}
+    )
     assert crashed.returncode == 70, crashed.stderr
     layout = RunLayout.for_query(tmp_path / "crashed", "q")
     assert not layout.stream.exists() or DeltaTable(str(layout.stream)).version() == 0

@@ -20,13 +20,23 @@ from tests.conftest import change, orders_spec, write_changelog
 from tests.integration.conftest import feed_steps, run_both, same_rows, table_rows
 
 # MIN and MAX keep value multisets in the state store beside the sums and counts.
-SQL = ("SELECT pId, SUM(income) AS total, COUNT(*) AS n, MIN(income) AS lo, MAX(income) AS hi "
-       "FROM orders GROUP BY pId")
+SQL = "SELECT pId, SUM(income) AS total, COUNT(*) AS n, MIN(income) AS lo, MAX(income) AS hi FROM orders GROUP BY pId"
 COLUMNS = ["pId", "total", "n", "lo", "hi"]
-FIRST = [change("+I", 1, 1, 5), change("+I", 2, 1, 1), change("+I", 3, 2, 9), change("+I", 4, 2, 4),
-         change("-U", 2, 1, 1), change("+U", 2, 2, 1)]
-SECOND = [change("-D", 3, 2, 9), change("-U", 1, 1, 5), change("+U", 1, 1, 7), change("+I", 5, 3, 2),
-          change("-D", 5, 3, 2)]
+FIRST = [
+    change("+I", 1, 1, 5),
+    change("+I", 2, 1, 1),
+    change("+I", 3, 2, 9),
+    change("+I", 4, 2, 4),
+    change("-U", 2, 1, 1),
+    change("+U", 2, 2, 1),
+]
+SECOND = [
+    change("-D", 3, 2, 9),
+    change("-U", 1, 1, 5),
+    change("+U", 1, 1, 7),
+    change("+I", 5, 3, 2),
+    change("-D", 5, 3, 2),
+]
 
 
 def _two_runs(folder, out, store: str):
@@ -46,8 +56,10 @@ def test_every_store_gives_the_memory_states_changelog_across_a_restart(spark, t
         assert store_in_effect(other.layout.aggregate_state, other.layout.checkpoint, "memory") == store
         assert feed_steps(other.feed, COLUMNS) == feed_steps(in_memory.feed, COLUMNS)
         assert same_rows(other.stream, other.batch)
-        assert other.stream == [{"pId": 1, "total": 7, "n": 1, "lo": 7, "hi": 7},
-                                {"pId": 2, "total": 5, "n": 2, "lo": 1, "hi": 4}]
+        assert other.stream == [
+            {"pId": 1, "total": 7, "n": 1, "lo": 7, "hi": 7},
+            {"pId": 2, "total": 5, "n": 2, "lo": 1, "hi": 4},
+        ]
     # lockstep keeps no Spark state; its live groups are products 1 and 2 (3 was emptied).
     lockstep = RunLayout.for_query(tmp_path / "out", "q_lockstep")
     assert not (lockstep.checkpoint / "state").exists()
@@ -68,8 +80,10 @@ def test_a_run_folder_keeps_the_store_of_its_first_run_and_says_so(spark, tmp_pa
     run_stream(plan, Settings(), layout, Progress(emit=said.append))
     run_batch(plan, Settings(), layout)
     assert store_in_effect(layout.aggregate_state, layout.checkpoint, later_store) == first_store
-    assert any(f"stream.state_store is {later_store}, but this run folder's state is kept in {first_store}" in line
-               for line in said)
+    assert any(
+        f"stream.state_store is {later_store}, but this run folder's state is kept in {first_store}" in line
+        for line in said
+    )
     assert same_rows(table_rows(layout.stream), table_rows(layout.batch))
 
 
@@ -99,6 +113,7 @@ def test_a_state_ttl_forgets_a_group_idle_for_longer_and_the_plan_says_what_that
     # Product 1 starts again from its new row; product 2's retraction finds no state and is
     # ignored, so its row stays in the sink, as in Flink. Both counted and said.
     assert table_rows(layout.stream) == [{"pId": 1, "total": 7, "n": 1}, {"pId": 2, "total": 3, "n": 1}]
-    assert any("1 group(s) whose changes only retracted state forgotten by stream.state_ttl ignored" in line
-               for line in said)
+    assert any(
+        "1 group(s) whose changes only retracted state forgotten by stream.state_ttl ignored" in line for line in said
+    )
     assert any("stream.state_ttl is 1 second" in warning for warning in plan.warnings)

@@ -30,27 +30,46 @@ stream:
 
 
 def _changelogs(tmp_path):
-    write_changelog(tmp_path / "orders", "001.json", [
-        {"order_id": 1, "customer": 7, "amount": 10, "op": "+I"},
-        {"order_id": 2, "customer": 8, "amount": 20, "op": "+I"},
-        {"order_id": 3, "customer": None, "amount": 30, "op": "+I"},
-    ])
-    write_changelog(tmp_path / "vips", "001.json", [
-        {"customer": 7, "since": 2020, "op": "+I"},   # order 1 gains its match
-        {"customer": 8, "since": 2019, "op": "+I"},   # order 2 too
-        {"customer": 7, "since": 2020, "op": "-D"},   # order 1 loses it again
-    ])
+    write_changelog(
+        tmp_path / "orders",
+        "001.json",
+        [
+            {"order_id": 1, "customer": 7, "amount": 10, "op": "+I"},
+            {"order_id": 2, "customer": 8, "amount": 20, "op": "+I"},
+            {"order_id": 3, "customer": None, "amount": 30, "op": "+I"},
+        ],
+    )
+    write_changelog(
+        tmp_path / "vips",
+        "001.json",
+        [
+            {"customer": 7, "since": 2020, "op": "+I"},  # order 1 gains its match
+            {"customer": 8, "since": 2019, "op": "+I"},  # order 2 too
+            {"customer": 7, "since": 2020, "op": "-D"},  # order 1 loses it again
+        ],
+    )
 
 
-@pytest.mark.parametrize("sql, expected", [
-    ("SELECT order_id, amount FROM orders WHERE customer IN (SELECT customer FROM vips)", [2]),
-    ("SELECT order_id, amount FROM orders o WHERE EXISTS (SELECT 1 FROM vips v WHERE v.customer = o.customer)",
-     [2]),
-    ("SELECT order_id, amount FROM orders o WHERE EXISTS (SELECT 1 FROM vips v WHERE v.customer = o.customer "
-     "AND v.since < 2020) AND amount > 5", [2]),
-    ("SELECT order_id, amount FROM orders o WHERE NOT EXISTS (SELECT 1 FROM vips v WHERE v.customer = o.customer)",
-     [1, 3]),  # a NULL customer matches nothing, so NOT EXISTS keeps order 3
-])
+@pytest.mark.parametrize(
+    "sql, expected",
+    [
+        ("SELECT order_id, amount FROM orders WHERE customer IN (SELECT customer FROM vips)", [2]),
+        (
+            "SELECT order_id, amount FROM orders o WHERE EXISTS (SELECT 1 FROM vips v WHERE v.customer = o.customer)",
+            [2],
+        ),
+        (
+            "SELECT order_id, amount FROM orders o WHERE EXISTS (SELECT 1 FROM vips v WHERE v.customer = o.customer "
+            "AND v.since < 2020) AND amount > 5",
+            [2],
+        ),
+        (
+            "SELECT order_id, amount FROM orders o "
+            "WHERE NOT EXISTS (SELECT 1 FROM vips v WHERE v.customer = o.customer)",
+            [1, 3],
+        ),  # a NULL customer matches nothing, so NOT EXISTS keeps order 3
+    ],
+)
 def test_semi_and_anti_joins_follow_their_matches(spark, tmp_path, sql, expected):
     _changelogs(tmp_path)
     outcome = run_both(write_spec(tmp_path, SPEC.format(sql=sql)), tmp_path / "runs")

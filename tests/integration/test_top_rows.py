@@ -3,12 +3,13 @@ Spark's ROW_NUMBER() window keeps, with the same row numbers, types and weights,
 would write other rows than the batch job; and it must leave to Spark what Arrow does not order
 as Spark does (NaN, nested values)."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from types import SimpleNamespace
 
 import pyarrow as pa
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Deduplicate
@@ -19,29 +20,55 @@ from jobs.stream.top_rows import ranks_on_driver, top_rows
 from tests.strategies import examples
 
 COLUMNS = ("k", "h", "o", "s", "d", "t", "x")
-SCHEMA = pa.schema([("k", pa.string()), ("h", pa.int64()), ("o", pa.int64()), ("s", pa.string()),
-                    ("d", pa.decimal128(6, 2)), ("t", pa.timestamp("us", tz="UTC")), ("x", pa.float64()),
-                    (COUNT, pa.int64())])
-VALUES = {"k": [None, "a", "é"], "h": [None, 1, 2], "o": [None, -1, 0, 7], "s": [None, "", "a", "B", "é", "ab"],
-          "d": [None, Decimal("-1.50"), Decimal("9.99")], "t": [None, datetime(2026, 1, 1, tzinfo=timezone.utc),
-                                                                 datetime(2026, 1, 2, tzinfo=timezone.utc)],
-          "x": [None, -2.5, 0.0, 1e-3]}
+SCHEMA = pa.schema(
+    [
+        ("k", pa.string()),
+        ("h", pa.int64()),
+        ("o", pa.int64()),
+        ("s", pa.string()),
+        ("d", pa.decimal128(6, 2)),
+        ("t", pa.timestamp("us", tz="UTC")),
+        ("x", pa.float64()),
+        (COUNT, pa.int64()),
+    ]
+)
+VALUES = {
+    "k": [None, "a", "é"],
+    "h": [None, 1, 2],
+    "o": [None, -1, 0, 7],
+    "s": [None, "", "a", "B", "é", "ab"],
+    "d": [None, Decimal("-1.50"), Decimal("9.99")],
+    "t": [None, datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)],
+    "x": [None, -2.5, 0.0, 1e-3],
+}
 
 
 @st.composite
 def live(draw) -> pa.Table:
     """Live rows (distinct, counts above zero), the way the keyed state holds them."""
-    rows = [{**{c: draw(st.sampled_from(VALUES[c])) for c in COLUMNS}, COUNT: draw(st.integers(-1, 3))}
-            for _ in range(draw(st.integers(0, 12)))]
+    rows = [
+        {**{c: draw(st.sampled_from(VALUES[c])) for c in COLUMNS}, COUNT: draw(st.integers(-1, 3))}
+        for _ in range(draw(st.integers(0, 12)))
+    ]
     return live_rows(pa.Table.from_pylist(rows, schema=SCHEMA))
 
 
 NODES = st.builds(
     lambda keys, order_col, keep, limit, keep_all: Deduplicate(
-        SimpleNamespace(output_names=COLUMNS), keys, order_col, keep, "rn", limit,
-        None if keep_all else tuple(c for c in COLUMNS if c != "x")),
-    st.sampled_from([("k",), ("k", "h"), ()]), st.sampled_from(["o", "s", "t", "d", "x"]),
-    st.sampled_from(["first", "last"]), st.sampled_from([1, 2, 3]), st.booleans())
+        SimpleNamespace(output_names=COLUMNS),
+        keys,
+        order_col,
+        keep,
+        "rn",
+        limit,
+        None if keep_all else tuple(c for c in COLUMNS if c != "x"),
+    ),
+    st.sampled_from([("k",), ("k", "h"), ()]),
+    st.sampled_from(["o", "s", "t", "d", "x"]),
+    st.sampled_from(["first", "last"]),
+    st.sampled_from([1, 2, 3]),
+    st.booleans(),
+)
 
 
 def _multiset(rows: list[dict]) -> list:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from expectations.check import run_check
 from jobs.batch.without_late import batch_without_late
@@ -25,11 +26,16 @@ from tests.strategies import TIMED_SCHEMA, examples, timed_changelogs, window_qu
 
 
 def at(minute: int, second: int = 0) -> datetime:
-    return datetime(2026, 11, 21, 9, minute, second, tzinfo=timezone.utc)
+    return datetime(2026, 11, 21, 9, minute, second, tzinfo=UTC)
 
 
 SEED_004 = [  # (pId, total, window start minute): the seed's final window results
-    (1, 5, 1), (2, 13, 2), (3, 8, 6), (1, 18, 6), (2, 9, 9)]
+    (1, 5, 1),
+    (2, 13, 2),
+    (3, 8, 6),
+    (1, 18, 6),
+    (2, 9, 9),
+]
 
 
 def seed_spec(tmp_path: Path, emit: str, bounded: bool = True) -> Path:
@@ -78,6 +84,7 @@ def test_a_difference_in_an_open_window_fails_the_check(spark, tmp_path):
     spec = seed_spec(tmp_path, "final", bounded=False)
     result = run_both(spec, tmp_path / "runs")
     from deltalake import DeltaTable
+
     pending = DeltaTable(str(result.layout.pending))
     pending.update(updates={"total": "total + 100"})
     point = json.loads(result.layout.consistency.read_text())
@@ -94,7 +101,12 @@ def test_seed_004_early_updates_windows_as_changes_arrive_and_drops_emptied_ones
     steps = feed_steps(result.feed, ["pId", "total", "window_start"])
     # [09:06, 09:07) for product 1: order 5 (12) arrives, is corrected to 10, order 6 (8) follows.
     assert [(s[1], s[3]) for s in steps if s[2] == 1 and s[4].minute == 6] == [
-        ("+I", 12), ("-U", 12), ("+U", 10), ("-U", 10), ("+U", 18)]
+        ("+I", 12),
+        ("-U", 12),
+        ("+U", 10),
+        ("-U", 10),
+        ("+U", 18),
+    ]
     # Product 4's only order was inserted and cancelled within one micro-batch: never shown.
     assert [s for s in steps if s[2] == 4] == []
     report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
@@ -114,12 +126,23 @@ def late_case(tmp_path: Path) -> Path:
     ]
     (tmp_path / "data").mkdir(parents=True)
     (tmp_path / "data" / "001.json").write_text("".join(json.dumps(e) + "\n" for e in events))
-    spec = {"name": "late", "sql": "SELECT pId, SUM(income) AS total, window.start AS window_start "
-                                   "FROM orders GROUP BY pId, window(row_time, '1 minute')",
-            "sources": {"orders": {"path": "data", "format": "changelog-json", "primary_key": ["order_id"],
-                                   "schema": "order_id BIGINT, pId BIGINT, income BIGINT, row_time TIMESTAMP",
-                                   "event_time": "row_time", "watermark": "5 seconds"}},
-            "sink": {"emit": "final"}, "stream": {"rows_per_batch": 2}}
+    spec = {
+        "name": "late",
+        "sql": "SELECT pId, SUM(income) AS total, window.start AS window_start "
+        "FROM orders GROUP BY pId, window(row_time, '1 minute')",
+        "sources": {
+            "orders": {
+                "path": "data",
+                "format": "changelog-json",
+                "primary_key": ["order_id"],
+                "schema": "order_id BIGINT, pId BIGINT, income BIGINT, row_time TIMESTAMP",
+                "event_time": "row_time",
+                "watermark": "5 seconds",
+            }
+        },
+        "sink": {"emit": "final"},
+        "stream": {"rows_per_batch": 2},
+    }
     path = tmp_path / "late.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -137,13 +160,16 @@ def test_late_events_are_left_out_counted_by_window_and_explain_the_whole_differ
     assert report["late_events"] == 2
     assert report["late_events_by_window"] == [
         {"window_start": "2026-11-21 09:01:00", "window_end": "2026-11-21 09:02:00", "kind": "+I", "events": 1},
-        {"window_start": "2026-11-21 09:01:00", "window_end": "2026-11-21 09:02:00", "kind": "-D", "events": 1}]
+        {"window_start": "2026-11-21 09:01:00", "window_end": "2026-11-21 09:02:00", "kind": "-D", "events": 1},
+    ]
     assert report["late_explanation"]["explains"] == "all"
     assert report["late_explanation"]["differing_rows"] == 1
     listed = report["listed_rows"]["late_events"]  # the rows themselves, times as text
     assert listed["table"] == "late_events" and listed["total"] == 2
     assert [(r["op"], r["order_id"], r["window_start"]) for r in listed["rows"]] == [
-        ("+I", 5, "2026-11-21 09:01:00 UTC"), ("-D", 2, "2026-11-21 09:01:00 UTC")]
+        ("+I", 5, "2026-11-21 09:01:00 UTC"),
+        ("-D", 2, "2026-11-21 09:01:00 UTC"),
+    ]
     failed = {e["name"] for e in report["expectations"] if not e["success"]}
     assert "expect_windows_without_late_events_agree" not in failed
     assert "expect_no_mismatched_values" in failed
@@ -165,9 +191,22 @@ def test_the_stream_equals_the_batch_without_late_events(spark, events, query, r
         folder = Path(tmp)
         (folder / "t").mkdir()
         (folder / "t" / "000.json").write_text("".join(json.dumps(e) + "\n" for e in events))
-        spec = {"name": "w", "sql": sql, "sink": {"emit": emit}, "stream": {"rows_per_batch": rows_per_batch},
-                "sources": {"t": {"path": "t", "format": "changelog-json", "schema": TIMED_SCHEMA,
-                                  "primary_key": ["id"], "event_time": "ts", "watermark": "10 seconds"}}}
+        spec = {
+            "name": "w",
+            "sql": sql,
+            "sink": {"emit": emit},
+            "stream": {"rows_per_batch": rows_per_batch},
+            "sources": {
+                "t": {
+                    "path": "t",
+                    "format": "changelog-json",
+                    "schema": TIMED_SCHEMA,
+                    "primary_key": ["id"],
+                    "event_time": "ts",
+                    "watermark": "10 seconds",
+                }
+            },
+        }
         (folder / "w.yaml").write_text(yaml.safe_dump(spec))
         result = run_both(folder / "w.yaml", folder / "runs")
         plan = plan_query(load_spec(folder / "w.yaml"))
@@ -188,12 +227,18 @@ def test_a_window_named_by_its_end_only_passes_with_early_results(spark, tmp_pat
     # Window [09:01, 09:02) empties: its group is left in the state with no rows. Its start is the
     # end of the live window [09:00, 09:01): matching the state to the sink by start against end
     # would call that live window an emptied group.
-    write_changelog(tmp_path / "orders", "001.json", [
-        {"order_id": 1, "pId": 1, "income": 5, "row_time": "2026-11-21 09:00:10", "op": "+I"},
-        {"order_id": 2, "pId": 1, "income": 7, "row_time": "2026-11-21 09:01:10", "op": "+I"},
-        {"order_id": 2, "pId": 1, "income": 7, "row_time": "2026-11-21 09:01:10", "op": "-D"},
-    ])
-    spec = write_spec(tmp_path, """
+    write_changelog(
+        tmp_path / "orders",
+        "001.json",
+        [
+            {"order_id": 1, "pId": 1, "income": 5, "row_time": "2026-11-21 09:00:10", "op": "+I"},
+            {"order_id": 2, "pId": 1, "income": 7, "row_time": "2026-11-21 09:01:10", "op": "+I"},
+            {"order_id": 2, "pId": 1, "income": 7, "row_time": "2026-11-21 09:01:10", "op": "-D"},
+        ],
+    )
+    spec = write_spec(
+        tmp_path,
+        """
         name: q
         sql: SELECT window.end AS window_end, SUM(income) AS total FROM orders GROUP BY window(row_time, '1 minute')
         sources:
@@ -208,7 +253,8 @@ def test_a_window_named_by_its_end_only_passes_with_early_results(spark, tmp_pat
           emit: early
         stream:
           rows_per_batch: 1
-        """)
+        """,
+    )
     result = run_both(spec, tmp_path / "runs")
     assert [(r["window_end"].minute, r["total"]) for r in result.stream] == [(1, 5)]
     report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
@@ -239,11 +285,19 @@ stream:
 def _bridge(tmp_path):
     """Three events of product 1, the middle one bridging the others into one session, then the
     bridge is deleted: the session splits in two, as the batch result has it."""
+
     def event(order_id, minute, op):
-        return {"order_id": order_id, "pId": 1, "income": order_id, "row_time": f"2026-11-21 09:{minute:02d}:00",
-                "op": op}
-    write_changelog(tmp_path / "orders", "001.json", [
-        event(1, 0, "+I"), event(2, 4, "+I"), event(3, 8, "+I"), event(2, 4, "-D")])
+        return {
+            "order_id": order_id,
+            "pId": 1,
+            "income": order_id,
+            "row_time": f"2026-11-21 09:{minute:02d}:00",
+            "op": op,
+        }
+
+    write_changelog(
+        tmp_path / "orders", "001.json", [event(1, 0, "+I"), event(2, 4, "+I"), event(3, 8, "+I"), event(2, 4, "-D")]
+    )
 
 
 @pytest.mark.parametrize("emit", ["early", "final"])
@@ -260,5 +314,13 @@ def test_a_session_splits_when_the_event_that_bridged_it_is_deleted(spark, tmp_p
     if emit == "final":  # each session written once, when the end of the input closed it
         assert steps == [("+I", 0, 5), ("+I", 8, 13)]
     else:  # [0, 5) grows to [0, 9), to [0, 13), and shrinks back when [8, 13) splits off
-        assert steps == [("+I", 0, 5), ("-U", 0, 5), ("+U", 0, 9), ("-U", 0, 9), ("+U", 0, 13),
-                         ("-U", 0, 13), ("+U", 0, 5), ("+I", 8, 13)]
+        assert steps == [
+            ("+I", 0, 5),
+            ("-U", 0, 5),
+            ("+U", 0, 9),
+            ("-U", 0, 9),
+            ("+U", 0, 13),
+            ("-U", 0, 13),
+            ("+U", 0, 5),
+            ("+I", 8, 13),
+        ]

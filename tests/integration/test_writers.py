@@ -19,10 +19,20 @@ from tests.integration.conftest import table_rows
 from tests.integration.test_cli import lockstep
 
 WRITERS = ("delta-rs", "delta-spark")
-EVENTS = [change("+I", 1, 1, 5), change("+I", 2, 1, 3), change("+I", 3, 2, 8),
-          change("-U", 1, 1, 5), change("+U", 1, 2, 1), change("-D", 2, 1, 3),
-          change("+I", 4, 1, 9), change("-U", 3, 2, 8), change("+U", 3, 2, 2),
-          change("+I", 5, 3, 7), change("-D", 5, 3, 7), change("+I", 6, 1, 4)]
+EVENTS = [
+    change("+I", 1, 1, 5),
+    change("+I", 2, 1, 3),
+    change("+I", 3, 2, 8),
+    change("-U", 1, 1, 5),
+    change("+U", 1, 2, 1),
+    change("-D", 2, 1, 3),
+    change("+I", 4, 1, 9),
+    change("-U", 3, 2, 8),
+    change("+U", 3, 2, 2),
+    change("+I", 5, 3, 7),
+    change("-D", 5, 3, 7),
+    change("+I", 6, 1, 4),
+]
 # One of each shape the stream writes differently: an aggregate with a multiset (MIN), a global
 # aggregate, a projection by key, a multiset (retract) table, a two-stage plan.
 QUERIES = {
@@ -31,8 +41,8 @@ QUERIES = {
     "projection": "SELECT order_id, pId, income * 2 AS doubled FROM orders WHERE income > 3",
     "multiset": "SELECT pId, income FROM orders",
     "two_stages": "SELECT order_id, COUNT(*) AS products, SUM(income) AS income FROM (SELECT order_id, pId, "
-                  "income, ROW_NUMBER() OVER (PARTITION BY pId ORDER BY income DESC) AS rn FROM orders) d "
-                  "WHERE rn = 1 GROUP BY order_id",
+    "income, ROW_NUMBER() OVER (PARTITION BY pId ORDER BY income DESC) AS rn FROM orders) d "
+    "WHERE rn = 1 GROUP BY order_id",
 }
 
 
@@ -99,8 +109,17 @@ def test_the_delta_spark_writer_skips_a_micro_batch_replayed_after_a_crash(spark
     clean = Pipeline.open(spec, runs_dir=tmp_path / "clean", writer="delta-spark")
     clean.stream()
 
-    crashed = lockstep("stream", spec, "--out", tmp_path / "crashed", "--quiet", "--writer", "delta-spark",
-                       cwd=tmp_path, env={FAULT_AFTER_COMMIT: "2"})
+    crashed = lockstep(
+        "stream",
+        spec,
+        "--out",
+        tmp_path / "crashed",
+        "--quiet",
+        "--writer",
+        "delta-spark",
+        cwd=tmp_path,
+        env={FAULT_AFTER_COMMIT: "2"},
+    )
     assert crashed.returncode == 70, crashed.stderr
     restarted = Pipeline.open(spec, runs_dir=tmp_path / "crashed", writer="delta-spark")
     assert not (restarted.layout.checkpoint / "commits" / "2").exists()  # Spark never recorded batch 2

@@ -43,8 +43,21 @@ def _build_wheel(dist: Path) -> Path:
         if (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-          "--wheel-dir", dist, source], cwd=dist.parent)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "--wheel-dir",
+            dist,
+            source,
+        ],
+        cwd=dist.parent,
+    )
     (wheel,) = dist.glob("lockstep-*.whl")
     return wheel
 
@@ -66,22 +79,35 @@ def _run(command: list, cwd: Path, check: bool = True) -> subprocess.CompletedPr
 
 
 def test_the_installed_package_imports_from_the_virtualenv_with_its_data_files(installed, tmp_path):
-    where = _run([installed / "python", "-c", "import jobs.runtime.spark as s, expectations.report as r; "
-                  "print(s.LOG_CONFIG.is_file(), s.__file__)"], cwd=tmp_path).stdout.split()
+    where = _run(
+        [
+            installed / "python",
+            "-c",
+            "import jobs.runtime.spark as s, expectations.report as r; print(s.LOG_CONFIG.is_file(), s.__file__)",
+        ],
+        cwd=tmp_path,
+    ).stdout.split()
     assert where[0] == "True"
     assert Path(where[1]).is_relative_to(installed.parent)
     version = _run([installed / "lockstep", "--version"], cwd=tmp_path).stdout
     assert version.strip().startswith("lockstep ") and "unknown" not in version
-    providers = _run([installed / "python", "-c", "from importlib.metadata import entry_points; "
-                      "print(sorted(e.value for e in entry_points(group='apache_airflow_provider')))"],
-                     cwd=tmp_path).stdout
+    providers = _run(
+        [
+            installed / "python",
+            "-c",
+            "from importlib.metadata import entry_points; "
+            "print(sorted(e.value for e in entry_points(group='apache_airflow_provider')))",
+        ],
+        cwd=tmp_path,
+    ).stdout
     assert "operators_lib.provider:get_provider_info" in providers
 
 
 def test_the_installed_command_explains_and_runs_a_query(installed, tmp_path):
     spec = tmp_path / "income.yaml"
-    spec.write_text((ROOT / "conf" / "queries" / "income_per_product.yaml").read_text()
-                    .replace("path: data/orders", "path: orders"))
+    spec.write_text(
+        (ROOT / "conf" / "queries" / "income_per_product.yaml").read_text().replace("path: data/orders", "path: orders")
+    )
     shutil.copytree(ROOT / "conf" / "queries" / "data" / "orders", tmp_path / "orders")
     explained = _run([installed / "lockstep", "explain", spec], cwd=tmp_path).stdout
     assert "GroupAggregate(groupBy=[pId]" in explained

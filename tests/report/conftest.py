@@ -15,16 +15,27 @@ Sink(table=[orders_per_product], primaryKey=[pId], upsertMaterialize=[false]), c
 
 
 def _micro_batch(batch: int, changes: tuple[int, int, int, int], state_rows: int | None, seconds: float) -> dict:
-    return {"batch": batch, "start_seq": batch * 4, "end_seq": batch * 4 + 4, "rows": 4,
-            "changelog": dict(zip(("+I", "-U", "+U", "-D"), changes)), "seconds": seconds,
-            "replayed": False, "state_rows": state_rows}
+    return {
+        "batch": batch,
+        "start_seq": batch * 4,
+        "end_seq": batch * 4 + 4,
+        "rows": 4,
+        "changelog": dict(zip(("+I", "-U", "+U", "-D"), changes)),
+        "seconds": seconds,
+        "replayed": False,
+        "state_rows": state_rows,
+    }
 
 
 FAILING = {
     "query": "orders_per_product",
     "description": "income per product, <b>bold</b> on purpose",
     "verdict": "fail",
-    "stream_rows": 3, "batch_rows": 3, "missing_rows": 1, "extra_rows": 1, "mismatched_rows": 1,
+    "stream_rows": 3,
+    "batch_rows": 3,
+    "missing_rows": 1,
+    "extra_rows": 1,
+    "mismatched_rows": 1,
     "changelog": {"+I": 5, "-U": 2, "+U": 2, "-D": 1},
     "expectations": [
         {"suite": "unity", "name": "expect_table_row_count_to_equal", "success": True, "unexpected_rows": None},
@@ -32,15 +43,34 @@ FAILING = {
         {"suite": "unity", "name": "expect_no_mismatched_values", "success": False, "unexpected_rows": 1},
         {"suite": "retraction", "name": "expect_no_ghost_retractions", "success": True, "unexpected_rows": 0},
     ],
-    "samples": {"expect_no_rows_missing_from_stream": [{"pId": 3, "income": 10, "n": 1}],
-                "expect_no_mismatched_values": [{"pId": 1, "income__stream": 7, "income__batch": 8}]},
+    "samples": {
+        "expect_no_rows_missing_from_stream": [{"pId": 3, "income": 10, "n": 1}],
+        "expect_no_mismatched_values": [{"pId": 1, "income__stream": 7, "income__batch": 8}],
+    },
     "consistency_point": {"sink_version": 4, "sources": {"orders": {"rows": 16, "watermark": 1_795_600_860_000_000}}},
     "quarantined_rows": 0,
-    "listed_rows": {"late_events": {"table": "late_events", "total": 10, "rows": [
-        {"window_start": "2026-11-25 09:00:00 UTC", "window_end": "2026-11-25 09:01:00 UTC", "op": "+I",
-         "order_id": 41, "pId": 1, "income": 3, "order_time": "2026-11-25 09:00:12 UTC"}]}},
-    "micro_batches": [_micro_batch(0, (2, 0, 0, 0), 2, 1.2), _micro_batch(1, (1, 1, 1, 0), 3, 0.8),
-                      _micro_batch(2, (2, 1, 1, 1), None, 0.6)],
+    "listed_rows": {
+        "late_events": {
+            "table": "late_events",
+            "total": 10,
+            "rows": [
+                {
+                    "window_start": "2026-11-25 09:00:00 UTC",
+                    "window_end": "2026-11-25 09:01:00 UTC",
+                    "op": "+I",
+                    "order_id": 41,
+                    "pId": 1,
+                    "income": 3,
+                    "order_time": "2026-11-25 09:00:12 UTC",
+                }
+            ],
+        }
+    },
+    "micro_batches": [
+        _micro_batch(0, (2, 0, 0, 0), 2, 1.2),
+        _micro_batch(1, (1, 1, 1, 0), 3, 0.8),
+        _micro_batch(2, (2, 1, 1, 1), None, 0.6),
+    ],
     "sink": {"path": "stream", "primary_key": ["pId"], "version": 4},
     "data_docs": "gx/uncommitted/data_docs/local_site/index.html",
     "check_seconds": 12.5,
@@ -48,30 +78,59 @@ FAILING = {
     "plan": PLAN,
     "warnings": ["non-deterministic function rand() at conf/queries/q.yaml line 3: results differ between runs"],
     "differences": {
-        "key": ["pId"], "values": ["income", "n"],
+        "key": ["pId"],
+        "values": ["income", "n"],
         "missing": [{"pId": 3, "income": 10, "n": 1}, {"pId": 4, "income": SCRIPT, "n": 2}],
         "extra": [{"pId": 9, "income": 5, "n": 2}],
-        "mismatched": [{"key": {"pId": 1}, "stream": {"income": 7, "n": 2}, "batch": {"income": 8, "n": 2},
-                        "differing": ["income"]}],
+        "mismatched": [
+            {
+                "key": {"pId": 1},
+                "stream": {"income": 7, "n": 2},
+                "batch": {"income": 8, "n": 2},
+                "differing": ["income"],
+            }
+        ],
     },
     "diagnosis": {
-        "differing_rows": 12, "explained_rows": 10, "unexplained_rows": 2,
+        "differing_rows": 12,
+        "explained_rows": 10,
+        "unexplained_rows": 2,
         "summary": "12 rows differ: 10 explained by late events, 2 unexplained",
         "causes": [
-            {"cause": "late_events", "title": "Late events dropped by the watermark", "rows": 10,
-             "detail": "changes to windows the watermark had closed", "sample": [{"pId": 1, "difference": "different values"}]},
-            {"cause": "unexplained", "title": "Unexplained", "rows": 2, "detail": "no known cause",
-             "sample": [{"pId": 9, "difference": "extra in stream"}]},
+            {
+                "cause": "late_events",
+                "title": "Late events dropped by the watermark",
+                "rows": 10,
+                "detail": "changes to windows the watermark had closed",
+                "sample": [{"pId": 1, "difference": "different values"}],
+            },
+            {
+                "cause": "unexplained",
+                "title": "Unexplained",
+                "rows": 2,
+                "detail": "no known cause",
+                "sample": [{"pId": 9, "difference": "extra in stream"}],
+            },
         ],
     },
 }
 
 # What a report.json written before plan/diagnosis/differences/warnings existed looks like.
-OLD_PASSING = {key: copy.deepcopy(value) for key, value in FAILING.items()
-               if key not in ("plan", "warnings", "explanation", "differences", "diagnosis")}
-OLD_PASSING.update(verdict="pass", missing_rows=0, extra_rows=0, mismatched_rows=0, samples={},
-                   description="an older report", checked_at="2026-11-21T09:00:00Z",
-                   expectations=[{**e, "success": True} for e in FAILING["expectations"]])
+OLD_PASSING = {
+    key: copy.deepcopy(value)
+    for key, value in FAILING.items()
+    if key not in ("plan", "warnings", "explanation", "differences", "diagnosis")
+}
+OLD_PASSING.update(
+    verdict="pass",
+    missing_rows=0,
+    extra_rows=0,
+    mismatched_rows=0,
+    samples={},
+    description="an older report",
+    checked_at="2026-11-21T09:00:00Z",
+    expectations=[{**e, "success": True} for e in FAILING["expectations"]],
+)
 
 
 @pytest.fixture

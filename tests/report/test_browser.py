@@ -21,8 +21,9 @@ CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver"
 
 @pytest.fixture(scope="module")
 def browser():
-    assert CHROMIUM.exists() and CHROMEDRIVER.exists(), \
+    assert CHROMIUM.exists() and CHROMEDRIVER.exists(), (
         "needs chromium and chromium-driver: scripts/setup.sh (make test) installs them"
+    )
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,2000"):
@@ -65,7 +66,7 @@ def test_a_script_in_the_data_is_text_not_code(browser, published):
     shown = browser.find_elements(By.XPATH, f"//td[contains(., '{SCRIPT}')]")
     assert shown and shown[0].is_displayed()
     with pytest.raises(NoAlertPresentException):
-        browser.switch_to.alert
+        _ = browser.switch_to.alert
     assert browser.find_elements(By.TAG_NAME, "script") == []
 
 
@@ -87,7 +88,10 @@ def test_late_events_are_rows_on_the_page_and_times_read_in_utc(browser, publish
     late = browser.find_element(By.ID, "late-events")
     row = late.find_element(By.CSS_SELECTOR, "tbody tr")
     assert [cell.text for cell in row.find_elements(By.TAG_NAME, "td")][:3] == [
-        "2026-11-25 09:00:00 UTC", "2026-11-25 09:01:00 UTC", "+I"]
+        "2026-11-25 09:00:00 UTC",
+        "2026-11-25 09:01:00 UTC",
+        "+I",
+    ]
     assert "the first 1 of 10" in late.text and "late_events/" in late.text
     point = browser.find_element(By.ID, "run").text
     assert "2026-11-25 10:01:00 UTC" in point and "1795600860000000" not in point
@@ -112,13 +116,16 @@ def data_docs(spark, tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("docs")
     write_changelog(folder / "orders", "001.json", [{"order_id": 1, "pId": 1, "note": HOSTILE, "op": "+I"}])
-    spec = write_spec(folder, """
+    spec = write_spec(
+        folder,
+        """
         name: q
         sql: SELECT pId, MAX(note) AS note FROM orders GROUP BY pId
         sources:
           orders: {path: orders, format: changelog-json, schema: "order_id BIGINT, pId BIGINT, note STRING",
                    primary_key: [order_id]}
-        """)
+        """,
+    )
     pipeline = Pipeline.open(spec, runs_dir=folder / "runs")
     pipeline.stream()
     pipeline.batch()
@@ -134,4 +141,4 @@ def test_markup_in_the_data_runs_no_script_in_the_data_docs(browser, data_docs):
     for page in pages:
         browser.get(page.as_uri())
         with pytest.raises(NoAlertPresentException):
-            browser.switch_to.alert
+            _ = browser.switch_to.alert

@@ -61,8 +61,8 @@ def test_the_check_explanation_wins_over_the_diagnosis_summary(failing):
 
 def test_warnings_show_in_a_warning_box(failing):
     html = page(failing)
-    box = html[html.index('id="warnings"'):]
-    assert "non-deterministic function rand() at conf/queries/q.yaml line 3" in box[:box.index("</section>")]
+    box = html[html.index('id="warnings"') :]
+    assert "non-deterministic function rand() at conf/queries/q.yaml line 3" in box[: box.index("</section>")]
 
 
 def test_values_from_data_are_escaped(failing):
@@ -91,7 +91,9 @@ def test_without_a_list_of_differing_columns_any_inequality_is_marked(failing):
 def test_missing_and_extra_samples_are_tables_keyed_first(failing):
     html = page(failing)
     assert "Missing from the stream" in html and "Extra in the stream" in html
-    assert re.search(r'<table class="data missing">\s*<thead><tr><th class="key">pId</th><th>income</th><th>n</th>', html)
+    assert re.search(
+        r'<table class="data missing">\s*<thead><tr><th class="key">pId</th><th>income</th><th>n</th>', html
+    )
 
 
 def test_the_unexplained_cause_is_first_and_highlighted(failing):
@@ -110,8 +112,15 @@ def test_two_inline_svg_charts(failing):
     html = page(failing)
     assert re.findall(r'<svg class="chart" data-chart="(\w+)"', html) == ["changelog", "state"]
     assert "<?xml" not in html and "<!DOCTYPE svg" not in html and "<metadata>" not in html
-    for title in ("Output changelog per micro-batch", "State size and duration per micro-batch",
-                  "micro-batch", "state rows", "seconds", "+I", "-D"):
+    for title in (
+        "Output changelog per micro-batch",
+        "State size and duration per micro-batch",
+        "micro-batch",
+        "state rows",
+        "seconds",
+        "+I",
+        "-D",
+    ):
         assert f">{title}<" in html or title in html
 
 
@@ -144,14 +153,28 @@ def test_suites_are_grouped_with_samples_of_failed_expectations(failing):
 
 
 def test_plan_stages_materializer_and_windows(failing):
-    failing |= {"stages": [{"stage": "stage1_dedup", "sql": "SELECT 1", "stream_rows": 3, "batch_rows": 4,
-                            "missing_rows": 1, "extra_rows": 0, "agrees": False}],
-                "first_diverging_stage": "stage1_dedup",
-                "materializer": {"reasons": ["the sink is keyed by [id]"], "state_rows": 2},
-                "final_watermark": "2026-11-21 09:11:55", "late_events": 3, "open_windows_not_compared": 1,
-                "late_events_by_window": [{"window_start": "2026-11-21 09:00:00", "window_end": "2026-11-21 09:01:00",
-                                           "kind": "+I", "events": 3}],
-                "late_explanation": {"explains": "all", "summary": "3 late events explain all of the difference"}}
+    failing |= {
+        "stages": [
+            {
+                "stage": "stage1_dedup",
+                "sql": "SELECT 1",
+                "stream_rows": 3,
+                "batch_rows": 4,
+                "missing_rows": 1,
+                "extra_rows": 0,
+                "agrees": False,
+            }
+        ],
+        "first_diverging_stage": "stage1_dedup",
+        "materializer": {"reasons": ["the sink is keyed by [id]"], "state_rows": 2},
+        "final_watermark": "2026-11-21 09:11:55",
+        "late_events": 3,
+        "open_windows_not_compared": 1,
+        "late_events_by_window": [
+            {"window_start": "2026-11-21 09:00:00", "window_end": "2026-11-21 09:01:00", "kind": "+I", "events": 3}
+        ],
+        "late_explanation": {"explains": "all", "summary": "3 late events explain all of the difference"},
+    }
     html = page(failing)
     assert "<pre>== orders_per_product ==\nSink(table=[orders_per_product]" in html
     assert '<tr class="diverges"><td>stage1_dedup</td>' in html
@@ -181,10 +204,17 @@ def test_a_stateless_query_charts_its_changelog_but_draws_no_empty_state_chart(f
 
 def test_late_events_and_anomalies_are_listed_as_rows_with_the_path_of_the_full_table(failing):
     failing["listed_rows"] = {
-        "late_events": {"table": "late_events", "total": 120, "rows": [
-            {"window_start": "2026-11-21 09:01:00 UTC", "op": "+I", "order_id": 5}]},
-        "anomalies": {"table": "anomalies", "total": 1, "rows": [
-            {"source": "orders", "file": "002.json", "line": 7, "reason": "-D for a key never inserted"}]}}
+        "late_events": {
+            "table": "late_events",
+            "total": 120,
+            "rows": [{"window_start": "2026-11-21 09:01:00 UTC", "op": "+I", "order_id": 5}],
+        },
+        "anomalies": {
+            "table": "anomalies",
+            "total": 1,
+            "rows": [{"source": "orders", "file": "002.json", "line": 7, "reason": "-D for a key never inserted"}],
+        },
+    }
     html = page(failing)
     late, anomalies = section(html, "late-events"), section(html, "anomalies")
     assert re.findall(r"<td[^>]*>(.*?)</td>", late) == ["2026-11-21 09:01:00 UTC", "+I", "5"]

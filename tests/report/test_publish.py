@@ -44,15 +44,17 @@ def test_links_are_relative_to_each_page(runs):
 def test_the_index_lists_the_latest_run_and_the_history_newest_first(runs):
     index = (runs / "index.html").read_text()
     assert 'href="orders_per_product/report.html"' in index
-    runs_listed = [index.index(f'href="orders_per_product/history/{run}/report.html"')
-                   for run in ("20261122T181329Z", "20261121T090000Z")]
+    runs_listed = [
+        index.index(f'href="orders_per_product/history/{run}/report.html"')
+        for run in ("20261122T181329Z", "20261121T090000Z")
+    ]
     assert runs_listed == sorted(runs_listed)
     assert "&lt;b&gt;bold&lt;/b&gt;" in index and "<b>bold" not in index
     assert index == render_index(runs)
 
 
 def test_the_index_shows_unexplained_rows_when_the_report_has_a_diagnosis(runs, tmp_path, old_passing):
-    assert '<td>2</td>' in (runs / "index.html").read_text()
+    assert "<td>2</td>" in (runs / "index.html").read_text()
     publish(old_passing, tmp_path / "other" / "q")
     assert "<td>—</td>" in render_index(tmp_path / "other")
 

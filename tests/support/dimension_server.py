@@ -27,10 +27,18 @@ FAIL_MODES = ("error", "hang")
 
 
 class DimensionServer:
-    def __init__(self, tables: dict[str, dict[str, dict]] | None = None, *, latency: float = 0.0,
-                 latency_fn: Callable[[str], float] | None = None,
-                 fail_times: dict[str, int] | None = None, fail_mode: str = "error",
-                 hang_seconds: float = 30.0, host: str = "127.0.0.1", port: int = 0):
+    def __init__(
+        self,
+        tables: dict[str, dict[str, dict]] | None = None,
+        *,
+        latency: float = 0.0,
+        latency_fn: Callable[[str], float] | None = None,
+        fail_times: dict[str, int] | None = None,
+        fail_mode: str = "error",
+        hang_seconds: float = 30.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ):
         if fail_mode not in FAIL_MODES:
             raise ValueError(f"DimensionServer: fail_mode must be one of {FAIL_MODES}, not {fail_mode!r}")
         self.tables = {table: dict(rows) for table, rows in (tables or {}).items()}
@@ -62,8 +70,7 @@ class DimensionServer:
         self.concurrent = self.max_concurrent = 0
 
     def start(self) -> DimensionServer:
-        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True,
-                                        name="dimension-server")
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True, name="dimension-server")
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("DimensionServer: did not start within 10 s")
@@ -183,6 +190,8 @@ def _row_answer(method: str, row: dict | None) -> tuple[int, bytes]:
 
 def _response(status: int, body: bytes, keep_alive: bool) -> bytes:
     phrase = HTTPStatus(status).phrase
-    head = (f"HTTP/1.1 {int(status)} {phrase}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n")
+    head = (
+        f"HTTP/1.1 {int(status)} {phrase}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+    )
     return head.encode("latin-1") + body

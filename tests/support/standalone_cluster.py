@@ -65,14 +65,34 @@ class StandaloneCluster:
     def start(self, timeout: float = 180) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout
-        self._launch("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                     "--port", str(self.port), "--webui-port", str(self.ui_port))
+        self._launch(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui_port),
+        )
         self.port = self._port_from_master_log(MASTER_URL, deadline)
         self.ui_port = self._port_from_master_log(MASTER_UI, deadline)
         for n in range(self.workers):
-            self._launch(f"worker-{n}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                         "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(free_port()),
-                         "--work-dir", str(self.workdir / f"worker-{n}"), self.url)
+            self._launch(
+                f"worker-{n}",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(self.cores),
+                "--memory",
+                self.memory,
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(self.workdir / f"worker-{n}"),
+                self.url,
+            )
         self._wait_for_workers(deadline)
 
     def _port_from_master_log(self, line: re.Pattern, deadline: float) -> int:
@@ -83,12 +103,22 @@ class StandaloneCluster:
         return int(found.group(1))
 
     def _launch(self, name: str, main_class: str, *args: str) -> None:
-        env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOG_DIR": str(self.workdir),
-               "SPARK_WORKER_DIR": str(self.workdir)}
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(SPARK_HOME),
+            "SPARK_LOG_DIR": str(self.workdir),
+            "SPARK_WORKER_DIR": str(self.workdir),
+        }
         log = open(self.workdir / f"{name}.log", "wb")
-        self.processes.append(subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), main_class, *args],
-                                               stdout=log, stderr=subprocess.STDOUT, env=env,
-                                               preexec_fn=_dies_with_parent))
+        self.processes.append(
+            subprocess.Popen(
+                [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_dies_with_parent,
+            )
+        )
 
     def alive_workers(self) -> int:
         try:
@@ -110,8 +140,10 @@ class StandaloneCluster:
 
     def _log_tails(self, lines: int = 15) -> str:
         # CI shows only the test's output, so the JVMs' own last words go into the error.
-        return "\n".join(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-                         for log in sorted(self.workdir.glob("*.log")))
+        return "\n".join(
+            f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+            for log in sorted(self.workdir.glob("*.log"))
+        )
 
     def stop(self) -> None:
         for process in reversed(self.processes):

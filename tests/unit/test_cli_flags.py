@@ -16,11 +16,14 @@ def test_version_prints_the_installed_distributions_version(capsys):
     assert capsys.readouterr().out.strip() == f"lockstep {version('lockstep')}"
 
 
-@pytest.mark.parametrize("argv", [
-    ["--quiet", "--debug", "--settings", "s.yaml", "explain", "q.yaml"],
-    ["explain", "q.yaml", "--quiet", "--debug", "--settings", "s.yaml"],
-    ["--quiet", "explain", "--debug", "q.yaml", "--settings", "s.yaml"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--quiet", "--debug", "--settings", "s.yaml", "explain", "q.yaml"],
+        ["explain", "q.yaml", "--quiet", "--debug", "--settings", "s.yaml"],
+        ["--quiet", "explain", "--debug", "q.yaml", "--settings", "s.yaml"],
+    ],
+)
 def test_global_flags_work_before_or_after_the_command(argv):
     args = _parser().parse_args(argv)
     assert (args.quiet, args.debug, str(args.settings)) == (True, True, "s.yaml")

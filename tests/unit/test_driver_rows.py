@@ -5,10 +5,10 @@ already of the sink's types, are finished there."""
 
 from collections import Counter
 
-
 import pyarrow as pa
 import sqlglot
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from jobs.changelog.columns import DELETE, OP, UPSERT, WEIGHT
@@ -24,16 +24,25 @@ def _calc(select: str, where: str | None = None) -> Calc:
     return Calc(None, projections, parsed.args["where"].this if where else None)
 
 
-CHANGES = st.lists(st.tuples(st.sampled_from([None, 1, 2, 3]), st.sampled_from(["a", "b", None]),
-                             st.sampled_from([-2, -1, 1, 2])), max_size=12)
+CHANGES = st.lists(
+    st.tuples(st.sampled_from([None, 1, 2, 3]), st.sampled_from(["a", "b", None]), st.sampled_from([-2, -1, 1, 2])),
+    max_size=12,
+)
 
 
 @given(changes=CHANGES)
 def test_each_key_gets_its_addition_else_a_delete(changes):
-    rows = pa.table({"k": pa.array([c[0] for c in changes], pa.int64()), "n": pa.array([c[1] for c in changes], pa.string()),
-                     WEIGHT: pa.array([c[2] for c in changes], pa.int32())})
+    rows = pa.table(
+        {
+            "k": pa.array([c[0] for c in changes], pa.int64()),
+            "n": pa.array([c[1] for c in changes], pa.string()),
+            WEIGHT: pa.array([c[2] for c in changes], pa.int32()),
+        }
+    )
     out = upsert_rows(rows, ["k", "n"], OUTPUT, ("id",)).to_pylist()
-    assert sorted(r["id"] is None and -1 or r["id"] for r in out) == sorted({c[0] is None and -1 or c[0] for c in changes})
+    assert sorted(r["id"] is None and -1 or r["id"] for r in out) == sorted(
+        {c[0] is None and -1 or c[0] for c in changes}
+    )
     for r in out:
         mine = [c for c in changes if c[0] == r["id"]]
         added = [c for c in mine if c[2] > 0]
@@ -43,8 +52,13 @@ def test_each_key_gets_its_addition_else_a_delete(changes):
 
 @given(changes=CHANGES)
 def test_the_materializer_gets_one_copy_per_unit_of_weight_retractions_first(changes):
-    rows = pa.table({"k": pa.array([c[0] for c in changes], pa.int64()), "n": pa.array([c[1] for c in changes], pa.string()),
-                     WEIGHT: pa.array([c[2] for c in changes], pa.int32())})
+    rows = pa.table(
+        {
+            "k": pa.array([c[0] for c in changes], pa.int64()),
+            "n": pa.array([c[1] for c in changes], pa.string()),
+            WEIGHT: pa.array([c[2] for c in changes], pa.int32()),
+        }
+    )
     out = copies_in_order(rows, ["k", "n"], OUTPUT)
     assert out.column_names == ["id", "name", WEIGHT] and out.schema.field(WEIGHT).type == pa.int32()
     signs = out.column(WEIGHT).to_pylist()
@@ -58,7 +72,9 @@ def test_the_materializer_gets_one_copy_per_unit_of_weight_retractions_first(cha
 
 
 def test_a_select_that_computes_or_filters_or_casts_goes_to_spark():
-    rows = pa.table({"k": pa.array([1], pa.int64()), "n": ["a"], "m": pa.array([1], pa.int32()), WEIGHT: pa.array([1], pa.int32())})
+    rows = pa.table(
+        {"k": pa.array([1], pa.int64()), "n": ["a"], "m": pa.array([1], pa.int32()), WEIGHT: pa.array([1], pa.int32())}
+    )
     assert picked_columns(rows, _calc("k AS id, n AS name"), ("id", "name")) == ["k", "n"]
     assert picked_columns(rows, None, ("k", "n")) == ["k", "n"]
     assert picked_columns(rows, _calc("k + 1 AS id, n AS name"), ("id", "name")) is None

@@ -36,20 +36,33 @@ def caret_under(error: SqlError) -> str:
     """The text the excerpt's carets point at."""
     line, carets = error.excerpt.splitlines()
     start = carets.index("^")
-    return line[start:len(carets)]
+    return line[start : len(carets)]
 
 
-@pytest.mark.parametrize("old, new, where, message, marked", [
-    ("FROM orders GROUP", "FROM orders WHERE GROUP", "q.yaml:4:21", "SQL does not parse: incomplete WHERE",
-     "GROUP BY"),
-    ("SUM(income)", "SUM(incme)", "q.yaml:3:19", "unknown column 'incme'", "incme"),
-    ("FROM orders GROUP", "FROM orders WHERE income = = 3 GROUP", "q.yaml:4:30",
-     "SQL does not parse: an expression is incomplete", "="),
-    ("FROM orders GROUP", "FROM ordrs GROUP", "q.yaml:4:8", "unknown table 'ordrs'", "ordrs"),
-    # window(...) is renamed before sqlglot parses: the column is still the one written
-    ("SELECT pId,", "SELECT pId, window(tss, '1 minute') AS w,", "q.yaml:3:22", "unknown column 'tss'", "tss"),
-    ("GROUP BY pId", "GROUP BY pId LIMIT 5", "q.yaml:4:34", "unsupported construct: LIMIT", "5"),
-])
+@pytest.mark.parametrize(
+    "old, new, where, message, marked",
+    [
+        (
+            "FROM orders GROUP",
+            "FROM orders WHERE GROUP",
+            "q.yaml:4:21",
+            "SQL does not parse: incomplete WHERE",
+            "GROUP BY",
+        ),
+        ("SUM(income)", "SUM(incme)", "q.yaml:3:19", "unknown column 'incme'", "incme"),
+        (
+            "FROM orders GROUP",
+            "FROM orders WHERE income = = 3 GROUP",
+            "q.yaml:4:30",
+            "SQL does not parse: an expression is incomplete",
+            "=",
+        ),
+        ("FROM orders GROUP", "FROM ordrs GROUP", "q.yaml:4:8", "unknown table 'ordrs'", "ordrs"),
+        # window(...) is renamed before sqlglot parses: the column is still the one written
+        ("SELECT pId,", "SELECT pId, window(tss, '1 minute') AS w,", "q.yaml:3:22", "unknown column 'tss'", "tss"),
+        ("GROUP BY pId", "GROUP BY pId LIMIT 5", "q.yaml:4:34", "unsupported construct: LIMIT", "5"),
+    ],
+)
 def test_a_sql_error_names_file_line_and_column_and_marks_the_spot(tmp_path, old, new, where, message, marked):
     error = failure(tmp_path, old, new)
     assert error.where.endswith(where) and error.message.startswith(message)
@@ -62,13 +75,24 @@ def test_an_unclosed_quote_is_a_located_parse_error_not_a_crash(tmp_path):
     assert "unclosed quote" in error.message and error.excerpt
 
 
-@pytest.mark.parametrize("old, new, where, message", [
-    ("primary_key: [order_id]", "primary_key: [ordr]", "q.yaml:10: sources.orders.primary_key",
-     "primary key column 'ordr' is not in the schema"),
-    ("income BIGINT, ts", "income BIGNT(, ts", "q.yaml:9: sources.orders.schema", "schema does not parse"),
-    ("primary_key: [order_id]", "primary_key: [order_id]\n    event_time: tss\n    watermark: 5 seconds",
-     "q.yaml:11: sources.orders.event_time", "event_time column 'tss' is not in the schema"),
-])
+@pytest.mark.parametrize(
+    "old, new, where, message",
+    [
+        (
+            "primary_key: [order_id]",
+            "primary_key: [ordr]",
+            "q.yaml:10: sources.orders.primary_key",
+            "primary key column 'ordr' is not in the schema",
+        ),
+        ("income BIGINT, ts", "income BIGNT(, ts", "q.yaml:9: sources.orders.schema", "schema does not parse"),
+        (
+            "primary_key: [order_id]",
+            "primary_key: [order_id]\n    event_time: tss\n    watermark: 5 seconds",
+            "q.yaml:11: sources.orders.event_time",
+            "event_time column 'tss' is not in the schema",
+        ),
+    ],
+)
 def test_a_source_error_names_the_line_of_its_key(tmp_path, old, new, where, message):
     assert old in SPEC
     with pytest.raises(Exception) as info:
@@ -81,5 +105,6 @@ def test_the_cli_prints_the_excerpt_under_the_one_line_message(tmp_path, capsys)
     assert main(["explain", str(path)]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("lockstep: error: ") and lines[0].endswith(
-        "q.yaml:3:19: unknown column 'incme' (columns in scope: order_id, pId, income, ts)")
+        "q.yaml:3:19: unknown column 'incme' (columns in scope: order_id, pId, income, ts)"
+    )
     assert lines[1:] == ["    SELECT pId, SUM(incme) AS total", "                    ^^^^^"]

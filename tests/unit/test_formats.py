@@ -1,7 +1,8 @@
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jobs.changelog.formats import parse_blocks, parse_file
 from jobs.changelog.schema import parse_schema
@@ -21,24 +22,33 @@ def kinds_and_lines(parsed):
 
 
 def test_changelog_json_rows_keep_file_order_kinds_and_line_numbers(tmp_path):
-    path = write(tmp_path, [{"order_id": 1, "pId": 1, "income": 5, "op": "+I"}, "",
-                            {"order_id": 1, "pId": 1, "income": 5, "op": "-U"},
-                            {"order_id": 1, "pId": 1, "income": 7, "op": "+U"},
-                            {"order_id": 1, "pId": 1, "income": 7, "op": "-D"}])
+    path = write(
+        tmp_path,
+        [
+            {"order_id": 1, "pId": 1, "income": 5, "op": "+I"},
+            "",
+            {"order_id": 1, "pId": 1, "income": 5, "op": "-U"},
+            {"order_id": 1, "pId": 1, "income": 7, "op": "+U"},
+            {"order_id": 1, "pId": 1, "income": 7, "op": "-D"},
+        ],
+    )
     parsed = parse_file(path, "changelog-json", SCHEMA)
     assert parsed.bad == ()
     assert kinds_and_lines(parsed) == [(0, 1), (1, 3), (2, 4), (3, 5)]
     assert parsed.rows.column("income").to_pylist() == [5, 5, 7, 7]
 
 
-@pytest.mark.parametrize("line, reason", [
-    ('{"order_id": 2, "pId": 1, "income": 5, "op": "+X"}', "unknown op '+X'"),
-    ('{"order_id": 2, "pId": 1, "income": 5}', "missing op"),
-    ('{"order_id": 2, "pId": "one", "income": 5, "op": "+I"}', "column 'pId': value \"one\" does not fit BIGINT"),
-    ('{"order_id": 2, "pId": 1, "income": 5.5, "op": "+I"}', "column 'income': value 5.5 does not fit BIGINT"),
-    ('{"order_id": 2, "pId": 1', "malformed JSON"),
-    ('[1, 2]', "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ('{"order_id": 2, "pId": 1, "income": 5, "op": "+X"}', "unknown op '+X'"),
+        ('{"order_id": 2, "pId": 1, "income": 5}', "missing op"),
+        ('{"order_id": 2, "pId": "one", "income": 5, "op": "+I"}', "column 'pId': value \"one\" does not fit BIGINT"),
+        ('{"order_id": 2, "pId": 1, "income": 5.5, "op": "+I"}', "column 'income': value 5.5 does not fit BIGINT"),
+        ('{"order_id": 2, "pId": 1', "malformed JSON"),
+        ("[1, 2]", "expected a JSON object"),
+    ],
+)
 def test_each_bad_line_is_named_with_its_line_and_reason_and_good_lines_survive(tmp_path, line, reason):
     good = {"order_id": 1, "pId": 1, "income": 5, "op": "+I"}
     path = write(tmp_path, [good, line, good])
@@ -51,24 +61,35 @@ def test_each_bad_line_is_named_with_its_line_and_reason_and_good_lines_survive(
 
 def test_debezium_update_becomes_update_before_then_after_from_the_same_line(tmp_path):
     image = {"order_id": 1, "pId": 1, "income": 5}
-    path = write(tmp_path, [
-        {"before": None, "after": image, "op": "c"},
-        {"before": image, "after": {**image, "income": 9}, "op": "u"},
-        {"before": {**image, "income": 9}, "after": None, "op": "d"},
-        {"before": None, "after": {**image, "order_id": 2}, "op": "r"},
-    ])
+    path = write(
+        tmp_path,
+        [
+            {"before": None, "after": image, "op": "c"},
+            {"before": image, "after": {**image, "income": 9}, "op": "u"},
+            {"before": {**image, "income": 9}, "after": None, "op": "d"},
+            {"before": None, "after": {**image, "order_id": 2}, "op": "r"},
+        ],
+    )
     parsed = parse_file(path, "debezium-json", SCHEMA)
     assert kinds_and_lines(parsed) == [(0, 1), (1, 2), (2, 2), (3, 3), (0, 4)]
     assert parsed.rows.column("income").to_pylist() == [5, 5, 9, 9, 5]
 
 
 def test_debezium_rows_missing_their_image_are_bad(tmp_path):
-    path = write(tmp_path, [{"before": None, "after": None, "op": "d"},
-                            {"before": None, "after": None, "op": "u"},
-                            {"before": None, "after": None, "op": "x"}])
+    path = write(
+        tmp_path,
+        [
+            {"before": None, "after": None, "op": "d"},
+            {"before": None, "after": None, "op": "u"},
+            {"before": None, "after": None, "op": "x"},
+        ],
+    )
     reasons = [b.reason for b in parse_file(path, "debezium-json", SCHEMA).bad]
-    assert reasons == ["op 'd' needs a 'before' image", "op 'u' needs a 'before' image",
-                       "unknown op 'x' (expected one of c, r, u, d)"]
+    assert reasons == [
+        "op 'd' needs a 'before' image",
+        "op 'u' needs a 'before' image",
+        "unknown op 'x' (expected one of c, r, u, d)",
+    ]
 
 
 def test_plain_json_rows_are_all_inserts(tmp_path):
@@ -78,19 +99,27 @@ def test_plain_json_rows_are_all_inserts(tmp_path):
 
 def test_timestamps_and_decimals_parse_from_json_strings(tmp_path):
     schema = parse_schema("id BIGINT, ts TIMESTAMP, price DECIMAL(10,2)", where="test")
-    path = write(tmp_path, [{"id": 1, "ts": "2026-11-21 09:01:30", "price": "3.25", "op": "+I"},
-                            {"id": 2, "ts": "2026-11-21T10:00:00+01:00", "price": 1.5, "op": "+I"}])
+    path = write(
+        tmp_path,
+        [
+            {"id": 1, "ts": "2026-11-21 09:01:30", "price": "3.25", "op": "+I"},
+            {"id": 2, "ts": "2026-11-21T10:00:00+01:00", "price": 1.5, "op": "+I"},
+        ],
+    )
     rows = parse_file(path, "changelog-json", schema).rows.to_pylist()
     assert [r["ts"].isoformat() for r in rows] == ["2026-11-21T09:01:30+00:00", "2026-11-21T09:00:00+00:00"]
     assert [str(r["price"]) for r in rows] == ["3.25", "1.50"]
 
 
-@pytest.mark.parametrize("ddl, message", [
-    ("id BIGINT, id STRING", "declared twice"),
-    ("__w INT", "reserved"),
-    ("id ARRAY<INT>", "not supported"),
-    ("id BIGINT (", "does not parse"),
-])
+@pytest.mark.parametrize(
+    "ddl, message",
+    [
+        ("id BIGINT, id STRING", "declared twice"),
+        ("__w INT", "reserved"),
+        ("id ARRAY<INT>", "not supported"),
+        ("id BIGINT (", "does not parse"),
+    ],
+)
 def test_bad_schemas_are_spec_errors(ddl, message):
     with pytest.raises(SpecError, match=message):
         parse_schema(ddl, where="q.yaml: sources.orders.schema")
@@ -102,16 +131,23 @@ def _bad(parsed):
 
 def test_a_line_that_is_not_utf8_is_a_bad_row_and_the_others_still_load(tmp_path):
     path = tmp_path / "f.json"
-    path.write_bytes(b'{"order_id": 1, "pId": 1, "income": 5, "op": "+I"}\n'
-                     b'{"order_id": 2, "pId": 1, "income": 5, "op": "+I", "x": "\xff"}\n')
+    path.write_bytes(
+        b'{"order_id": 1, "pId": 1, "income": 5, "op": "+I"}\n'
+        b'{"order_id": 2, "pId": 1, "income": 5, "op": "+I", "x": "\xff"}\n'
+    )
     parsed = parse_file(path, "changelog-json", SCHEMA)
     assert _bad(parsed) == [(2, "not valid UTF-8 (byte 0xff at column 58)")]
     assert parsed.rows.column("order_id").to_pylist() == [1]
 
 
 def test_two_json_values_on_one_line_are_a_bad_row_not_a_crash(tmp_path):
-    path = write(tmp_path, ['{"order_id": 1, "pId": 1, "income": 5, "op": "+I"}{"order_id": 2, "pId": 1, "income": 5, "op": "+I"}',
-                            {"order_id": 3, "pId": 1, "income": 5, "op": "+I"}])
+    path = write(
+        tmp_path,
+        [
+            '{"order_id": 1, "pId": 1, "income": 5, "op": "+I"}{"order_id": 2, "pId": 1, "income": 5, "op": "+I"}',
+            {"order_id": 3, "pId": 1, "income": 5, "op": "+I"},
+        ],
+    )
     parsed = parse_file(path, "changelog-json", SCHEMA)
     assert _bad(parsed) == [(1, "more than one JSON value on one line (the second starts at column 51)")]
     assert kinds_and_lines(parsed) == [(0, 2)]
@@ -135,11 +171,19 @@ def test_a_missing_field_is_null_and_counted_unless_the_column_is_not_null(tmp_p
 def test_a_long_value_loads_and_a_message_quotes_only_its_start(tmp_path):
     schema = parse_schema("order_id BIGINT, note STRING, n BIGINT", where="test")
     big = "x" * 3_000_000
-    path = write(tmp_path, [{"order_id": 1, "note": "a", "op": "+I"}, {"order_id": 2, "note": big, "op": "+I"},
-                            {"order_id": 3, "note": "b", "n": big, "op": "+I"}])
+    path = write(
+        tmp_path,
+        [
+            {"order_id": 1, "note": "a", "op": "+I"},
+            {"order_id": 2, "note": big, "op": "+I"},
+            {"order_id": 3, "note": "b", "n": big, "op": "+I"},
+        ],
+    )
     parsed = parse_file(path, "changelog-json", schema)
-    assert parsed.rows.column("order_id").to_pylist() == [1, 2] and len(parsed.rows.column("note")[1].as_py()) == 3_000_000
-    (line, reason), = _bad(parsed)
+    assert (
+        parsed.rows.column("order_id").to_pylist() == [1, 2] and len(parsed.rows.column("note")[1].as_py()) == 3_000_000
+    )
+    ((line, reason),) = _bad(parsed)
     assert line == 3 and "does not fit BIGINT" in reason and len(reason) < 200 and "3,000,002 characters" in reason
 
 
@@ -150,11 +194,15 @@ _BLANKS = st.sampled_from(["", " ", "\t", "\r", "  \r", "\x0c", "\x0b "])
 
 
 @settings(max_examples=150, deadline=None)
-@given(entries=st.lists(st.one_of(_BLANKS, st.integers(0, 99)), max_size=30), crlf=st.booleans(),
-       one_bad_line=st.booleans())
+@given(
+    entries=st.lists(st.one_of(_BLANKS, st.integers(0, 99)), max_size=30),
+    crlf=st.booleans(),
+    one_bad_line=st.booleans(),
+)
 def test_rows_keep_their_line_numbers_among_blank_lines(entries, crlf, one_bad_line, tmp_path_factory):
-    lines = [e if isinstance(e, str) else json.dumps({"order_id": e, "pId": 1, "income": e, "op": "+I"})
-             for e in entries] + (["{not json"] if one_bad_line else [])
+    lines = [
+        e if isinstance(e, str) else json.dumps({"order_id": e, "pId": 1, "income": e, "op": "+I"}) for e in entries
+    ] + (["{not json"] if one_bad_line else [])
     path = tmp_path_factory.mktemp("blanks") / "f.json"
     path.write_bytes(("\r\n" if crlf else "\n").join(lines).encode())
     parsed = parse_file(path, "changelog-json", SCHEMA)
@@ -164,14 +212,18 @@ def test_rows_keep_their_line_numbers_among_blank_lines(entries, crlf, one_bad_l
 
 
 @pytest.mark.parametrize("block_bytes", [1, 40, 97, 1 << 20])
-def test_a_file_parsed_in_blocks_gives_the_rows_and_bad_rows_of_one_parse_with_file_line_numbers(
-        tmp_path, block_bytes):
+def test_a_file_parsed_in_blocks_gives_the_rows_and_bad_rows_of_one_parse_with_file_line_numbers(tmp_path, block_bytes):
     image = {"order_id": 1, "pId": 1, "income": 5}
-    lines = [{"before": None, "after": image, "op": "c"}, "", "   ",
-             {"before": image, "after": {**image, "income": 9}, "op": "u"},
-             '{"before": null, "after": {"order_id": 2, "pId": 1', "",
-             {"before": None, "after": {"order_id": 3, "income": 1}, "op": "c"},  # pId left out
-             {"before": {**image, "income": 9}, "after": None, "op": "d"}]
+    lines = [
+        {"before": None, "after": image, "op": "c"},
+        "",
+        "   ",
+        {"before": image, "after": {**image, "income": 9}, "op": "u"},
+        '{"before": null, "after": {"order_id": 2, "pId": 1',
+        "",
+        {"before": None, "after": {"order_id": 3, "income": 1}, "op": "c"},  # pId left out
+        {"before": {**image, "income": 9}, "after": None, "op": "d"},
+    ]
     path = write(tmp_path, lines)
     one_parse = parse_file(path, "debezium-json", SCHEMA)
     blocks = list(parse_blocks(path, "debezium-json", SCHEMA, block_bytes))

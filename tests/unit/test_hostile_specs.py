@@ -28,14 +28,29 @@ def _spec(tmp_path, text: str | bytes):
     return path
 
 
-@pytest.mark.parametrize("text, message", [
-    (GOOD.replace("description", "x").encode().replace(b"SELECT pId", b"SELECT \xff pId"), re.escape("q.yaml:2: not UTF-8 text (byte 0xff)")),
-    ("name: q\nsql: " + "[" * 5000 + "]" * 5000 + "\n", "q.yaml: the YAML is nested too deep"),
-    (GOOD.replace("SUM(income)", "SUM(" + "(" * 3000 + "income" + ")" * 3000 + ")"), "nested too deep|expression nodes"),
-    (GOOD.replace("SUM(income)", "SUM(" + " + ".join(["income"] * 20000) + ")"), "the query has 60,0\\d\\d expression nodes"),
-    (GOOD.replace("income BIGINT", "income DECIMAL(x,2)"), "DECIMAL takes whole numbers"),
-    (GOOD.replace("primary_key: [order_id]", "primary_key: [order_id]\n    on_bad_rows: sometimes"), "q.yaml:9: sources.orders.on_bad_rows"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            GOOD.replace("description", "x").encode().replace(b"SELECT pId", b"SELECT \xff pId"),
+            re.escape("q.yaml:2: not UTF-8 text (byte 0xff)"),
+        ),
+        ("name: q\nsql: " + "[" * 5000 + "]" * 5000 + "\n", "q.yaml: the YAML is nested too deep"),
+        (
+            GOOD.replace("SUM(income)", "SUM(" + "(" * 3000 + "income" + ")" * 3000 + ")"),
+            "nested too deep|expression nodes",
+        ),
+        (
+            GOOD.replace("SUM(income)", "SUM(" + " + ".join(["income"] * 20000) + ")"),
+            "the query has 60,0\\d\\d expression nodes",
+        ),
+        (GOOD.replace("income BIGINT", "income DECIMAL(x,2)"), "DECIMAL takes whole numbers"),
+        (
+            GOOD.replace("primary_key: [order_id]", "primary_key: [order_id]\n    on_bad_rows: sometimes"),
+            "q.yaml:9: sources.orders.on_bad_rows",
+        ),
+    ],
+)
 def test_a_hostile_spec_is_one_line_and_exit_2_quickly(tmp_path, capsys, text, message):
     started = time.monotonic()
     code = main(["explain", str(_spec(tmp_path, text))])
@@ -45,11 +60,16 @@ def test_a_hostile_spec_is_one_line_and_exit_2_quickly(tmp_path, capsys, text, m
     assert time.monotonic() - started < 10
 
 
-@pytest.mark.parametrize("text, message", [
-    (GOOD.replace("income BIGINT", "`<img src=x onerror=alert(1)>` BIGINT").replace("SUM(income)", "COUNT(*)"),
-     "column name '<img src=x onerror=alert\\(1\\)>' contains '<', '>': names may not hold markup"),
-    (GOOD.replace("AS total", "AS `<b>total</b>`"), "column name '<b>total</b>' contains"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            GOOD.replace("income BIGINT", "`<img src=x onerror=alert(1)>` BIGINT").replace("SUM(income)", "COUNT(*)"),
+            "column name '<img src=x onerror=alert\\(1\\)>' contains '<', '>': names may not hold markup",
+        ),
+        (GOOD.replace("AS total", "AS `<b>total</b>`"), "column name '<b>total</b>' contains"),
+    ],
+)
 def test_a_column_name_with_markup_never_reaches_a_page(tmp_path, capsys, text, message):
     assert main(["explain", str(_spec(tmp_path, text))]) == 2
     assert re.search(message, capsys.readouterr().err)

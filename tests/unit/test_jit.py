@@ -11,11 +11,17 @@ from jobs.runtime.jit import QUICK_ONLY, files_bytes, jit_options
 MIB = 2**20
 
 
-@pytest.mark.parametrize("input_bytes, below_mib, quick", [
-    (0, 256, True), (256 * MIB - 1, 256, True), (256 * MIB, 256, False), (10 * 2**30, 256, False),
-    (None, 256, False),  # a session started without knowing its input (Airflow, the tests)
-    (1, 0, False),  # 0: never
-])
+@pytest.mark.parametrize(
+    "input_bytes, below_mib, quick",
+    [
+        (0, 256, True),
+        (256 * MIB - 1, 256, True),
+        (256 * MIB, 256, False),
+        (10 * 2**30, 256, False),
+        (None, 256, False),  # a session started without knowing its input (Airflow, the tests)
+        (1, 0, False),  # 0: never
+    ],
+)
 def test_c1_alone_only_for_a_known_small_input(input_bytes, below_mib, quick):
     assert (jit_options(input_bytes, below_mib) == QUICK_ONLY) is quick
     assert jit_options(input_bytes, below_mib) in ("", QUICK_ONLY)

@@ -19,8 +19,9 @@ def test_an_out_of_memory_error_in_the_log_is_named_with_the_heap_and_the_remedi
     log = tmp_path / "q.spark.log"
     log.write_text(SPARK_LOG)
     advice = out_of_memory_in(log, "1g")
-    assert advice.startswith("the Spark driver ran out of memory (OutOfMemoryError: GC overhead limit exceeded; "
-                             "spark.driver_memory 1g)")
+    assert advice.startswith(
+        "the Spark driver ran out of memory (OutOfMemoryError: GC overhead limit exceeded; spark.driver_memory 1g)"
+    )
     assert "stream.state_store: rocksdb" in advice
     assert "Java heap space" not in advice  # the first error is the one that names the cause
 

@@ -1,6 +1,7 @@
 import pyarrow as pa
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from jobs.changelog.columns import KIND
 from jobs.changelog.kinds import RowKind
@@ -9,7 +10,7 @@ from jobs.changelog.live_rowwise import RowByRow
 from jobs.changelog.schema import parse_schema
 
 SCHEMA = parse_schema("order_id BIGINT, pId BIGINT, income BIGINT", where="test")
-I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
+I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE  # noqa: E741 (Flink's names)
 
 
 def keyed():
@@ -23,14 +24,17 @@ def test_a_keyed_source_accepts_insert_update_delete_and_reinsert():
     assert len(live) == 1
 
 
-@pytest.mark.parametrize("steps, message", [
-    ([(D, (1, 1, 5))], "which was never inserted"),
-    ([(UB, (1, 1, 5))], "which was never inserted"),
-    ([(I, (1, 1, 5)), (I, (1, 1, 6))], "already present"),
-    ([(I, (1, 1, 5)), (UA, (1, 1, 6))], "without a preceding -U"),
-    ([(I, (1, 1, 5)), (D, (1, 1, 6))], "does not match its live row"),
-    ([(I, (None, 1, 5))], "null column"),
-])
+@pytest.mark.parametrize(
+    "steps, message",
+    [
+        ([(D, (1, 1, 5))], "which was never inserted"),
+        ([(UB, (1, 1, 5))], "which was never inserted"),
+        ([(I, (1, 1, 5)), (I, (1, 1, 6))], "already present"),
+        ([(I, (1, 1, 5)), (UA, (1, 1, 6))], "without a preceding -U"),
+        ([(I, (1, 1, 5)), (D, (1, 1, 6))], "does not match its live row"),
+        ([(I, (None, 1, 5))], "null column"),
+    ],
+)
 def test_a_keyed_source_rejects_changes_that_break_the_key(steps, message):
     live = keyed()
     *before, last = steps
@@ -105,7 +109,7 @@ def test_dropping_an_insert_makes_the_next_retraction_of_that_key_invalid(steps,
     inserts = [i for i, (kind, _) in enumerate(steps) if kind is I]
     drop = data.draw(st.sampled_from(inserts))
     key = steps[drop][1][0]
-    following = [kind for kind, row in steps[drop + 1:] if row[0] == key]
+    following = [kind for kind, row in steps[drop + 1 :] if row[0] == key]
     assume(following and following[0] in (UB, D))
     live = keyed()
     reasons = [live.apply(kind, row) for i, (kind, row) in enumerate(steps) if i != drop]
@@ -144,8 +148,12 @@ def changelog_files(draw, key: tuple[str, ...]):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from([("order_id",), ("order_id", "pId"), ()]).flatmap(
-    lambda key: st.tuples(st.just(key), changelog_files(key))), st.booleans())
+@given(
+    st.sampled_from([("order_id",), ("order_id", "pId"), ()]).flatmap(
+        lambda key: st.tuples(st.just(key), changelog_files(key))
+    ),
+    st.booleans(),
+)
 def test_the_columnar_check_agrees_with_the_row_by_row_protocol(key_and_files, keep):
     key, files = key_and_files
     columnar, one_by_one = LiveRows(SCHEMA, key), RowByRow(SCHEMA, key)

@@ -9,7 +9,8 @@ import threading
 import time
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jobs.errors import LockstepError, LookupFailed, SpecError
 from jobs.lookup import AsyncLookup, LookupConfig, ServiceError, parse_output
@@ -43,8 +44,13 @@ def configure(server, *, latency=0.0, latency_fn=None, fail_times=None, fail_mod
 
 
 def lookup(server, fetch=None, **options) -> AsyncLookup:
-    config = LookupConfig(name="customers", url=server.url + "/customers/{customer_id}",
-                          key=("customer_id",), output=parse_output("name STRING, tier STRING"), **options)
+    config = LookupConfig(
+        name="customers",
+        url=server.url + "/customers/{customer_id}",
+        key=("customer_id",),
+        output=parse_output("name STRING, tier STRING"),
+        **options,
+    )
     return AsyncLookup(config, fetch)
 
 
@@ -77,8 +83,9 @@ def changelogs(draw):
     return [histories[order].pop(0) for order in turns]
 
 
-latencies = st.dictionaries(st.sampled_from([str(c) for c in (*range(12), ABSENT)]),
-                            st.integers(0, 15).map(lambda ms: ms / 1000))
+latencies = st.dictionaries(
+    st.sampled_from([str(c) for c in (*range(12), ABSENT)]), st.integers(0, 15).map(lambda ms: ms / 1000)
+)
 
 
 def run_changelog(server, changes, delays, capacity, order):
@@ -227,7 +234,13 @@ def test_a_failing_key_is_retried_until_it_answers(service):
     assert run(engine, [7, 8]) == [(0, row(7)), (1, row(8))]
     assert service.requests_by_key["7"] == 3
     assert engine.stats.as_dict() | {"max_in_flight": 0} == {
-        "requests": 4, "cache_hits": 0, "retries": 2, "timeouts": 0, "nulls_for_errors": 0, "max_in_flight": 0}
+        "requests": 4,
+        "cache_hits": 0,
+        "retries": 2,
+        "timeouts": 0,
+        "nulls_for_errors": 0,
+        "max_in_flight": 0,
+    }
 
 
 def test_a_key_that_times_out_on_every_attempt_fails_naming_the_key_and_the_service(service):
@@ -235,16 +248,20 @@ def test_a_key_that_times_out_on_every_attempt_fails_naming_the_key_and_the_serv
     engine = lookup(service, timeout_seconds=0.2, retries=2)
     with pytest.raises(LookupFailed) as failure:
         run(engine, [1, 7, 2])
-    assert str(failure.value) == (f"lookup customers: {service.url}/customers/7 (key customer_id=7) "
-                                  f"timed out after 3 attempts (0.2 s each)")
+    assert str(failure.value) == (
+        f"lookup customers: {service.url}/customers/7 (key customer_id=7) timed out after 3 attempts (0.2 s each)"
+    )
     assert isinstance(failure.value, LockstepError) and failure.value.exit_code == 2
     assert engine.stats.timeouts == 3 and engine.stats.retries == 2
 
 
 def test_a_key_that_keeps_failing_names_the_last_error(service):
     configure(service, fail_times={"7": 5})
-    with pytest.raises(LookupFailed, match=r"customers/7 \(key customer_id=7\) failed after 2 attempts, "
-                                           r"the last: HTTP 500"):
+    with pytest.raises(
+        LookupFailed,
+        match=r"customers/7 \(key customer_id=7\) failed after 2 attempts, "
+        r"the last: HTTP 500",
+    ):
         run(lookup(service, retries=1), [7])
 
 
@@ -292,8 +309,12 @@ def test_an_empty_batch_asks_nothing(service):
 
 def test_key_values_are_url_quoted(service):
     service.set("customers", "a b/c?d", {"name": "slashed", "tier": "x"})
-    config = LookupConfig(name="customers", url=service.url + "/customers/{customer_id}",
-                          key=("customer_id",), output=parse_output("name STRING"))
+    config = LookupConfig(
+        name="customers",
+        url=service.url + "/customers/{customer_id}",
+        key=("customer_id",),
+        output=parse_output("name STRING"),
+    )
     assert AsyncLookup(config).run([("a b/c?d",)], [False]) == [(0, {"name": "slashed"})]
 
 
@@ -328,20 +349,31 @@ def test_a_custom_fetch_is_retried_on_service_errors_only(service):
 
 def test_parse_output_reads_spark_ddl():
     assert parse_output("name STRING, tier string, score double, visits BIGINT") == (
-        ("name", "STRING"), ("tier", "STRING"), ("score", "DOUBLE"), ("visits", "BIGINT"))
+        ("name", "STRING"),
+        ("tier", "STRING"),
+        ("score", "DOUBLE"),
+        ("visits", "BIGINT"),
+    )
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"order": "sorted"}, "lookup customers: order must be one of ordered, unordered, not 'sorted'"),
-    ({"on_error": "skip"}, "on_error must be one of fail, null"),
-    ({"capacity": 0}, "capacity must be positive"),
-    ({"retries": -1}, "must not be negative"),
-    ({"url": "http://h/customers/{id}"}, "url placeholder {id} is not a key column (customer_id)"),
-    ({"url": "http://h/customers"}, "has no placeholder for key column customer_id"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"order": "sorted"}, "lookup customers: order must be one of ordered, unordered, not 'sorted'"),
+        ({"on_error": "skip"}, "on_error must be one of fail, null"),
+        ({"capacity": 0}, "capacity must be positive"),
+        ({"retries": -1}, "must not be negative"),
+        ({"url": "http://h/customers/{id}"}, "url placeholder {id} is not a key column (customer_id)"),
+        ({"url": "http://h/customers"}, "has no placeholder for key column customer_id"),
+    ],
+)
 def test_a_bad_config_is_a_spec_error_naming_the_lookup(options, message):
-    fields = {"name": "customers", "url": "http://h/customers/{customer_id}", "key": ("customer_id",),
-              "output": (("name", "STRING"),)} | options
+    fields = {
+        "name": "customers",
+        "url": "http://h/customers/{customer_id}",
+        "key": ("customer_id",),
+        "output": (("name", "STRING"),),
+    } | options
     with pytest.raises(SpecError, match="^lookup customers: ") as error:
         LookupConfig(**fields)
     assert message in str(error.value)

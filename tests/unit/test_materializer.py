@@ -1,11 +1,12 @@
 import math
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jobs.changelog.columns import DELETE, OP, UPSERT, WEIGHT
 from jobs.errors import RunStateError
@@ -31,19 +32,27 @@ def written(output: pa.Table) -> list[tuple[str, tuple]]:
     return [(row[OP], tuple(row[c] for c in COLUMNS)) for row in output.to_pylist()]
 
 
-@pytest.mark.parametrize("arrival", [
-    [(+1, A1), (-1, A1), (+1, B1)],  # +I a1, -U a1, +U b1: the order they happened in
-    [(+1, B1), (+1, A1), (-1, A1)],  # +U b1 overtakes both
-    [(+1, A1), (+1, B1), (-1, A1)],  # -U a1 comes last
-], ids=["in-order", "update-after-first", "update-before-last"])
+@pytest.mark.parametrize(
+    "arrival",
+    [
+        [(+1, A1), (-1, A1), (+1, B1)],  # +I a1, -U a1, +U b1: the order they happened in
+        [(+1, B1), (+1, A1), (-1, A1)],  # +U b1 overtakes both
+        [(+1, A1), (+1, B1), (-1, A1)],  # -U a1 comes last
+    ],
+    ids=["in-order", "update-after-first", "update-before-last"],
+)
 def test_every_arrival_order_of_seed_003_in_one_micro_batch_ends_with_b1(tmp_path, arrival):
     assert written(materializer(tmp_path).apply(changes(*arrival), 0)) == [(UPSERT, B1)]
 
 
-@pytest.mark.parametrize("arrival, outputs", [
-    ([(+1, B1), (+1, A1), (-1, A1)], [B1, A1, B1]),  # a1 shows until it is retracted
-    ([(+1, A1), (+1, B1), (-1, A1)], [A1, B1, B1]),  # retracting an older row leaves b1 in place
-], ids=["update-after-first", "update-before-last"])
+@pytest.mark.parametrize(
+    "arrival, outputs",
+    [
+        ([(+1, B1), (+1, A1), (-1, A1)], [B1, A1, B1]),  # a1 shows until it is retracted
+        ([(+1, A1), (+1, B1), (-1, A1)], [A1, B1, B1]),  # retracting an older row leaves b1 in place
+    ],
+    ids=["update-after-first", "update-before-last"],
+)
 def test_seed_003_one_change_per_micro_batch_shows_the_newest_live_row(tmp_path, arrival, outputs):
     sink = materializer(tmp_path)
     steps = [written(sink.apply(changes(step), batch)) for batch, step in enumerate(arrival)]
@@ -64,15 +73,15 @@ def test_an_addition_and_its_retraction_in_one_micro_batch_delete_the_key(tmp_pa
 def test_only_touched_keys_are_written_in_the_order_first_touched(tmp_path):
     sink = materializer(tmp_path)
     sink.apply(changes((+1, A1), (+1, (2, 10, "a1"))), 0)
-    assert written(sink.apply(changes((+1, (3, 20, "b1")), (+1, B1)), 1)) == [
-        (UPSERT, (3, 20, "b1")), (UPSERT, B1)]
+    assert written(sink.apply(changes((+1, (3, 20, "b1")), (+1, B1)), 1)) == [(UPSERT, (3, 20, "b1")), (UPSERT, B1)]
 
 
 def test_a_key_with_two_distinct_live_rows_is_a_violation(tmp_path):
     sink = materializer(tmp_path)
     sink.apply(changes((+1, A1), (+1, B1), (+1, (2, 10, "a1")), (+1, (2, 10, "a1"))), 0)
-    assert sink.violations() == [{"key": {"id": 1}, "rows": [
-        {"id": 1, "level": 10, "attr": "a1"}, {"id": 1, "level": 20, "attr": "b1"}]}]
+    assert sink.violations() == [
+        {"key": {"id": 1}, "rows": [{"id": 1, "level": 10, "attr": "a1"}, {"id": 1, "level": 20, "attr": "b1"}]}
+    ]
     assert sink.state_rows() == 4
 
 
@@ -101,8 +110,7 @@ def test_a_replayed_micro_batch_gives_the_same_output(tmp_path, restart):
         sink = materializer(tmp_path)
     assert sink.apply(changes((+1, B1), (-1, A1)), 1).equals(first)
     assert written(sink.apply(changes((-1, B1)), 2)) == [(DELETE, B1)]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "state-000000000001.parquet", "state-000000000002.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state-000000000001.parquet", "state-000000000002.parquet"]
 
 
 def test_a_replay_older_than_the_kept_state_is_an_error(tmp_path):
@@ -114,9 +122,8 @@ def test_a_replay_older_than_the_kept_state_is_an_error(tmp_path):
 
 
 def test_times_and_nan_survive_the_saved_state(tmp_path):
-    schema = pa.schema([("k", pa.int64()), ("at", pa.timestamp("us", tz="UTC")),
-                        ("x", pa.float64())])
-    row = {"k": 1, "at": datetime(2024, 5, 18, 21, 58, tzinfo=timezone.utc), "x": math.nan}
+    schema = pa.schema([("k", pa.int64()), ("at", pa.timestamp("us", tz="UTC")), ("x", pa.float64())])
+    row = {"k": 1, "at": datetime(2024, 5, 18, 21, 58, tzinfo=UTC), "x": math.nan}
 
     def one(weight: int) -> pa.Table:
         table = pa.Table.from_pylist([row], schema=schema)
@@ -130,8 +137,7 @@ def test_times_and_nan_survive_the_saved_state(tmp_path):
 
 
 # Few values, so that a key often holds identical rows and the newest copy must be retracted.
-ROWS = st.tuples(st.one_of(st.none(), st.integers(0, 2)), st.integers(0, 1),
-                 st.sampled_from(["a", None]))
+ROWS = st.tuples(st.one_of(st.none(), st.integers(0, 2)), st.integers(0, 1), st.sampled_from(["a", None]))
 # One key column is matched in Arrow when the state is saved, a composite one in Python.
 KEYS = st.sampled_from([("id",), ("id", "level")])
 

@@ -14,8 +14,11 @@ from tests.conftest import change, write_changelog
 
 def write_log(folder: Path, name: str, entries: dict[int, list[str]]) -> None:
     """A log file as Spark's file source writes it: a version line, then one JSON entry per file."""
-    lines = ["v1"] + [json.dumps({"path": f"file:///runs/q/staged/orders/segments/{file}", "timestamp": 0,
-                                  "batchId": batch}) for batch, files in entries.items() for file in files]
+    lines = ["v1"] + [
+        json.dumps({"path": f"file:///runs/q/staged/orders/segments/{file}", "timestamp": 0, "batchId": batch})
+        for batch, files in entries.items()
+        for file in files
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text("\n".join(lines) + "\n")
 
@@ -61,11 +64,20 @@ def test_a_source_without_a_log_yet_has_read_nothing(tmp_path):
 
 
 def _stage(tmp_path: Path, name: str, orders: range, rows_per_batch: int = 100) -> StagedChangelog:
-    spec = SourceSpec(path=tmp_path / "orders", format="changelog-json",
-                      schema="order_id BIGINT, pId BIGINT, income BIGINT", primary_key=("order_id",))
+    spec = SourceSpec(
+        path=tmp_path / "orders",
+        format="changelog-json",
+        schema="order_id BIGINT, pId BIGINT, income BIGINT",
+        primary_key=("order_id",),
+    )
     write_changelog(tmp_path / "orders", name, [change("+I", n, n % 3, n) for n in orders])
-    _, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
-                             batch_size=StreamSpec(rows_per_batch=rows_per_batch))
+    _, commit = stage_source(
+        "orders",
+        spec,
+        tmp_path / "staged",
+        tmp_path / "quarantine",
+        batch_size=StreamSpec(rows_per_batch=rows_per_batch),
+    )
     commit()
     return StagedChangelog(tmp_path / "staged")
 

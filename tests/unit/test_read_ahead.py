@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobs.changelog.read_ahead import read_ahead
 

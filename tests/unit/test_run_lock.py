@@ -14,15 +14,18 @@ from jobs.errors import RunLocked
 from jobs.runtime.lock import run_lock
 from tests.conftest import ROOT, change, orders_spec, write_changelog
 
-HOLD = ("import sys, time; from jobs.runtime.lock import run_lock; "
-        "run_lock(sys.argv[1]).__enter__(); print('held', flush=True); time.sleep(120)")
+HOLD = (
+    "import sys, time; from jobs.runtime.lock import run_lock; "
+    "run_lock(sys.argv[1]).__enter__(); print('held', flush=True); time.sleep(120)"
+)
 
 
 @pytest.fixture
 def holder(tmp_path):
     """Another process holding the lock of runs/q."""
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "runs" / "q")], stdout=subprocess.PIPE,
-                               text=True, cwd=ROOT)
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path / "runs" / "q")], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
     assert process.stdout.readline().strip() == "held"
     yield process
     process.kill()
@@ -32,8 +35,13 @@ def holder(tmp_path):
 def test_a_second_writer_is_refused_at_once_naming_the_holder(tmp_path, holder):
     write_changelog(tmp_path / "orders", "001.json", [change("+I", 1, 1, 5)])
     spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId")
-    done = subprocess.run([sys.executable, "-m", "jobs.cli.main", "run", str(spec), "--out", str(tmp_path / "runs")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli.main", "run", str(spec), "--out", str(tmp_path / "runs")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert done.returncode == 2
     line = done.stderr.strip()
     assert "\n" not in line and f"in use by pid {holder.pid}" in line and "since" in line

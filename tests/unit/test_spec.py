@@ -31,35 +31,62 @@ def test_a_valid_spec_resolves_paths_against_its_own_folder_and_knows_where_its_
 
 def test_a_state_ttl_is_an_interval_and_its_consequence_a_warning_of_the_plan(tmp_path):
     from datetime import timedelta
+
     from jobs.plan import plan_query
+
     spec = load_spec(write_spec(tmp_path, VALID + "stream:\n  state_ttl: 36 hours\n"))
     assert spec.stream.ttl == timedelta(hours=36)
     assert any("stream.state_ttl is 36 hours" in w and "may differ" in w for w in plan_query(spec).warnings)
     with_max = VALID.replace("SUM(income) AS total", "MAX(income) AS top") + "stream:\n  state_ttl: 1 day\n"
-    with pytest.raises(SpecError, match=r"q.yaml: stream.state_ttl applies to SUM, COUNT and AVG only, not to MAX\(income\)"):
+    with pytest.raises(
+        SpecError, match=r"q.yaml: stream.state_ttl applies to SUM, COUNT and AVG only, not to MAX\(income\)"
+    ):
         plan_query(load_spec(write_spec(tmp_path, with_max, name="q.yaml")))
 
 
-@pytest.mark.parametrize("change, message", [
-    (("    format: changelog-json", "    formt: changelog-json"), r"q.yaml:8: sources.orders.formt: unknown key"),
-    (("    format: changelog-json", "    format: csv"), r"q.yaml:8: sources.orders.format: must be one of"),
-    (("name: income_per_product", "name: income per product"), r"q.yaml:1: name:"),
-    (("    primary_key: [order_id]", "    primary_key: [order_id]\nstream:\n  rows_per_batch: 0"),
-     r"q.yaml:12: stream.rows_per_batch:"),
-    (("    primary_key: [order_id]", "    primary_key: [order_id]\nsink:\n  upsert_materialize: sometimes"),
-     r"q.yaml:12: sink.upsert_materialize: must be one of 'auto', 'none' or 'force'"),
-    (("name: income_per_product", "name: income_per_product\nschedule: daily"),
-     r"q.yaml:2: schedule: 'daily' is neither a preset \(@once"),
-    (("    primary_key: [order_id]", "    primary_key: [order_id]\n    partitioned_by: hour"),
-     r"q.yaml:11: sources.orders.partitioned_by: must be one of 'date' \(got 'hour'\)"),
-    (("    primary_key: [order_id]", "    primary_key: [order_id]\nlookups:\n  ../etc:\n    kind: http\n"
-      "    url: http://127.0.0.1/{k}\n    key: [k]\n    output: \"v STRING\""),
-     r"q.yaml:11: lookups: name '../etc' is not a SQL identifier"),
-    (("    primary_key: [order_id]", "    primary_key: [order_id]\nstream:\n  state_ttl: 1 fortnight"),
-     r"q.yaml:12: stream.state_ttl:"),
-    (("    primary_key: [order_id]", "    primary_key: [order_id]\nstream:\n  state_store: rocksdb\n  state_ttl: 1 day"),
-     r"q.yaml:11: stream: state_ttl needs state_store: lockstep"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("    format: changelog-json", "    formt: changelog-json"), r"q.yaml:8: sources.orders.formt: unknown key"),
+        (("    format: changelog-json", "    format: csv"), r"q.yaml:8: sources.orders.format: must be one of"),
+        (("name: income_per_product", "name: income per product"), r"q.yaml:1: name:"),
+        (
+            ("    primary_key: [order_id]", "    primary_key: [order_id]\nstream:\n  rows_per_batch: 0"),
+            r"q.yaml:12: stream.rows_per_batch:",
+        ),
+        (
+            ("    primary_key: [order_id]", "    primary_key: [order_id]\nsink:\n  upsert_materialize: sometimes"),
+            r"q.yaml:12: sink.upsert_materialize: must be one of 'auto', 'none' or 'force'",
+        ),
+        (
+            ("name: income_per_product", "name: income_per_product\nschedule: daily"),
+            r"q.yaml:2: schedule: 'daily' is neither a preset \(@once",
+        ),
+        (
+            ("    primary_key: [order_id]", "    primary_key: [order_id]\n    partitioned_by: hour"),
+            r"q.yaml:11: sources.orders.partitioned_by: must be one of 'date' \(got 'hour'\)",
+        ),
+        (
+            (
+                "    primary_key: [order_id]",
+                "    primary_key: [order_id]\nlookups:\n  ../etc:\n    kind: http\n"
+                '    url: http://127.0.0.1/{k}\n    key: [k]\n    output: "v STRING"',
+            ),
+            r"q.yaml:11: lookups: name '../etc' is not a SQL identifier",
+        ),
+        (
+            ("    primary_key: [order_id]", "    primary_key: [order_id]\nstream:\n  state_ttl: 1 fortnight"),
+            r"q.yaml:12: stream.state_ttl:",
+        ),
+        (
+            (
+                "    primary_key: [order_id]",
+                "    primary_key: [order_id]\nstream:\n  state_store: rocksdb\n  state_ttl: 1 day",
+            ),
+            r"q.yaml:11: stream: state_ttl needs state_store: lockstep",
+        ),
+    ],
+)
 def test_spec_errors_name_the_file_the_line_and_the_key(tmp_path, change, message):
     path = write_spec(tmp_path, VALID.replace(*change), name="q.yaml")
     with pytest.raises(SpecError, match=message):
@@ -87,8 +114,10 @@ def test_settings_default_when_no_file_and_reject_unknown_keys(tmp_path):
 
 @pytest.mark.parametrize("written", ["null", "'null'", "fail"])
 def test_on_lookup_error_null_is_the_policy_whether_or_not_yaml_reads_it_as_a_null(tmp_path, written):
-    lookup = ("\nlookups:\n  customers:\n    kind: http\n    url: http://127.0.0.1:1/c/{k}\n"
-              f"    key: [k]\n    output: \"name STRING\"\n    on_lookup_error: {written}\n")
+    lookup = (
+        "\nlookups:\n  customers:\n    kind: http\n    url: http://127.0.0.1:1/c/{k}\n"
+        f'    key: [k]\n    output: "name STRING"\n    on_lookup_error: {written}\n'
+    )
     spec = load_spec(write_spec(tmp_path, VALID + lookup))
     assert spec.lookups["customers"].on_lookup_error == written.strip("'")
 

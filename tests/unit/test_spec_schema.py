@@ -24,8 +24,9 @@ SCHEMA_LINE = re.compile(r"^# yaml-language-server: \$schema=(\S+)$")
 def test_the_committed_schema_is_what_lockstep_schema_prints(kind, capsys):
     assert main(["schema", kind]) == 0
     printed = capsys.readouterr().out
-    assert printed == (CONF / "schema" / f"{kind}.schema.json").read_text(), \
+    assert printed == (CONF / "schema" / f"{kind}.schema.json").read_text(), (
         f"regenerate it: lockstep schema {kind} > conf/schema/{kind}.schema.json"
+    )
 
 
 @pytest.mark.parametrize("path", [*SPECS, CONF / "settings.yaml"], ids=lambda p: p.name)
@@ -39,12 +40,15 @@ def test_every_bundled_file_points_at_its_schema_and_validates(path):
     jsonschema.validate(yaml.safe_load(path.read_text()) or {}, json_schema(kind))
 
 
-@pytest.mark.parametrize("edit, complaint", [
-    (lambda s: s | {"colour": "red"}, "Additional properties are not allowed ('colour'"),
-    (lambda s: s | {"name": "has space"}, "does not match"),
-    (lambda s: {k: v for k, v in s.items() if k != "sql"}, "'sql' is a required property"),
-    (lambda s: s | {"sink": {"writer": "parquet"}}, "'parquet' is not one of"),
-])
+@pytest.mark.parametrize(
+    "edit, complaint",
+    [
+        (lambda s: s | {"colour": "red"}, "Additional properties are not allowed ('colour'"),
+        (lambda s: s | {"name": "has space"}, "does not match"),
+        (lambda s: {k: v for k, v in s.items() if k != "sql"}, "'sql' is a required property"),
+        (lambda s: s | {"sink": {"writer": "parquet"}}, "'parquet' is not one of"),
+    ],
+)
 def test_the_schema_refuses_what_the_loader_refuses(edit, complaint):
     spec = yaml.safe_load(Path(CONF / "queries" / "income_per_product.yaml").read_text())
     with pytest.raises(jsonschema.ValidationError, match=re.escape(complaint)):

@@ -14,14 +14,23 @@ from tests.conftest import change, write_changelog
 
 
 def source(tmp_path, on_bad_rows="fail", key=("order_id",)):
-    return SourceSpec(path=tmp_path / "orders", format="changelog-json",
-                      schema="order_id BIGINT, pId BIGINT, income BIGINT", primary_key=key,
-                      on_bad_rows=on_bad_rows)
+    return SourceSpec(
+        path=tmp_path / "orders",
+        format="changelog-json",
+        schema="order_id BIGINT, pId BIGINT, income BIGINT",
+        primary_key=key,
+        on_bad_rows=on_bad_rows,
+    )
 
 
 def stage(tmp_path, spec, rows_per_batch=2):
-    result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
-                                  batch_size=StreamSpec(rows_per_batch=rows_per_batch))
+    result, commit = stage_source(
+        "orders",
+        spec,
+        tmp_path / "staged",
+        tmp_path / "quarantine",
+        batch_size=StreamSpec(rows_per_batch=rows_per_batch),
+    )
     commit()
     return result
 
@@ -50,8 +59,9 @@ def test_a_bad_row_fails_the_whole_staging_and_writes_nothing(tmp_path):
     before = sorted(os.listdir(tmp_path / "staged"))
     write_changelog(tmp_path / "orders", "b.json", [change("+I", 2, 1, 5), change("-D", 9, 1, 5)])
     with pytest.raises(InputError, match=r"b.json:2: -D for key \(order_id=9\), which was never inserted"):
-        stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
-                     batch_size=StreamSpec(rows_per_batch=2))
+        stage_source(
+            "orders", spec, tmp_path / "staged", tmp_path / "quarantine", batch_size=StreamSpec(rows_per_batch=2)
+        )
     assert sorted(os.listdir(tmp_path / "staged")) == before
     assert json.loads((tmp_path / "staged" / "manifest.json").read_text())["rows"] == 1
 
@@ -73,12 +83,19 @@ def test_quarantine_sets_bad_rows_aside_counts_them_and_keeps_the_rest(tmp_path)
 def test_keep_stages_protocol_breaking_rows_as_anomalies_and_quarantines_malformed_ones(tmp_path):
     spec = source(tmp_path, on_bad_rows="keep")
     folder = tmp_path / "orders"
-    write_changelog(folder, "a.json", [change("+I", 1, 1, 5), change("-D", 9, 1, 5),
-                                       change("+U", 1, 1, 7), change("-D", 1, 1, 7)])
+    write_changelog(
+        folder, "a.json", [change("+I", 1, 1, 5), change("-D", 9, 1, 5), change("+U", 1, 1, 7), change("-D", 1, 1, 7)]
+    )
     with open(folder / "a.json", "a") as f:
         f.write('{"order_id": 3, "op": "??"}\n')
-    result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
-                                  batch_size=StreamSpec(rows_per_batch=2), anomalies=tmp_path / "anomalies")
+    result, commit = stage_source(
+        "orders",
+        spec,
+        tmp_path / "staged",
+        tmp_path / "quarantine",
+        batch_size=StreamSpec(rows_per_batch=2),
+        anomalies=tmp_path / "anomalies",
+    )
     commit()
     # The ghost -D and the +U without its -U stay in the changelog; the last -D retracts the
     # row as a table would hold it after the +U (order 1 at income 7), so it is valid.
@@ -132,9 +149,18 @@ def test_hidden_files_are_not_changelog_files(tmp_path):
 
 def test_segments_are_micro_batches_that_never_split_an_update_and_sort_by_mtime(tmp_path):
     spec = source(tmp_path)
-    write_changelog(tmp_path / "orders", "a.json", [
-        change("+I", 1, 1, 5), change("+I", 2, 1, 5), change("-U", 1, 1, 5), change("+U", 1, 1, 6),
-        change("+I", 3, 1, 5), change("-D", 3, 1, 5)])
+    write_changelog(
+        tmp_path / "orders",
+        "a.json",
+        [
+            change("+I", 1, 1, 5),
+            change("+I", 2, 1, 5),
+            change("-U", 1, 1, 5),
+            change("+U", 1, 1, 6),
+            change("+I", 3, 1, 5),
+            change("-D", 3, 1, 5),
+        ],
+    )
     stage(tmp_path, spec, rows_per_batch=3)
     write_changelog(tmp_path / "orders", "b.json", [change("+I", 4, 1, 5)])
     stage(tmp_path, spec, rows_per_batch=3)
@@ -148,8 +174,9 @@ def test_segments_are_micro_batches_that_never_split_an_update_and_sort_by_mtime
 def test_without_a_row_count_segments_are_cut_by_size(tmp_path):
     spec = source(tmp_path)
     write_changelog(tmp_path / "orders", "a.json", [change("+I", n, n % 7, n) for n in range(40_000)])
-    result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
-                                  batch_size=StreamSpec(megabytes_per_batch=1))
+    result, commit = stage_source(
+        "orders", spec, tmp_path / "staged", tmp_path / "quarantine", batch_size=StreamSpec(megabytes_per_batch=1)
+    )
     commit()
     sizes = [s["rows"] for s in StagedChangelog(tmp_path / "staged").segments()]
     assert sum(sizes) == result.new_rows == 40_000
@@ -159,17 +186,31 @@ def test_without_a_row_count_segments_are_cut_by_size(tmp_path):
 
 
 def _partitioned(tmp_path):
-    spec = SourceSpec(path=tmp_path / "orders", format="changelog-json", partitioned_by="date",
-                      schema="order_id BIGINT, pId BIGINT, income BIGINT", primary_key=("order_id",))
-    for day, rows in (("2026-11-19", [change("+I", 1, 1, 5)]), ("2026-11-20", [change("+I", 2, 1, 3)]),
-                      ("2026-11-21", [change("-D", 1, 1, 5)])):
+    spec = SourceSpec(
+        path=tmp_path / "orders",
+        format="changelog-json",
+        partitioned_by="date",
+        schema="order_id BIGINT, pId BIGINT, income BIGINT",
+        primary_key=("order_id",),
+    )
+    for day, rows in (
+        ("2026-11-19", [change("+I", 1, 1, 5)]),
+        ("2026-11-20", [change("+I", 2, 1, 3)]),
+        ("2026-11-21", [change("-D", 1, 1, 5)]),
+    ):
         write_changelog(tmp_path / "orders" / f"date={day}", "part-0.json", rows)
     return spec
 
 
 def _stage_until(tmp_path, spec, until):
-    result, commit = stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine",
-                                  batch_size=StreamSpec(rows_per_batch=2), until=until)
+    result, commit = stage_source(
+        "orders",
+        spec,
+        tmp_path / "staged",
+        tmp_path / "quarantine",
+        batch_size=StreamSpec(rows_per_batch=2),
+        until=until,
+    )
     commit()
     return result
 
@@ -179,7 +220,9 @@ def test_a_partitioned_source_stages_the_partitions_up_to_the_logical_date(tmp_p
 
     spec = _partitioned(tmp_path)
     assert _stage_until(tmp_path, spec, date(2026, 11, 20)).new_files == [
-        "date=2026-11-19/part-0.json", "date=2026-11-20/part-0.json"]
+        "date=2026-11-19/part-0.json",
+        "date=2026-11-20/part-0.json",
+    ]
     assert _stage_until(tmp_path, spec, date(2026, 11, 20)).new_files == []
     assert _stage_until(tmp_path, spec, None).new_files == ["date=2026-11-21/part-0.json"]
 
@@ -262,5 +305,5 @@ def test_what_a_crashed_staging_left_is_cleared_by_the_next(tmp_path):
     assert stage(tmp_path, spec).new_rows == 1
     assert not (tmp_path / "staged" / PENDING).exists()
     names = sorted(p.name for p in (tmp_path / "staged" / SEGMENTS).iterdir())
-    assert names[:len(listed)] == listed and "seg-000000000900.parquet" not in names
+    assert names[: len(listed)] == listed and "seg-000000000900.parquet" not in names
     assert names == sorted(s["file"].split("/")[-1] for s in StagedChangelog(tmp_path / "staged").segments())

@@ -8,7 +8,8 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jobs.changelog.columns import COUNT, SLOT
 from jobs.errors import RunStateError
@@ -17,8 +18,9 @@ from tests.strategies import examples
 
 SCHEMA = pa.schema([("g", pa.string()), (SLOT, pa.int32()), ("v", pa.float64()), (COUNT, pa.int64())])
 # Values as Spark groups them: -0.0 is 0.0, every NaN one value, a null group key a group.
-VALUES = st.tuples(st.sampled_from([None, "a", "b"]), st.sampled_from([1, 2]),
-                   st.sampled_from([0.0, -0.0, 1.5, math.nan, 7.0]))
+VALUES = st.tuples(
+    st.sampled_from([None, "a", "b"]), st.sampled_from([1, 2]), st.sampled_from([0.0, -0.0, 1.5, math.nan, 7.0])
+)
 
 
 NAN = math.nan  # one object, so that every NaN is one dictionary key
@@ -31,9 +33,15 @@ def _key(row: tuple) -> tuple:
 
 def _table(counts: dict) -> pa.Table:
     rows = list(counts.items())
-    return pa.table([pa.array([r[0][0] for r in rows], pa.string()), pa.array([r[0][1] for r in rows], pa.int32()),
-                     pa.array([r[0][2] for r in rows], pa.float64()), pa.array([r[1] for r in rows], pa.int64())],
-                    schema=SCHEMA)
+    return pa.table(
+        [
+            pa.array([r[0][0] for r in rows], pa.string()),
+            pa.array([r[0][1] for r in rows], pa.int32()),
+            pa.array([r[0][2] for r in rows], pa.float64()),
+            pa.array([r[1] for r in rows], pa.int64()),
+        ],
+        schema=SCHEMA,
+    )
 
 
 def _counts(table: pa.Table) -> Counter:
@@ -43,8 +51,10 @@ def _counts(table: pa.Table) -> Counter:
     return out
 
 
-@given(before=st.dictionaries(VALUES.map(_key), st.integers(1, 3), max_size=12),
-       new=st.dictionaries(VALUES, st.integers(-1, 3), max_size=8))
+@given(
+    before=st.dictionaries(VALUES.map(_key), st.integers(1, 3), max_size=12),
+    new=st.dictionaries(VALUES, st.integers(-1, 3), max_size=8),
+)
 @settings(max_examples=examples(60), deadline=None)
 def test_new_counts_over_the_live_values_give_the_values_after_and_the_change_between(before, new):
     # Spark's update output names each value once, as its grouping normalises it.

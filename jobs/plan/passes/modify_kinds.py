@@ -21,8 +21,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from jobs.plan.annotations import Annotations, frozen
-from jobs.plan.nodes import (Calc, Deduplicate, GroupAggregate, Join, LookupJoin, Node, SessionAggregate, Sink,
-                             StagedInput, UnionAll, WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (
+    Calc,
+    Deduplicate,
+    GroupAggregate,
+    Join,
+    LookupJoin,
+    Node,
+    SessionAggregate,
+    Sink,
+    StagedInput,
+    UnionAll,
+    WindowAggregate,
+    WindowAssign,
+)
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
 

@@ -43,15 +43,19 @@ def _default_mode(root: Sink, notes: Annotations) -> str:
     keyed = root.primary_key is not None or notes.unique_keys[root.input] is not None
     # An aggregate's rows are its groups: without the group keys in the output there is nothing
     # a copy count could mean, so such a query keeps asking for a key (see _upsert_sink_key).
-    return "upsert" if keyed or isinstance(_last_stateful(root.input), (GroupAggregate, SessionAggregate)) else "retract"
+    return (
+        "upsert" if keyed or isinstance(_last_stateful(root.input), (GroupAggregate, SessionAggregate)) else "retract"
+    )
 
 
 def _check_retract(root: Sink) -> None:
     """An aggregate's rows are identified by its group keys: a multiset of them is not what the
     query means, and the stream writes each group's latest row, not its copies."""
     if isinstance(_last_stateful(root.input), (GroupAggregate, SessionAggregate)):
-        raise SqlError("sink.changelog_mode: retract is not supported for a query that ends in an "
-                       "aggregate (its rows are keyed by the group keys: use upsert)")
+        raise SqlError(
+            "sink.changelog_mode: retract is not supported for a query that ends in an "
+            "aggregate (its rows are keyed by the group keys: use upsert)"
+        )
 
 
 def _last_stateful(node: Node) -> Node | None:
@@ -67,8 +71,10 @@ def _check_append(root: Sink, notes: Annotations) -> None:
         return
     producer = _first_producer(root.input, changes, notes)
     kinds = " and ".join(k for k in (UPDATE, DELETE) if k in changes)
-    raise SqlError(f"sink.changelog_mode append: table sink '{root.table}' doesn't support consuming "
-                   f"{kinds} changes which is produced by node {describe_node(producer)}")
+    raise SqlError(
+        f"sink.changelog_mode append: table sink '{root.table}' doesn't support consuming "
+        f"{kinds} changes which is produced by node {describe_node(producer)}"
+    )
 
 
 def _first_producer(node: Node, changes: frozenset, notes: Annotations) -> Node:
@@ -85,15 +91,18 @@ def _upsert_sink_key(root: Sink, notes: Annotations) -> tuple[str, ...]:
     upsert_key = notes.upsert_keys[root.input] or notes.unique_keys[root.input]
     if root.primary_key is None:
         if upsert_key is None:
-            raise SqlError("an upsert sink needs a primary key and the query's output has no unique "
-                           "key: set sink.primary_key (the upsert materializer then keeps it "
-                           "consistent), or sink.changelog_mode: retract")
+            raise SqlError(
+                "an upsert sink needs a primary key and the query's output has no unique "
+                "key: set sink.primary_key (the upsert materializer then keeps it "
+                "consistent), or sink.changelog_mode: retract"
+            )
         return upsert_key
     names = {n.lower(): n for n in root.input.output_names}
     missing = [k for k in root.primary_key if k.lower() not in names]
     if missing:
-        raise SqlError(f"sink.primary_key: {', '.join(missing)} not among the query's output "
-                       f"columns ({', '.join(names.values())})")
+        raise SqlError(
+            f"sink.primary_key: {', '.join(missing)} not among the query's output columns ({', '.join(names.values())})"
+        )
     return tuple(names[k.lower()] for k in root.primary_key)
 
 
@@ -106,6 +115,5 @@ def _materialize_reasons(root: Sink, key: tuple[str, ...], notes: Annotations) -
     if upsert_key is None:
         return [f"the query's output has no upsert key, and the sink is keyed by [{', '.join(key)}]"]
     if not {k.lower() for k in upsert_key} <= {k.lower() for k in key}:
-        return [f"the sink key [{', '.join(key)}] does not contain the upsert key "
-                f"[{', '.join(upsert_key)}]"]
+        return [f"the sink key [{', '.join(key)}] does not contain the upsert key [{', '.join(upsert_key)}]"]
     return []

@@ -26,9 +26,20 @@ from sqlglot import exp
 
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.plan.annotations import Annotations, frozen
-from jobs.plan.nodes import (Calc, Deduplicate,
-                             GroupAggregate, Join, LookupJoin, Node, SessionAggregate, Sink, StagedInput,
-                             UnionAll, WindowAggregate, WindowAssign)
+from jobs.plan.nodes import (
+    Calc,
+    Deduplicate,
+    GroupAggregate,
+    Join,
+    LookupJoin,
+    Node,
+    SessionAggregate,
+    Sink,
+    StagedInput,
+    UnionAll,
+    WindowAggregate,
+    WindowAssign,
+)
 
 
 def run(root: Node, notes: Annotations) -> Annotations:
@@ -86,13 +97,15 @@ def _ranked_key(node: Deduplicate) -> tuple[str, ...] | None:
     return node.keys + ((node.row_number,) if node.is_top_n else ())
 
 
-def _join_key(join: Join, left: tuple[str, ...] | None, right: tuple[str, ...] | None,
-              in_order: bool) -> tuple[str, ...] | None:
+def _join_key(
+    join: Join, left: tuple[str, ...] | None, right: tuple[str, ...] | None, in_order: bool
+) -> tuple[str, ...] | None:
     """As Flink derives a join's keys: with both inputs keyed, the two keys together identify a
     joined row (a null-padded row too: its missing side's key is NULL); when one side is unique on
     its join key, each row of the other side meets at most one of its rows, so the other side's key
     alone does (inner, and the preserved side of a left or right join). `in_order`: an upsert key,
     which each side's key must contain that side's join key for."""
+
     def contains(key, join_keys):
         return {k.lower() for k in join_keys} <= {k.lower() for k in key}
 

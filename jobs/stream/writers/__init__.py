@@ -77,6 +77,8 @@ class TableWriter(Protocol):
 def open_writer(writer: str, spark: SparkSession, path: Path, key: tuple[str, ...], app_id: str) -> TableWriter:
     if writer == "delta-spark":
         from jobs.stream.writers.delta_spark import DeltaSparkWriter
+
         return DeltaSparkWriter(spark, path, key, app_id)
     from jobs.stream.writers.delta_rs import DeltaRsWriter
+
     return DeltaRsWriter(path, key, app_id)

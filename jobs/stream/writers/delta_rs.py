@@ -17,11 +17,20 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 
+from jobs.changelog.columns import COUNT, OP, UPSERT
 from jobs.runtime.delta import is_committed
 from jobs.stream.writers import Changes, MergeCounts
-from jobs.stream.writers.merge import (COPIES, GAINS_COPIES, IS_DELETE, IS_UPSERT, from_source, key_matches,
-                                       value_changes, values_of, written_columns)
-from jobs.changelog.columns import COUNT, OP, UPSERT
+from jobs.stream.writers.merge import (
+    COPIES,
+    GAINS_COPIES,
+    IS_DELETE,
+    IS_UPSERT,
+    from_source,
+    key_matches,
+    value_changes,
+    values_of,
+    written_columns,
+)
 
 TABLE_PROPERTIES = {"delta.enableChangeDataFeed": "true"}
 
@@ -84,9 +93,12 @@ class DeltaRsWriter:
             return MergeCounts(skipped_replay=True)
         if changes.num_rows == 0:
             return MergeCounts()
-        merge = (self._merge(table, changes, batch_id).when_matched_delete(predicate=f"{COPIES} <= 0")
-                 .when_matched_update(updates={f"`{COUNT}`": COPIES})
-                 .when_not_matched_insert(updates=from_source(changes.column_names), predicate=GAINS_COPIES))
+        merge = (
+            self._merge(table, changes, batch_id)
+            .when_matched_delete(predicate=f"{COPIES} <= 0")
+            .when_matched_update(updates={f"`{COUNT}`": COPIES})
+            .when_not_matched_insert(updates=from_source(changes.column_names), predicate=GAINS_COPIES)
+        )
         return _counts(merge.execute())
 
     def clear(self, batch_id: int) -> None:
@@ -100,8 +112,12 @@ class DeltaRsWriter:
 
     def _merge(self, table: DeltaTable, changes: pa.Table, batch_id: int):
         return table.merge(
-            changes, predicate=key_matches(self.key) + key_ranges(changes, self.key), source_alias="s", target_alias="t",
-            commit_properties=self._commit(batch_id))
+            changes,
+            predicate=key_matches(self.key) + key_ranges(changes, self.key),
+            source_alias="s",
+            target_alias="t",
+            commit_properties=self._commit(batch_id),
+        )
 
     def _commit(self, batch_id: int) -> CommitProperties:
         """The micro-batch's id recorded in the commit (Delta's txn action): a replay sees it."""
@@ -145,7 +161,9 @@ def key_ranges(changes: pa.Table, key: tuple[str, ...]) -> str:
 
 
 def _key_range(values: pa.ChunkedArray, name: str) -> str:
-    if not (pa.types.is_integer(values.type) or pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+    if not (
+        pa.types.is_integer(values.type) or pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+    ):
         return ""
     column = f"t.`{name}`"
     bounds = pc.min_max(values)
@@ -161,5 +179,6 @@ def _literal(value: int | str) -> str:
 
 
 def _counts(metrics: dict) -> MergeCounts:
-    return MergeCounts(metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"],
-                       metrics["num_target_rows_deleted"])
+    return MergeCounts(
+        metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"], metrics["num_target_rows_deleted"]
+    )

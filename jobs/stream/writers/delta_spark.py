@@ -24,8 +24,18 @@ from jobs.runtime.arrow_frames import frame_of
 from jobs.runtime.delta import is_committed, table_version
 from jobs.runtime.delta_connector import require_connector
 from jobs.stream.writers import Changes, MergeCounts
-from jobs.stream.writers.merge import (COPIES, GAINS_COPIES, IS_DELETE, IS_UPSERT, from_source, key_matches,
-                                       value_changes, values_differ, values_of, written_columns)
+from jobs.stream.writers.merge import (
+    COPIES,
+    GAINS_COPIES,
+    IS_DELETE,
+    IS_UPSERT,
+    from_source,
+    key_matches,
+    value_changes,
+    values_differ,
+    values_of,
+    written_columns,
+)
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -105,8 +115,11 @@ class DeltaSparkWriter:
         return merge.whenNotMatchedInsert(IS_UPSERT, from_source(written_columns(columns)))
 
     def _counts(self, merge, columns: list[str]):
-        return (merge.whenMatchedDelete(f"{COPIES} <= 0").whenMatchedUpdate(set={f"`{COUNT}`": COPIES})
-                .whenNotMatchedInsert(GAINS_COPIES, from_source(columns)))
+        return (
+            merge.whenMatchedDelete(f"{COPIES} <= 0")
+            .whenMatchedUpdate(set={f"`{COUNT}`": COPIES})
+            .whenNotMatchedInsert(GAINS_COPIES, from_source(columns))
+        )
 
     @contextmanager
     def _transaction(self, batch_id: int):

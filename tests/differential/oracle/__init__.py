@@ -73,9 +73,14 @@ class FlinkOracle:
         self.workdir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "FLINK_LOG_DIR": str(self.workdir / "flink-log")}
         env.pop("PYTHONPATH", None)  # nothing of lockstep's environment leaks into Flink's
-        self.process = subprocess.Popen([str(FLINK_PYTHON), str(RUNNER), "--serve"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=open(self.workdir / "flink-runner.err", "a"),
-                                        text=True, env=env)
+        self.process = subprocess.Popen(
+            [str(FLINK_PYTHON), str(RUNNER), "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(self.workdir / "flink-runner.err", "a"),
+            text=True,
+            env=env,
+        )
         return self.process
 
     def close(self) -> None:

@@ -39,8 +39,8 @@ import pytz  # noqa: E402
 from pyflink.common import Row, RowKind  # noqa: E402
 from pyflink.common.typeinfo import Types  # noqa: E402
 from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment  # noqa: E402
-from pyflink.table import ChangelogMode, DataTypes, EnvironmentSettings, Schema, StreamTableEnvironment  # noqa: E402
 from pyflink.java_gateway import get_gateway  # noqa: E402
+from pyflink.table import ChangelogMode, DataTypes, EnvironmentSettings, Schema, StreamTableEnvironment  # noqa: E402
 from pyflink.table.explain_detail import ExplainDetail  # noqa: E402
 from pyflink.table.serializers import ArrowSerializer  # noqa: E402
 from pyflink.table.types import create_arrow_schema  # noqa: E402
@@ -59,9 +59,11 @@ def column_types(type_name: str, not_null: bool):
         info, data_type = Types.SQL_TIMESTAMP(), DataTypes.TIMESTAMP(3).bridged_to("java.sql.Timestamp")
         convert = datetime.datetime.fromisoformat
     else:
-        info, data_type, convert = {"BIGINT": (Types.LONG(), DataTypes.BIGINT(), int),
-                                    "DOUBLE": (Types.DOUBLE(), DataTypes.DOUBLE(), float),
-                                    "STRING": (Types.STRING(), DataTypes.STRING(), str)}[type_name]
+        info, data_type, convert = {
+            "BIGINT": (Types.LONG(), DataTypes.BIGINT(), int),
+            "DOUBLE": (Types.DOUBLE(), DataTypes.DOUBLE(), float),
+            "STRING": (Types.STRING(), DataTypes.STRING(), str),
+        }[type_name]
     if not_null:
         data_type = data_type.not_null()
     return info, data_type, (lambda v: None if v is None else convert(v))
@@ -70,8 +72,9 @@ def column_types(type_name: str, not_null: bool):
 def register(env, t_env, name: str, source: dict) -> None:
     names = [c["name"] for c in source["columns"]]
     key = source.get("primary_key") or []
-    typed = [column_types(c["type"], c["name"] in key or c["name"] == source.get("event_time"))
-             for c in source["columns"]]
+    typed = [
+        column_types(c["type"], c["name"] in key or c["name"] == source.get("event_time")) for c in source["columns"]
+    ]
     rows = []
     for kind, *values in source["rows"]:
         row = Row(*[convert(v) for (_, _, convert), v in zip(typed, values)])
@@ -112,8 +115,12 @@ def run_case(case: dict) -> dict:
         register(env, t_env, name, source)
     result = t_env.sql_query(case["flink_sql"])
     append = _root_changelog_mode(result.explain(ExplainDetail.CHANGELOG_MODE)) == "I"
-    return {"columns": list(result.get_schema().get_field_names()), "final": final_rows(result),
-            "append": append, "error": None}
+    return {
+        "columns": list(result.get_schema().get_field_names()),
+        "final": final_rows(result),
+        "append": append,
+        "error": None,
+    }
 
 
 def final_rows(result) -> list[list]:
@@ -124,10 +131,14 @@ def final_rows(result) -> list[list]:
     costs a handful of py4j round trips: a join's fan-out of 27,000 output changes took two
     minutes that way."""
     gateway = get_gateway()
-    batch_size = result._j_table.getTableEnvironment().getConfig().get(
-        gateway.jvm.org.apache.flink.python.PythonOptions.MAX_ARROW_BATCH_SIZE)
+    batch_size = (
+        result._j_table.getTableEnvironment()
+        .getConfig()
+        .get(gateway.jvm.org.apache.flink.python.PythonOptions.MAX_ARROW_BATCH_SIZE)
+    )
     batches = gateway.jvm.org.apache.flink.table.runtime.arrow.ArrowUtils.collectAsPandasDataFrame(
-        result._j_table, batch_size)
+        result._j_table, batch_size
+    )
     schema = result.get_schema()
     names, types = schema.get_field_names(), schema.get_field_data_types()
     if not batches.hasNext():
