@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast differential property chaos bench race airflow lock clean
+.PHONY: setup demo test test-fast lint format differential property chaos bench race airflow lock clean
 
 # make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
 # STATE_STORE=memory|rocksdb: the same cases with one of Spark's state stores (stream.state_store;
@@ -22,6 +22,16 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# ruff (lint and format check) and mypy, as CI runs them; `make format` rewrites the files.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 differential: setup
 	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED) --state-store $(STATE_STORE)
