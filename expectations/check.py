@@ -48,6 +48,7 @@ from jobs.changelog.staging import StagedChangelog
 from jobs.lookup.spark import lookup_figures
 from jobs.plan import Plan, StagePlan
 from jobs.plan.explain import explain
+from jobs.plan.nodes import GroupAggregate
 from jobs.point import ConsistencyPoint, read_point
 from jobs.runtime.delta import CHANGE_TYPE, change_feed_frame, read_change_feed, read_snapshot
 from jobs.runtime.layout import RunLayout
@@ -188,10 +189,11 @@ def _add_state_suites(
 ) -> DataFrame | None:
     """The state and materializer suites, on the state as of now; the materializer's rows."""
     last_stage = plan.final_stage  # the stage that writes the sink owns the checkpoint's state
-    if last_stage.aggregate is not None:
-        suite = _state_suite(last_stage)
+    aggregate = last_stage.aggregate
+    if aggregate is not None:
+        suite = _state_suite(last_stage, aggregate)
         if committed_batches(layout.checkpoint):
-            data["stream_state"] = aggregation_state(spark, last_stage, layout).cache()
+            data["stream_state"] = aggregation_state(spark, aggregate, layout).cache()
             specs.append(suite)
         else:  # no row reached the aggregation: Spark ran no micro-batch and kept no state to read
             specs.append(suite.unread("no row reached the aggregation: Spark kept no state"))
@@ -206,7 +208,8 @@ def _validate_all(
     layout: RunLayout, specs: list[SuiteSpec], data: dict, counts: dict, sample_rows: int, progress: Progress
 ) -> list[ExpectationOutcome]:
     context = gx_context(layout.root)
-    outcomes, pages = [], []
+    outcomes: list[ExpectationOutcome] = []
+    pages: list = []  # the Data Docs identifiers of every suite's pages
     try:
         for spec in specs:
             if spec.expectations:  # a suite with nothing left to check here (its skips are reported)
@@ -265,10 +268,11 @@ def _columns(plan: Plan, stream: DataFrame, settings: Settings) -> Columns:
     return Columns(key, values, floating, Tolerance(settings.check.float_abs_tol, settings.check.float_rel_tol))
 
 
-def _state_suite(stage: StagePlan) -> SuiteSpec:
-    node = stage.aggregate
+def _state_suite(stage: StagePlan, node: GroupAggregate) -> SuiteSpec:
+    key = stage.notes.upsert_keys[node]
+    assert key is not None, "an aggregate is keyed by its group keys (upsert_keys)"
     has_slots = any(not call.invertible for call in node.aggregates)
-    return state_suite(stage.notes.upsert_keys[node], stage.group_key_columns(), has_slots, node.is_global)
+    return state_suite(key, stage.group_key_columns(), has_slots, node.is_global)
 
 
 def _difference_counts(outcomes: list[ExpectationOutcome]) -> dict[str, int]:

@@ -289,10 +289,11 @@ def _late_events(evidence: Evidence) -> Found | None:
 
 
 def _diverging_stage(evidence: Evidence) -> Found | None:
-    first = evidence.stages.first_diverging_stage if evidence.stages else None
-    if not first:
+    stages = evidence.stages
+    first = stages.first_diverging_stage if stages else None
+    if not stages or not first:
         return None
-    stage = next(s for s in evidence.stages.stages if s["stage"] == first)
+    stage = next(s for s in stages.stages if s["stage"] == first)
     return Found(
         f"intermediate stage {first} already differs from its batch equivalent "
         f"({stage['missing_rows']:,} missing, {stage['extra_rows']:,} extra rows): the final "

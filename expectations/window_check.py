@@ -50,7 +50,8 @@ class WindowCheck:
 
     @property
     def final(self) -> bool:
-        return self.plan.window.emit == "final"
+        window = self.plan.window
+        return window is not None and window.emit == "final"
 
     @property
     def watermark(self) -> int | None:
@@ -64,8 +65,9 @@ class WindowCheck:
             return None
         return read_snapshot(spark, self.layout.pending, version).select(*[f"`{c}`" for c in columns])
 
-    def final_windows(self) -> tuple[str, int | None] | None:
-        """For the retraction suite: (window end as SQL, final watermark) of an emit: final query."""
+    def final_windows(self) -> tuple[str | None, int | None] | None:
+        """For the retraction suite: (window end as SQL, final watermark) of an emit: final query;
+        the end is None where the output cannot say it (a session's, unless selected)."""
         return (self.plan.window_end_sql(), self.watermark) if self.final else None
 
     def suite(self, cols: Columns) -> SuiteSpec:
@@ -144,4 +146,6 @@ def _by_window(late: DataFrame) -> list[dict]:
 def _iso(spark: SparkSession, micros: int | None) -> str | None:
     if micros is None:
         return None
-    return str(spark.sql(f"SELECT timestamp_micros({micros}) AS t").first()["t"])
+    row = spark.sql(f"SELECT timestamp_micros({micros}) AS t").first()
+    assert row is not None, "a SELECT without FROM returns one row"
+    return str(row["t"])

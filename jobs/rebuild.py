@@ -54,8 +54,8 @@ def rebuild(
 
 
 def rebuild_dates(plan: Plan, until: date | None) -> list[date | None]:
-    days = sorted({d for s in plan.spec.sources.values() if s.partitioned_by for d in dates_in(s.path)})
-    days = [d for d in days if until is None or d <= until]
+    found = sorted({d for s in plan.spec.sources.values() if s.partitioned_by for d in dates_in(s.path)})
+    days: list[date | None] = [d for d in found if until is None or d <= until]
     return days or [until]
 
 

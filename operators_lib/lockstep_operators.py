@@ -141,7 +141,7 @@ class ReportLink(BaseOperatorLink):
 
     def get_link(self, operator: BaseOperator, *, ti_key) -> str:
         page = getattr(operator, "report_page", None)  # set by execute, on this task object
-        if page is None:
+        if page is None or not isinstance(operator, LockstepOperator):
             return ""
         relative = page.relative_to(Path(operator.runs_dir)).as_posix()
         base = _variable(REPORT_URL_VARIABLE)

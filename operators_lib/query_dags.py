@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import yaml
 from airflow.sdk import DAG, Asset, BaseOperator, Param
@@ -45,7 +46,8 @@ def query_dags(queries: Path | None = None) -> dict[str, DAG]:
     """Every spec's DAG by id: the query's own, or, for a spec that cannot be one, a DAG whose
     task fails naming why."""
     queries = queries or queries_dir()
-    runs, dags = runs_dir(), {}
+    runs = runs_dir()
+    dags: dict[str, DAG] = {}
     for path in sorted(queries.glob("*.yaml")):
         try:
             dag = query_dag(path, runs)
@@ -95,7 +97,11 @@ def sink_asset(spec: QuerySpec, runs: Path) -> Asset:
 
 def build_dag(spec: QuerySpec, spec_path: Path, runs: Path) -> DAG:
     settings = settings_path()
-    common = {"spec_path": str(spec_path), "runs_dir": str(runs), "settings_path": str(settings) if settings else None}
+    common: dict[str, Any] = {
+        "spec_path": str(spec_path),
+        "runs_dir": str(runs),
+        "settings_path": str(settings) if settings else None,
+    }
     # auto_register off: a DAG is the module's only by being returned, never half-built.
     with DAG(
         dag_id=f"lockstep_{spec.name}",

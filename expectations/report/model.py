@@ -9,6 +9,7 @@ consistency point, the micro-batches) stay plain JSON-ready values.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # report.json's shape: raised when a key is renamed or removed, or changes meaning; a key added
 # keeps it. Reports without the key are version 1.
@@ -42,7 +43,7 @@ class WindowFigures:
     late_explanation: dict | None = None
 
     def to_json(self) -> dict:
-        figures = {
+        figures: dict[str, Any] = {
             "final_watermark": self.final_watermark,
             "end_of_input": self.end_of_input,
             "open_windows": self.open_windows,

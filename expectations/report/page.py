@@ -57,7 +57,8 @@ def render_page(report: dict, *, data_docs_href: str | None, index_href: str | N
 
 def verdict_of(report: dict) -> str:
     """pass, fail, or error (the run ended before a verdict)."""
-    return report.get("verdict") if report.get("verdict") in ("pass", "error") else "fail"
+    verdict = report.get("verdict")
+    return verdict if verdict in ("pass", "error") else "fail"
 
 
 def explanation(report: dict) -> str:

@@ -6,6 +6,7 @@ Values are formatted here and escaped by the template: a cell never carries mark
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -16,7 +17,7 @@ class Table:
     key_columns: int = 0  # the first columns identify the row: drawn apart from the values
 
 
-def rows_table(rows: list[dict], key: list[str] = (), values: list[str] = ()) -> Table:
+def rows_table(rows: list[dict], key: Sequence[str] = (), values: Sequence[str] = ()) -> Table:
     """Key columns, then value columns, then any other field a row has (in order of appearance)."""
     columns = list(dict.fromkeys([*key, *values, *(name for row in rows for name in row)]))
     return Table(columns, [[cell(row.get(name)) for name in columns] for row in rows], len(key))

@@ -17,11 +17,14 @@ by one metric (unexpected_rows.py) that brings the first rows and their count fr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import great_expectations.expectations as gxe
 
 from expectations.suites.unexpected_rows import METRIC
+
+if TYPE_CHECKING:
+    from great_expectations.core import ExpectationValidationResult
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,9 @@ class LockstepExpectation(gxe.UnexpectedRowsExpectation):
     def build(cls, *args) -> LockstepExpectation:
         return cls(unexpected_rows_query=cls.rows_query(*args))
 
-    def _validate(self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None) -> dict:
+    def _validate(
+        self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None
+    ) -> ExpectationValidationResult | dict:
         # Great Expectations' own judgement, from the two metrics it would have computed apart,
         # so the result (and the Data Docs that render it) is the one it gives.
         rows, count = metrics[METRIC]

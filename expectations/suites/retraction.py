@@ -123,7 +123,8 @@ class ExpectFinalWindowRowsNeverChange(LockstepExpectation):
 def retraction_suite(cols: Columns, final_windows: tuple[str | None, int | None] | None = None) -> SuiteSpec:
     """final_windows: (the window end as SQL, the final watermark) of an emit: final query; the
     end is None for a session whose end the query does not select."""
-    final, skipped = (), ()
+    final: tuple[LockstepExpectation, ...] = ()
+    skipped: tuple[tuple[str, str], ...] = ()
     if final_windows:
         end_sql, watermark = final_windows
         final = (ExpectFinalWindowRowsNeverChange.build(cols),)

@@ -40,8 +40,10 @@ def batch_without_late(spark: SparkSession, plan: Plan, staged: StagedChangelog,
 
 
 def _on_time_pairs(spark: SparkSession, plan: Plan, staged: StagedChangelog, consumed: int) -> DataFrame:
+    assign = plan.window_assign
+    assert assign is not None, "a window aggregate reads its windows from a WindowAssign"
     changes = consumed_changes(spark, staged, consumed)
-    pairs = assign_windows(changes, plan.window_assign.window.spark_sql()).where(on_time())
+    pairs = assign_windows(changes, assign.window.spark_sql()).where(on_time())
     names = list(staged.schema.names)
     live = live_rows(pairs, names + [WINDOW_START, WINDOW_END])
     window = F.struct(F.col(WINDOW_START).alias("start"), F.col(WINDOW_END).alias("end"))

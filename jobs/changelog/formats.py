@@ -158,7 +158,7 @@ class _Lines:
         )
         content = (lengths > 0) & ~np.isin(first, np.frombuffer(self.WHITESPACE, np.uint8))
         for index in np.flatnonzero((lengths > 0) & ~content):  # starts with whitespace: look closer
-            content[index] = bool(self.text(index + 1).strip())
+            content[index] = bool(self.text(int(index) + 1).strip())
         return np.flatnonzero(content) + 1
 
     def longest(self) -> int:

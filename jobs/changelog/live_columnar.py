@@ -104,10 +104,10 @@ class _KeyRuns:
 def key_codes(table: pa.Table, nulls_match: bool) -> np.ndarray:
     """One integer per row, equal exactly when the rows' values are equal in every column. A null
     is a value like any other with `nulls_match`; without it a row with a null gets -1."""
-    codes = None
-    for column in table.columns:
-        own = _column_codes(column, nulls_match)
-        codes = own if codes is None else _pair(codes, own)
+    first, *rest = table.columns
+    codes = _column_codes(first, nulls_match)
+    for column in rest:
+        codes = _pair(codes, _column_codes(column, nulls_match))
     return codes
 
 

@@ -8,6 +8,9 @@ Without one, a source is a multiset: -U and -D need at least one live copy of th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pyarrow as pa
 
 from jobs.changelog.columns import COUNT, KIND
@@ -23,7 +26,7 @@ class RowByRow:
         self.schema = schema
         self.primary_key = primary_key
         self._key_positions = [schema.names.index(k) for k in primary_key]
-        self._live: dict[tuple, object] = {}
+        self._live: dict[tuple, Any] = {}  # per key its live row; per row of a multiset its count
 
     def __len__(self) -> int:
         return len(self._live)
@@ -42,7 +45,7 @@ class RowByRow:
     def table(self) -> pa.Table:
         """The inverse of of_table."""
         rows = list(self._live.values()) if self.primary_key else list(self._live)
-        columns = list(zip(*rows)) if rows else [[] for _ in self.schema.names]
+        columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in self.schema.names]
         table = pa.table({c.name: pa.array(values, c.arrow_type) for c, values in zip(self.schema.columns, columns)})
         if not self.primary_key:
             table = table.append_column(COUNT, pa.array(list(self._live.values()), pa.int64()))

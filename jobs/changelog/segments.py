@@ -94,12 +94,12 @@ class SegmentWriter:
         if self.rows_per_batch is None:
             self.rows_per_batch = self.batch_size.rows_for(rows.num_rows, rows.nbytes)
         self.rest = rows if self.rest is None else pa.concat_tables([self.rest, rows])
-        self._cut(final=False)
+        self._cut(self.rest, self.rows_per_batch, final=False)
 
     def finish(self) -> list[dict]:
         """Write the last segment and move every segment into segments/: their manifest entries."""
-        if self.rest is not None:
-            self._cut(final=True)
+        if self.rest is not None and self.rows_per_batch is not None:  # the first rows set both
+            self._cut(self.rest, self.rows_per_batch, final=True)
         target = self.directory / SEGMENTS
         target.mkdir(parents=True, exist_ok=True)
         for entry in self.written:
@@ -111,20 +111,20 @@ class SegmentWriter:
     def discard(self) -> None:
         shutil.rmtree(self.directory / PENDING, ignore_errors=True)
 
-    def _cut(self, final: bool) -> None:
-        """Segments from the rows at hand; before the last block, one that reaches their end waits
-        (the next rows may continue an update, or the segment)."""
-        kinds = self.rest.column(KIND).to_numpy()
+    def _cut(self, rest: pa.Table, rows_per_batch: int, final: bool) -> None:
+        """Segments from the rows at hand (`rest`); before the last block, one that reaches their
+        end waits (the next rows may continue an update, or the segment)."""
+        kinds = rest.column(KIND).to_numpy()
         start = 0
         while start < len(kinds):
-            end = min(start + self.rows_per_batch, len(kinds))
+            end = min(start + rows_per_batch, len(kinds))
             while end < len(kinds) and kinds[end - 1] == RowKind.UPDATE_BEFORE:
                 end += 1
             if end == len(kinds) and not final:
                 break
-            self._write(self.rest.slice(start, end - start))
+            self._write(rest.slice(start, end - start))
             start = end
-        self.rest = self.rest.slice(start)
+        self.rest = rest.slice(start)
 
     def _write(self, piece: pa.Table) -> None:
         entry = {"first_seq": piece.column(SEQ)[0].as_py(), "rows": piece.num_rows}

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -118,8 +119,9 @@ class StagedChangelog:
         """The Spark schema of a segment file."""
         ddl = f"{self.schema.spark_ddl()}, `{KIND}` TINYINT, `{LINE}` INT, `{SEQ}` BIGINT, `{FILE}` STRING"
         if self.event_time:
-            time_type = self.schema.column(self.event_time).spark_type
-            ddl += f", `{WATERMARK}` {time_type}"
+            time_column = self.schema.column(self.event_time)
+            assert time_column is not None, "planning refuses an event_time that is not in the schema"
+            ddl += f", `{WATERMARK}` {time_column.spark_type}"
         return ddl
 
     def segment_named(self, name: str) -> dict:
@@ -296,6 +298,7 @@ class _ReadDigest:
 def _version_pieces(
     spark: SparkSession | None, name: str, spec: SourceSpec, schema: SourceSchema, manifest: dict
 ) -> Iterator[_Piece]:
+    assert spark is not None, "a Delta source is read through Spark: whoever stages one passes the session"
     staged = [f["version"] for f in manifest["files"]]
     for piece in new_versions(spark, name, spec, schema, staged):
         yield _Piece(
@@ -396,7 +399,7 @@ def _write_generation(
 def raise_watermark_floor(directory: Path, micros: int) -> None:
     """At the end of a bounded input every window up to `micros` closed: rows staged from now on
     carry at least this watermark, so a later change to a closed window is late."""
-    manifest = _read_manifest(directory)
+    manifest = StagedChangelog(directory).manifest
     manifest["watermark_floor"] = max(micros, manifest.get("watermark_floor") or micros)
     _write_json_atomically(directory / "manifest.json", manifest)
 
@@ -417,7 +420,7 @@ def _new_manifest(name: str, spec: SourceSpec) -> dict:
 
 def _identity(spec: SourceSpec) -> dict:
     """What a run folder's staged changelog was made with; changing any of it needs a new run."""
-    identity = {
+    identity: dict[str, Any] = {
         "format": spec.format,
         "schema": spec.schema_ddl,
         "primary_key": list(spec.primary_key),

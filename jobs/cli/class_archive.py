@@ -51,7 +51,9 @@ def _workload() -> None:
             Pipeline.open(queries / TRAINING_QUERY.name, runs_dir=Path(folder) / writer, writer=writer).run()
     # The JVM writes the archive on a normal exit, which it takes when its stdin closes; this
     # process's exit would kill it first (the parent-death signal, see spark.py).
-    jvm = SparkContext._gateway.proc
+    gateway = SparkContext._gateway
+    assert gateway is not None, "the runs above started Spark"
+    jvm = gateway.proc
     stop_session()
     jvm.stdin.close()
     jvm.wait(timeout=300)

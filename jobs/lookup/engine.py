@@ -22,6 +22,7 @@ costs no latency, all fetches run concurrently in either mode.
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import itertools
 import json
@@ -31,6 +32,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
+from typing import Final, TypeVar, overload
 
 import httpx
 
@@ -41,7 +43,16 @@ from jobs.lookup.http import HttpClient
 Fetch = Callable[[tuple], Awaitable[dict | None]]
 Result = tuple[int, dict | None]
 BACKOFF_SECONDS = 0.05  # before retry n: n * this
-_MISS = object()
+_T = TypeVar("_T")
+
+
+class _Miss(enum.Enum):
+    """Not in the cache: None is a cached answer (the service has no row)."""
+
+    MISS = enum.auto()
+
+
+_MISS: Final = _Miss.MISS
 
 
 class ServiceError(Exception):
@@ -98,7 +109,7 @@ class AsyncLookup:
         async with HttpDimension(self.config) as fetch:
             yield fetch
 
-    def cached(self, key: tuple) -> object:
+    def cached(self, key: tuple) -> dict | None | _Miss:
         """The cached row (None: the service has no row) or _MISS; counts the hit."""
         if self._cache is None:
             return _MISS
@@ -268,6 +279,10 @@ class TtlCache:
         self.max_rows, self.ttl, self.clock = max_rows, ttl_seconds, clock
         self._rows: OrderedDict[tuple, tuple[float, dict | None]] = OrderedDict()
 
+    @overload
+    def get(self, key: tuple) -> dict | None: ...
+    @overload
+    def get(self, key: tuple, default: _T) -> dict | None | _T: ...
     def get(self, key: tuple, default: object = None) -> object:
         entry = self._rows.get(key)
         if entry is None:

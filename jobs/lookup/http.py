@@ -42,7 +42,7 @@ class HttpClient:
     """GET requests over pooled keep-alive connections. Belongs to the event loop it runs in:
     close() it before that loop ends."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._idle: defaultdict[Origin, list[_Connection]] = defaultdict(list)
         self._open: set[_Connection] = set()
         self.connections_opened = 0  # for tests and benchmarks: how well keep-alive works

@@ -58,12 +58,12 @@ class _Relations:
     def __init__(self, spec: QuerySpec):
         self.spec = spec
 
-    def where(self, node: exp.Expression | None) -> str:
+    def where(self, node: exp.Expr | None) -> str:
         return where_in_spec(self.spec, node)
 
     # -- queries: SELECT or UNION ALL -------------------------------------------------------------
 
-    def query(self, statement: exp.Expression) -> Node:
+    def query(self, statement: exp.Expr) -> Node:
         if isinstance(statement, exp.Union):
             return self._union(statement)
         if isinstance(statement, exp.Select):
@@ -216,7 +216,8 @@ class _Relations:
             return self._table(relation)
         if isinstance(relation, exp.Subquery):
             inner = relation.this
-            node = self._dedup(inner) if _row_number_item(inner) is not None else self.query(inner)
+            item = _row_number_item(inner)
+            node = self._dedup(inner, item) if item is not None else self.query(inner)
             alias = relation.alias
             return node, Scope.of((alias,), node.output_names)
         raise SqlError(f"unsupported construct in FROM: {relation.sql('spark')[:60]}", where=self.where(relation))
@@ -253,8 +254,9 @@ class _Relations:
                 f"unsupported join: {join.sql('spark')[:60]} (lockstep runs INNER, LEFT, RIGHT and FULL joins with ON)",
                 where=self.where(join),
             )
-        if isinstance(join.this, exp.Table) and self._lookup_name(join.this.name):
-            return self._lookup_join(left, left_scope, join, kind)
+        lookup = self._lookup_name(join.this.name) if isinstance(join.this, exp.Table) else None
+        if lookup:
+            return self._lookup_join(left, left_scope, join, kind, lookup)
         right, right_scope = self._relation(join.this)
         scope = left_scope.joined(right_scope)
         on = join.args.get("on")
@@ -268,10 +270,10 @@ class _Relations:
     def _lookup_name(self, name: str) -> str | None:
         return next((n for n in self.spec.lookups if n.lower() == name.lower()), None)
 
-    def _lookup_join(self, left: Node, left_scope: Scope, join: exp.Join, kind: str) -> tuple[Node, Scope]:
-        """JOIN <lookup> ON input.col = <lookup>.<key> [AND ...]: every key column of the
-        lookup equated to an input column, nothing else (the service is asked by key)."""
-        name = self._lookup_name(join.this.name)
+    def _lookup_join(self, left: Node, left_scope: Scope, join: exp.Join, kind: str, name: str) -> tuple[Node, Scope]:
+        """JOIN <lookup> ON input.col = <lookup>.<key> [AND ...] (`name`: the spec's name of the
+        lookup): every key column of the lookup equated to an input column, nothing else (the
+        service is asked by key)."""
         lookup = self.spec.lookups[name]
         where = f"{self.spec.spec_path}: lookups.{name}.output"
         output = parse_schema(lookup.output, where=where)
@@ -353,10 +355,10 @@ class _Relations:
 
     # -- deduplication ---------------------------------------------------------------------------
 
-    def _dedup(self, inner: exp.Select) -> Deduplicate:
-        """The ranking subquery: its SELECT without the ROW_NUMBER() item, plus the partition and
-        ordering columns it ranks by but does not select (kept for the ranking only)."""
-        item = _row_number_item(inner)
+    def _dedup(self, inner: exp.Select, item: exp.Expression) -> Deduplicate:
+        """The ranking subquery (`item`: its ROW_NUMBER() item): its SELECT without that item,
+        plus the partition and ordering columns it ranks by but does not select (kept for the
+        ranking only)."""
         window = item.unalias()
         if not isinstance(item, exp.Alias):
             raise SqlError("ROW_NUMBER() OVER (...) needs an alias (AS rn) to filter on", where=self.where(item))

@@ -97,7 +97,7 @@ def describe_node(node: Node) -> str:
     raise TypeError(f"cannot explain {type(node).__name__}")
 
 
-def _aggregate_select(node: GroupAggregate, keys) -> list[str]:
+def _aggregate_select(node: GroupAggregate | SessionAggregate, keys) -> list[str]:
     return list(keys) + [f"{a.sql()} AS {a.name}" for a in node.aggregates]
 
 

@@ -31,7 +31,7 @@ _CLAUSES = {
 _MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]*\.(\w+)'>")
 
 
-def node_place(spec: QuerySpec, node: exp.Expression | None, masked_sql: str) -> Place:
+def node_place(spec: QuerySpec, node: exp.Expr | None, masked_sql: str) -> Place:
     """The place of the first token of `node` (the spec's SQL line when no token knows it)."""
     for part in node.walk() if node is not None else ():
         meta = getattr(part, "meta", {})
@@ -67,7 +67,7 @@ def sql_place(spec: QuerySpec, line: int, start: int | None, end: int | None, ma
     """file:line:column of SQL line `line`, masked columns [start, end) (0-based), with the excerpt."""
     written = _line(spec.sql, line)
     file_line = spec.sql_line + line - 1
-    if start is None or written is None:
+    if start is None or end is None or written is None:
         return Place(place(spec.spec_path, file_line))
     masked = _line(masked_sql, line) or written
     first, last = _unmasked(spec, written, masked, start), _unmasked(spec, written, masked, max(end, start + 1))
@@ -111,7 +111,7 @@ def token_error_place(spec: QuerySpec, exc: sqlglot.errors.TokenError, masked_sq
     """Where the tokenizer stopped: the end of the text it quotes as context."""
     quoted = re.fullmatch(r"Error tokenizing '(.*)'", str(exc), re.DOTALL)
     found = masked_sql.find(quoted.group(1)) if quoted else -1
-    if found < 0:
+    if quoted is None or found < 0:
         return Place(place(spec.spec_path, spec.sql_line))
     stop = found + len(quoted.group(1)) - 1
     line_start = masked_sql.rfind("\n", 0, stop) + 1

@@ -40,8 +40,11 @@ class Node:
         yield self
 
 
-class Unary:
+@dataclass(frozen=True, eq=False)
+class Unary(Node):
     """For nodes with one input (the dataclass field `input`)."""
+
+    input: Node
 
     @property
     def inputs(self) -> tuple[Node, ...]:
@@ -54,7 +57,10 @@ class StagedInput(Node):
 
     table: str
     primary_key: tuple[str, ...]
-    insert_only: ClassVar[bool] = False
+
+    @property
+    def insert_only(self) -> bool:
+        return False
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,7 +82,7 @@ class ChangelogSource(StagedInput):
 
 
 @dataclass(frozen=True, eq=False)
-class Calc(Unary, Node):
+class Calc(Unary):
     """Filter then project, row by row (Flink's Calc). Keeps each row's weight."""
 
     input: Node
@@ -109,7 +115,7 @@ class AggCall:
 
 
 @dataclass(frozen=True, eq=False)
-class GroupAggregate(Unary, Node):
+class GroupAggregate(Unary):
     input: Node
     group_keys: tuple[str, ...]
     aggregates: tuple[AggCall, ...]
@@ -156,7 +162,7 @@ class WindowSpec:
 
 
 @dataclass(frozen=True, eq=False)
-class WindowAssign(Unary, Node):
+class WindowAssign(Unary):
     """Assign each row to its windows (one for tumbling, size/slide for hopping) as
     __wstart / __wend, and leave out rows whose window the watermark had already closed when they
     arrived: those are late (see the late-events table)."""
@@ -176,7 +182,7 @@ class WindowAssign(Unary, Node):
 class WindowAggregate(GroupAggregate):
     """A group aggregate whose group keys include the window (__wstart, __wend)."""
 
-    window: WindowSpec | None = None
+    window: WindowSpec
     emit: str = "final"
 
     @property
@@ -185,7 +191,7 @@ class WindowAggregate(GroupAggregate):
 
 
 @dataclass(frozen=True, eq=False)
-class SessionAggregate(Unary, Node):
+class SessionAggregate(Unary):
     """GROUP BY session_window(ts, gap), keys: per key, the live rows' event times split where two
     follow each other by the gap or more; a session is [first, last + gap). A change re-forms the
     sessions of its key, which grow, merge, shrink or split exactly as the batch result's (Flink's
@@ -211,7 +217,7 @@ class SessionAggregate(Unary, Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Deduplicate(Unary, Node):
+class Deduplicate(Unary):
     """ROW_NUMBER() OVER (PARTITION BY keys ORDER BY order_col) <= limit: per key, the first (ASC)
     or last (DESC) `limit` live rows by an explicit ordering column; deduplication when limit is
     1 (Flink's Deduplicate), Top-N otherwise (Flink's Rank). Each row is output with its row
@@ -290,7 +296,7 @@ class Join(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class LookupJoin(Unary, Node):
+class LookupJoin(Unary):
     """A join against an external dimension service (Flink's lookup join): each input row, a
     retraction included, is enriched by looking up its key when it arrives. Stateless: INNER drops
     rows without a dimension row, LEFT pads them with nulls. Output: the input's columns, then the
@@ -346,7 +352,7 @@ class StageInput(StagedInput):
 
 
 @dataclass(frozen=True, eq=False)
-class Sink(Unary, Node):
+class Sink(Unary):
     input: Node
     table: str
     primary_key: tuple[str, ...] | None  # None: the query's upsert key

@@ -94,11 +94,14 @@ class Planned:
         for name, expr in projections:
             if isinstance(expr, exp.Column) and expr.name == WINDOW_END:
                 return f"`{name}`"
+        window = self.window
+        if window is None or window.window.session:
+            return None  # a session's end is not its start plus a size: only session_window.end says it
+        size = window.window.size // timedelta(microseconds=1)
         for name, expr in projections:
-            if isinstance(expr, exp.Column) and expr.name == WINDOW_START and not self.window.window.session:
-                size = self.window.window.size // timedelta(microseconds=1)
+            if isinstance(expr, exp.Column) and expr.name == WINDOW_START:
                 return f"timestamp_micros(unix_micros(`{name}`) + {size})"
-        return None  # a session's end is not its start plus a size: only session_window.end says it
+        return None
 
     def window_column(self) -> tuple[str, str]:
         """(output column, 'window_start' | 'window_end'): the sink key column naming the window."""
@@ -113,6 +116,8 @@ class Planned:
         None when one is computed (CONCAT(g, k)) or the sink key leaves a group key out. A window
         is named by its start or its end alike."""
         node = self.aggregate
+        if node is None:
+            raise ValueError("the plan has no aggregate")
         if isinstance(self.root.input, Calc):
             projected = {name: expr.name for name, expr in self._final_projections() if isinstance(expr, exp.Column)}
         else:

@@ -12,6 +12,7 @@ flat column names, so the nodes never see a table qualifier.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -35,11 +36,26 @@ from jobs.spec.intervals import parse_interval
 from jobs.spec.model import QuerySpec
 
 RESOLVED = "lockstep_plan_name"  # meta mark of a column already resolved to its plan name
-AGGREGATES = {exp.Sum: "SUM", exp.Count: "COUNT", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
+AGGREGATES: dict[type[exp.Expression], str] = {
+    exp.Sum: "SUM",
+    exp.Count: "COUNT",
+    exp.Avg: "AVG",
+    exp.Min: "MIN",
+    exp.Max: "MAX",
+}
 
 
 def _is_window_call(expr: exp.Expression) -> bool:
     return isinstance(expr, exp.Anonymous) and str(expr.this).lower() in (WINDOW, SESSION_WINDOW)
+
+
+@dataclass(frozen=True)
+class _Windowing:
+    """GROUP BY window(...) or session_window(...), with its source's watermark."""
+
+    window: WindowSpec
+    watermark: timedelta
+    bounded: bool
 
 
 @dataclass
@@ -74,34 +90,33 @@ class SelectBuilder:
         pre: dict[str, exp.Expression] = {}
         key_names = tuple(self._pre_column(pre, e, f"__g{i}") for i, e in enumerate(group_exprs))
         calls = self._aggregate_calls(pre)
-        window = self._window_spec(window_call, pre) if window_call is not None else None
+        windowing = self._windowing(window_call, pre) if window_call is not None else None
         condition = self._where()
         trivial_pre = condition is None and all(isinstance(e, exp.Column) and e.name == n for n, e in pre.items())
         agg_input = self.input if trivial_pre else Calc(self.input, tuple(pre.items()), condition)
-        if window is None:
+        aggregate: GroupAggregate | SessionAggregate
+        if windowing is None:
             aggregate = GroupAggregate(agg_input, key_names, tuple(calls.values()))
-        elif window.session:
-            source = self.spec.sources[self.input.table]
+        elif windowing.window.session:
             aggregate = SessionAggregate(
                 agg_input,
                 key_names,
                 tuple(calls.values()),
-                window,
-                source.watermark_delay,
-                source.bounded,
+                windowing.window,
+                windowing.watermark,
+                windowing.bounded,
                 self.spec.sink.emit or "final",
             )
         else:
-            source = self.spec.sources[self.input.table]
-            assigned = WindowAssign(agg_input, window, source.watermark_delay, source.bounded)
+            assigned = WindowAssign(agg_input, windowing.window, windowing.watermark, windowing.bounded)
             aggregate = WindowAggregate(
                 assigned,
                 (WINDOW_START, WINDOW_END) + key_names,
                 tuple(calls.values()),
-                window,
+                windowing.window,
                 self.spec.sink.emit or "final",
             )
-        windowed = window is not None
+        windowed = windowing is not None
         post = [(name, self._rewrite(e, group_exprs, key_names, calls, windowed)) for name, e in self.items]
         having = self._having()
         having = self._rewrite(having, group_exprs, key_names, calls, windowed) if having is not None else None
@@ -272,10 +287,10 @@ class SelectBuilder:
 
     # -- windows ---------------------------------------------------------------------------------------
 
-    def _source_spec(self, where):
+    def _windowed_source(self, where: str) -> ChangelogSource:
         if not isinstance(self.input, ChangelogSource) or type(self.input) is not ChangelogSource:
             raise SqlError("window(...) applies to a single source table (FROM <source>)", where=where)
-        return self.spec.sources[self.input.table]
+        return self.input
 
     def _window_call(self, group_exprs: list[exp.Expression]) -> exp.Expression | None:
         calls = [e for e in group_exprs if _is_window_call(e)]
@@ -283,7 +298,7 @@ class SelectBuilder:
             raise SqlError("one window(...) per query", where=where_in_spec(self.spec, calls[1]))
         return calls[0] if calls else None
 
-    def _window_spec(self, call: exp.Expression, pre: dict[str, exp.Expression]) -> WindowSpec:
+    def _windowing(self, call: exp.Expression, pre: dict[str, exp.Expression]) -> _Windowing:
         args = call.expressions
         where = where_in_spec(self.spec, call)
         session = str(call.this).lower() == SESSION_WINDOW
@@ -305,12 +320,15 @@ class SelectBuilder:
                 "window(ts, '1 minute') or window(ts, '2 minutes', '1 minute')",
                 where=where,
             )
-        source = self._source_spec(where)
-        column = self.input.schema.column(self._column(args[0]).plan_name)
-        event_time = source.event_time
-        if event_time is None or event_time.lower() != column.name.lower():
+        relation = self._windowed_source(where)
+        source = self.spec.sources[relation.table]
+        column = relation.schema.column(self._column(args[0]).plan_name)
+        assert column is not None, "a source's scope holds exactly its schema's columns"
+        event_time, watermark = source.event_time, source.watermark_delay
+        # The spec gives an event time and a watermark together, or neither.
+        if event_time is None or watermark is None or event_time.lower() != column.name.lower():
             raise SqlError(
-                f"window over {column.name} needs sources.{self.input.table}.event_time: {column.name} and a watermark",
+                f"window over {column.name} needs sources.{relation.table}.event_time: {column.name} and a watermark",
                 where=where,
             )
         if column.spark_type not in ("TIMESTAMP", "TIMESTAMP_NTZ"):
@@ -326,7 +344,7 @@ class SelectBuilder:
         if slide > size or size % slide:
             raise SqlError("window(): the slide must divide the size (hopping windows)", where=where)
         self._pre_column(pre, exp.column(column.name), "__t")
-        return WindowSpec(column.name, size, slide, size_sql, slide_sql, session)
+        return _Windowing(WindowSpec(column.name, size, slide, size_sql, slide_sql, session), watermark, source.bounded)
 
     # -- GROUP BY ------------------------------------------------------------------------------------
 
@@ -429,7 +447,7 @@ class SelectBuilder:
     def _original_column(self, name: str) -> exp.Expression:
         return next((c for c in self.select.find_all(exp.Column) if c.name == name), self.select)
 
-    def _is_passthrough(self, post: list[tuple[str, exp.Expression]], aggregate: GroupAggregate) -> bool:
+    def _is_passthrough(self, post: list[tuple[str, exp.Expression]], aggregate: Node) -> bool:
         produced = [e.name if isinstance(e, exp.Column) else None for _, e in post]
         return [n for n, _ in post] == list(aggregate.output_names) == produced
 

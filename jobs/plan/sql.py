@@ -121,14 +121,14 @@ def _split_quoted(sql: str):
         yield (match.group(1) is not None), match.group(0)
 
 
-def check_supported(spec: QuerySpec, select: exp.Select) -> None:
-    for node in select.walk():
+def check_supported(spec: QuerySpec, statement: exp.Expr) -> None:
+    for node in statement.walk():
         kind = _unsupported_kind(node)
         if kind:
             raise SqlError(f"unsupported construct: {kind}", where=where_in_spec(spec, node))
 
 
-def _unsupported_kind(node: exp.Expression) -> str | None:
+def _unsupported_kind(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Order) and isinstance(node.parent, exp.Window):
         return None  # a window function's ORDER BY: judged with the window function
     for cls, name in UNSUPPORTED.items():
@@ -166,13 +166,13 @@ def non_deterministic_calls(spec: QuerySpec, statement: exp.Expression) -> tuple
     )
 
 
-def _non_deterministic(node: exp.Expression) -> bool:
+def _non_deterministic(node: exp.Expr) -> bool:
     if type(node).__name__ in NON_DETERMINISTIC:
         return True
     return isinstance(node, exp.Anonymous) and str(node.this).lower() in NON_DETERMINISTIC_NAMES
 
 
-def where_in_spec(spec: QuerySpec, node: exp.Expression | None) -> str:
+def where_in_spec(spec: QuerySpec, node: exp.Expr | None) -> str:
     """file:line:column of the node's first token, with the line and a caret under it."""
     return node_place(spec, node, mask_window(spec, spec.sql))
 
@@ -182,5 +182,5 @@ def _where(spec: QuerySpec, sql_line: int | None) -> str:
     return place(spec.spec_path, line)
 
 
-def _describe(statement: exp.Expression) -> str:
+def _describe(statement: exp.Expr) -> str:
     return statement.key.upper()

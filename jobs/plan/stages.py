@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from jobs.plan.annotations import Annotations
-from jobs.plan.nodes import ChangelogSource, Deduplicate, GroupAggregate, Join, Node, Sink, StageInput, UnionAll
+from jobs.plan.nodes import Deduplicate, GroupAggregate, Join, Node, Sink, StageInput, Unary, UnionAll
 from jobs.plan.to_sql import to_sql
 
 KIND_NAMES = {Deduplicate: "dedup", Join: "join", GroupAggregate: "aggregate"}
@@ -75,6 +75,6 @@ def _with_inputs(node: Node, children: list[Node]) -> Node:
         return replace(node, left=children[0], right=children[1])
     if isinstance(node, UnionAll):
         return replace(node, branches=tuple(children))
-    if isinstance(node, ChangelogSource):
-        return node
-    return replace(node, input=children[0])
+    if isinstance(node, Unary):
+        return replace(node, input=children[0])
+    return node  # a leaf: it has no inputs to replace

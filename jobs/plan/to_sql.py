@@ -67,8 +67,9 @@ def _join(node: Join) -> str:
         f"r.{_quote(n)} AS {_quote(n)}" for n in right_names
     ]
     on = [f"l.{_quote(a)} = r.{_quote(b)}" for a, b in zip(node.left_keys, node.right_keys)]
-    if node.condition is not None:
-        on.append(join_condition_sql(node))
+    condition = join_condition_sql(node)
+    if condition is not None:
+        on.append(condition)
     kind = {
         "inner": "INNER",
         "left": "LEFT OUTER",
@@ -98,9 +99,11 @@ def _lookup_join(node: LookupJoin) -> str:
     )
 
 
-def join_condition_sql(node: Join) -> str:
-    """The join's non-equi condition with each column qualified by its side: `l` or `r` (the
-    aliases both the stage SQL and the stream's join operator give the two inputs)."""
+def join_condition_sql(node: Join) -> str | None:
+    """The join's non-equi condition, if any, with each column qualified by its side: `l` or `r`
+    (the aliases both the stage SQL and the stream's join operator give the two inputs)."""
+    if node.condition is None:
+        return None
     side = {n: "l" for n in node.left.output_names} | {n: "r" for n in node.right.output_names}
 
     def qualify(column):

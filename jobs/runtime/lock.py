@@ -17,6 +17,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 from jobs.errors import RunLocked
 
@@ -34,7 +35,7 @@ class RunLock:
     def __init__(self, folder: Path):
         self.folder = folder
         self.path = folder.with_name(f".{folder.name}.lock")
-        self._file = None
+        self._file: TextIO | None = None
         self._depth = 0
 
     def __enter__(self) -> RunLock:

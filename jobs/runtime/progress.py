@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TaskID, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as Bar
 from rich.text import Text
 
@@ -30,8 +30,7 @@ class Progress:
         self.quiet = quiet or (emit is None and not on_terminal)
         self._console = Console(file=stream, force_terminal=on_terminal, highlight=False, soft_wrap=True)
         self._started = time.monotonic()
-        self._bar: Bar | None = None
-        self._task = None
+        self._bar: tuple[Bar, TaskID] | None = None  # the bar and its one task, while it shows
 
     def say(self, message: str) -> None:
         if self.quiet:
@@ -57,7 +56,7 @@ class Progress:
         if self.quiet or self.emit is not None or total <= 0:
             return
         if self._bar is None:
-            self._bar = Bar(
+            bar = Bar(
                 TextColumn("  {task.description}"),
                 BarColumn(),
                 TaskProgressColumn(),
@@ -66,17 +65,18 @@ class Progress:
                 console=self._console,
                 transient=True,
             )
-            self._bar.start()
-            self._task = self._bar.add_task(what, total=total)
-        self._bar.update(self._task, completed=done, total=total, description=what)
+            bar.start()
+            self._bar = (bar, bar.add_task(what, total=total))
+        bar, task = self._bar
+        bar.update(task, completed=done, total=total, description=what)
         if done >= total:
             self.done()
 
     def done(self) -> None:
         """Take the bar away (the lines above it stay)."""
         if self._bar is not None:
-            self._bar.stop()
-            self._bar = self._task = None
+            self._bar[0].stop()
+            self._bar = None
 
 
 def _is_terminal(stream) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import cast
 
 from pyspark.sql import SparkSession
 
@@ -24,7 +25,8 @@ def sized_for(spark: SparkSession, rows: int, threshold: int) -> Iterator[bool]:
     if rows >= threshold:
         yield False
         return
-    saved = {key: spark.conf.get(key) for key in SMALL_WORK_CONF}
+    # Both keys have a built-in default, so get() returns a value; PySpark's Optional is for get(key, None).
+    saved = {key: cast(str, spark.conf.get(key)) for key in SMALL_WORK_CONF}
     for key, value in SMALL_WORK_CONF.items():
         spark.conf.set(key, value)
     try:

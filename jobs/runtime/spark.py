@@ -79,7 +79,7 @@ def spark_session(settings: SparkSettings | None = None, progress: Progress | No
     JVM takes seconds to start, and nothing else shows meanwhile), or the one start_in_background
     is starting, once it is up."""
     if _starting is not None:
-        return _adopt_background_start(progress)
+        return _adopt_background_start(_starting, progress)
     if _session is not None:
         return _session
     if progress is None:
@@ -133,11 +133,11 @@ def start_in_background(settings: SparkSettings | None = None, spec: QuerySpec |
         _starting = _BackgroundStart(settings, spec)
 
 
-def _adopt_background_start(progress: Progress | None):
+def _adopt_background_start(start: _BackgroundStart, progress: Progress | None):
     """The background start's session, waited for with a spinner, and made this thread's active
     session too (the JVM keeps one per thread). The start's failure is raised here."""
     global _starting
-    start, _starting = _starting, None
+    _starting = None
     asked = time.monotonic()
     if progress is None or start.session.done():
         session = start.session.result()
@@ -145,6 +145,7 @@ def _adopt_background_start(progress: Progress | None):
         with progress.waiting(f"starting Spark ({start.settings.master}) ..."):
             session = start.session.result()
     if progress is not None:
+        assert start.finished is not None, "_run sets it before the session's result"
         waited = time.monotonic() - asked
         progress.say(
             f"Spark started in {start.finished - start.started:.1f} s, in the background"
@@ -264,8 +265,9 @@ def _launch_jvm_our_way() -> None:
         with _jvm_log.open("w") as log:
             return original(command, **kwargs, stdout=log, stderr=subprocess.STDOUT)
 
-    popen.lockstep_launcher = True
-    gateway.Popen = popen
+    # setattr: a function replaces the class subprocess.Popen, and carries a marker, on purpose.
+    setattr(popen, "lockstep_launcher", True)  # noqa: B010
+    setattr(gateway, "Popen", popen)  # noqa: B010
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -275,7 +277,7 @@ def stop_session() -> None:
     global _session
     if _starting is not None:
         with contextlib.suppress(Exception):  # a start that failed has nothing to stop
-            _adopt_background_start(None)
+            _adopt_background_start(_starting, None)
     if _session is not None:
         _session.stop()
         _session = None

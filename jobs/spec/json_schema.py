@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import BaseModel
+
 from jobs.spec.model import QuerySpec, Settings
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-MODELS = {"spec": QuerySpec, "settings": Settings}
+MODELS: dict[str, type[BaseModel]] = {"spec": QuerySpec, "settings": Settings}
 
 
 def json_schema(kind: str = "spec") -> dict[str, Any]:

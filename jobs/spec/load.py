@@ -8,6 +8,7 @@ from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from jobs.errors import SpecError, place
 from jobs.spec.model import QuerySpec, Settings, SinkSpec
@@ -102,7 +103,7 @@ def _validate(model: type[BaseModel], data: dict[str, Any], root: yaml.Node | No
         raise SpecError(f"{dotted}: {_describe(first)}{suffix}", where=place(path, _line_of(root, loc))) from None
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: ErrorDetails) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         return "unknown key"

@@ -65,7 +65,7 @@ class AggregateState:
     def contributions(self) -> list[tuple[str, Column, DataType]]:
         """Per input row: (state column, its value for this row, its type)."""
         w = F.col(WEIGHT)
-        out = []
+        out: list[tuple[str, Column, DataType]] = []
         for name, kind, arg in state_columns(self.node):
             x = F.col(arg)
             if kind == "nonnull":
@@ -131,13 +131,20 @@ def _slot(state: AggregateState, slot: int) -> Column:
 
     values = []
     for i, (j, call) in enumerate(state.multiset_calls, start=1):
-        value = F.col(call.arg) if i == slot else null(state.arg_types[call.arg])
+        arg = _argument(call)
+        value = F.col(arg) if i == slot else null(state.arg_types[arg])
         values.append(value.alias(value_column(j)))
     contributions = [(value if slot == 0 else null(dtype)).alias(name) for name, value, dtype in state.contributions()]
     struct = F.struct(F.lit(slot).alias(SLOT), *values, *contributions)
     if slot == 0:
         return struct
-    return F.when(F.col(state.multiset_calls[slot - 1][1].arg).isNotNull(), struct)
+    return F.when(F.col(_argument(state.multiset_calls[slot - 1][1])).isNotNull(), struct)
+
+
+def _argument(call: AggCall) -> str:
+    """A multiset aggregate's argument column: only COUNT(*) has none, and it is invertible."""
+    assert call.arg is not None
+    return call.arg
 
 
 def finalize(

@@ -33,9 +33,10 @@ def picked_columns(calc: Calc, names: tuple[str, ...], available: tuple[str, ...
         return None
     picked = dict(calc.projections)
     sources = [picked.get(n) for n in names]
-    if not all(isinstance(e, exp.Column) and not e.table and e.name in available for e in sources):
+    columns = [e for e in sources if isinstance(e, exp.Column) and not e.table and e.name in available]
+    if len(columns) < len(sources):
         return None
-    return [e.name for e in sources]
+    return [e.name for e in columns]
 
 
 def null_safe_equal(left: str, right: str, keys: tuple[str, ...]) -> Column:

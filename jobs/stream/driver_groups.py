@@ -89,6 +89,7 @@ def _aligned(values: pa.Table, groups: pa.Table, keys: tuple[str, ...]) -> pa.Ta
 
 def _result(j: int, call: AggCall, groups: pa.Table, values: pa.Table | None) -> pa.ChunkedArray:
     if not call.invertible:
+        assert values is not None, "a multiset aggregate has value slots, whose results finished_groups is given"
         value = values.column(call.name)
         return pc.fill_null(value, 0) if call.func == "COUNT" else value
     if call.arg is None:

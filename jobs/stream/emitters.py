@@ -60,7 +60,9 @@ class MicroBatch:
 class Emitter(Protocol):
     """One micro-batch's rows for the stage table's writer, from the streaming frame's batch."""
 
-    reads_twice: bool  # whether changes() reads the frame twice (the handler caches it then)
+    @property
+    def reads_twice(self) -> bool:
+        """Whether changes() reads the frame twice (the handler caches it then)."""
 
     def changes(self, spark: SparkSession, frame: DataFrame, batch: MicroBatch) -> Changes:
         """Rows tagged upsert / delete (an upsert table), or rows with their copy change (retract)."""
@@ -116,7 +118,7 @@ class AggregateEmitter:
         table), else in Spark (a frame)."""
         if self.sums is None:
             return self._finished(spark, frame, batch, hidden)
-        groups = self._groups_after(frame, batch)
+        groups = self.sums.after(frame, batch.id, batch.timestamp_ms, batch.segments)
         values = None
         if self.multisets is not None:  # computed once: it records the micro-batch's values
             values = self.multisets.results(spark, groups.select([*self.state.slot_key, COUNT]), batch.id)
@@ -127,9 +129,6 @@ class AggregateEmitter:
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
         pass
-
-    def _groups_after(self, rows: DataFrame, batch: MicroBatch) -> pa.Table:
-        return self.sums.after(rows, batch.id, batch.timestamp_ms, batch.segments)
 
     def _finished(
         self,

@@ -34,9 +34,9 @@ from jobs.stream.windows import write_late_events
 @dataclass
 class StreamResult:
     staged: list[StageResult]
+    point: ConsistencyPoint
     counts: StreamCounts = field(default_factory=StreamCounts)  # of the stage that writes the sink
     seconds: float = 0.0
-    point: ConsistencyPoint | None = None
     late_events: int = 0
 
     @property
@@ -80,21 +80,22 @@ def run_stream(
     early = spark_session(settings.spark) if delta_sources else None  # quiet: an unreadable table is one line
     start_in_background(settings.spark, plan.spec)
     with memory_returned():
-        result = StreamResult(staged=stage_sources(plan, layout, progress, until=logical_date, spark=early))
+        staged = stage_sources(plan, layout, progress, until=logical_date, spark=early)
     spark = spark_session(settings.spark, progress)
+    sink_counts = StreamCounts()
     started = time.monotonic()
     try:
         for stage in plan.stages:
             if len(plan.stages) > 1:
                 progress.say(f"stage {stage.number}/{len(plan.stages)}: {stage.name}")
-            totals = result.counts if stage.is_final else StreamCounts()
+            totals = sink_counts if stage.is_final else StreamCounts()
             run_stage(spark, plan, stage, layout, progress, totals, settings.spark.small_work_rows)
             progress.done()
     finally:
         progress.done()  # a failed micro-batch's one line must not be drawn over by the bar
-    result.seconds = time.monotonic() - started
-    result.point = write_point(layout, consistency_point(plan, layout, logical_date))
-    result.late_events = _late_events(spark, plan, layout, result.point)
+    seconds = time.monotonic() - started
+    point = write_point(layout, consistency_point(plan, layout, logical_date))
+    result = StreamResult(staged, point, sink_counts, seconds, _late_events(spark, plan, layout, point))
     late = f"; {result.late_events:,} late (row, window) pairs left out" if result.late_events else ""
     if result.counts.ignored_groups:
         late += (

@@ -150,7 +150,8 @@ class JoinOperator:
             lambda a, b: a & b,
             [F.col(f"l.`{a}`") == F.col(f"r.`{b}`") for a, b in zip(node.left_keys, node.right_keys)],
         )
-        self._on = on if node.condition is None else on & F.expr(join_condition_sql(node))
+        condition = join_condition_sql(node)
+        self._on = on if condition is None else on & F.expr(condition)
         right = [] if node.filters_left else [F.col(f"r.`{c}`").alias(c) for c in self.right_cols]
         self._selected = [*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols], *right]
         self._difference = Difference(node.output)
@@ -161,8 +162,8 @@ class JoinOperator:
         """The difference as weighted rows: an Arrow table when joined on the driver. The
         change rows are `delta`'s, or the `segments` files' when `direct` reads both sides."""
         node = self.node
-        sides = [_read_on_driver(d, segments) for d in self.direct] if self.direct else [None]
-        if all(side is not None for side in sides):
+        sides = _read_both_on_driver(self.direct, segments)
+        if sides is not None:
             left_net, right_net = sides
         else:
             left_net, right_net = per_side(self._net_changes.rows(delta), self.left_cols, self.right_cols)
@@ -192,6 +193,16 @@ def _read_on_driver(direct: DriverInput | None, segments: Mapping[str, Sequence[
         return None
     rows = direct.rows(segments)
     return None if rows is None else net_rows(rows)
+
+
+def _read_both_on_driver(
+    direct: tuple[DriverInput, DriverInput] | None, segments: Mapping[str, Sequence[Path]] | None
+) -> tuple[pa.Table, pa.Table] | None:
+    """Both sides' net changes, if `direct` can read each of them from the segment files."""
+    if direct is None:
+        return None
+    left, right = (_read_on_driver(d, segments) for d in direct)
+    return None if left is None or right is None else (left, right)
 
 
 def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table, other_keys: tuple[str, ...]) -> pa.Table | None:

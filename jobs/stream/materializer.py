@@ -19,8 +19,10 @@ from __future__ import annotations
 import gc
 import os
 import re
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -112,7 +114,7 @@ class UpsertMaterializer:
         return list(zip(*(columns[i] for i in self._key_positions)))
 
     def _retract(self, key: tuple, row: tuple, batch_id: int) -> None:
-        rows = self._live.get(key, ())
+        rows = self._live.get(key, [])
         for index in range(len(rows) - 1, -1, -1):  # the most recently added copy goes first
             if rows[index] == row:
                 del rows[index]
@@ -134,29 +136,31 @@ class UpsertMaterializer:
 
     def _table(self, rows: list[tuple]) -> pa.Table:
         """Rows of plain values back as a table of the data columns' Arrow types."""
-        columns = list(zip(*rows)) if rows else [[] for _ in self.columns]
+        assert self._schema is not None, "apply() sets the schema before any row is held"
+        columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in self.columns]
         return pa.table({field.name: _arrow_values(values, field.type) for field, values in zip(self._schema, columns)})
 
     def _save(self, batch_id: int, touched: dict[tuple, None]) -> None:
         """Save the live rows: the untouched keys' rows as last saved (filtered in Arrow, as
         turning a million Python rows back into columns would take longer than the whole
         micro-batch), then the touched keys' rows."""
+        assert self._saved is not None, "apply() restores the state before its first micro-batch"
         fresh = self._table([row for key in touched for row in self._live.get(key, ())])
-        kept = self._saved.filter(self._untouched(touched)).cast(fresh.schema)
+        kept = self._saved.filter(self._untouched(self._saved, touched)).cast(fresh.schema)
         state = pa.concat_tables([kept, fresh])
         ordinal = pa.array(np.arange(state.num_rows, dtype=np.int64))
         self._write(state.append_column(ORDINAL, ordinal), batch_id)
         self._saved = state
 
-    def _untouched(self, touched: dict[tuple, None]) -> pa.Array:
+    def _untouched(self, saved: pa.Table, touched: dict[tuple, None]) -> pa.Array:
         """Which saved rows belong to a key this micro-batch did not touch. One key column is
         looked up in Arrow (is_in matches null to null, as the dict does); a composite key
         needs its tuples built in Python."""
         if len(self.key) == 1:
-            field = self._saved.schema.field(self.key[0])
+            field = saved.schema.field(self.key[0])
             values = _arrow_values([key[0] for key in touched], field.type)
-            return pc.invert(pc.is_in(self._saved.column(field.name), value_set=values))
-        saved_keys = zip(*(_python_values(self._saved.column(name)) for name in self.key))
+            return pc.invert(pc.is_in(saved.column(field.name), value_set=values))
+        saved_keys = zip(*(_python_values(saved.column(name)) for name in self.key))
         return pa.array([key not in touched for key in saved_keys], pa.bool_())
 
     def _write(self, table: pa.Table, batch_id: int) -> None:

@@ -40,12 +40,12 @@ class ValueMultisets:
         Arrow table where the driver computes them exactly (driver_results), else Spark's
         frame. `updated` is the touched groups' sums: the slot key columns and __count, slot 0
         for every touched group. Records the micro-batch's change: call it once per micro-batch."""
-        after = self._values_after(spark, updated, batch_id)
+        live, after = self._values_after(spark, updated, batch_id)
         if exact_on_driver(self.state, after.schema):
             return driver_results(after, self.state)
-        return recompute(self._live.frame(spark, after), self.state)
+        return recompute(live.frame(spark, after), self.state)
 
-    def _values_after(self, spark: SparkSession, updated: pa.Table, batch_id: int) -> pa.Table:
+    def _values_after(self, spark: SparkSession, updated: pa.Table, batch_id: int) -> tuple[LiveState, pa.Table]:
         slots = updated.column(SLOT).to_numpy()
         counts = all_nullable(updated.filter(pa.array(slots > 0)))
         touched = updated.filter(pa.array(slots == 0)).select(list(self.state.keys))
@@ -53,7 +53,7 @@ class ValueMultisets:
         before = live.rows_before(batch_id, touched, counts.schema)
         after, change = overlay(before, counts)
         live.record(change, batch_id)
-        return after
+        return live, after
 
     def _state(self, schema: pa.Schema) -> LiveState:
         """The keyed state, made on first use: its column types are those of Spark's output."""

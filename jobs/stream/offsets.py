@@ -83,7 +83,8 @@ def current_log_files(folder: Path) -> list[Path]:
     """The newest compact file (if any) and the plain log files after it."""
     if not folder.exists():
         return []
-    plain, compact = {}, {}
+    plain: dict[int, Path] = {}
+    compact: dict[int, Path] = {}
     for log in folder.iterdir():
         batch, _, suffix = log.name.partition(".")
         if batch.isdigit() and suffix in ("", "compact"):

@@ -19,7 +19,8 @@ from jobs.stream.stage import stage_layout
 
 def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) -> ConsistencyPoint:
     """A source's consumption is read from the checkpoint of the stage that reads it."""
-    sources, last_batch = {}, None
+    sources: dict[str, SourcePosition] = {}
+    last_batch: int | None = None
     for stage in plan.stages:
         checkpoint = stage_layout(layout, stage).checkpoint
         done = committed_batches(checkpoint)
@@ -28,7 +29,7 @@ def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) 
             if not isinstance(node, ChangelogSource):
                 continue  # an earlier stage's table: its versions are recorded below
             staged = staged_input(layout, node)
-            rows = consumed_by(checkpoint, index, last_batch, staged) if done else 0
+            rows = consumed_by(checkpoint, index, last_batch, staged) if last_batch is not None else 0
             previous = sources.get(node.table)
             rows = rows if previous is None else min(rows, previous.rows)  # a source read twice (self-join)
             sources[node.table] = SourcePosition(rows, _watermark_at(staged, rows), bool(staged.event_time))

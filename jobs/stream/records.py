@@ -4,13 +4,14 @@ micro-batches, the aggregation state, and the upsert materializer's live rows.""
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from jobs.changelog.columns import ORDINAL
-from jobs.plan import StagePlan
+from jobs.plan.nodes import GroupAggregate
 from jobs.runtime.arrow_frames import frame_of
 from jobs.runtime.layout import RunLayout
 from jobs.stream.aggregate import AggregateState, state_value_names
@@ -35,22 +36,22 @@ def micro_batches(layout: RunLayout, last_batch: int | None) -> list[dict]:
     return [latest[b] for b in sorted(latest)]
 
 
-def aggregation_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> DataFrame:
+def aggregation_state(spark: SparkSession, aggregate: GroupAggregate, layout: RunLayout) -> DataFrame:
     """The aggregation state after the last micro-batch, as Spark's state reader shows it: a key
     struct (the group, and the value slot) and a value struct (the count and the sums), named as
     lockstep names them; lockstep's own state (group_sums.py) or Spark's."""
     if layout.aggregate_state.exists():
-        return _own_state(spark, stage, layout)
+        return _own_state(spark, aggregate, layout)
     _ = spark.streams.active  # starts the state store coordinator the state reader talks to
     state = spark.read.format("statestore").load(str(layout.checkpoint))
-    fields = state.schema["value"].dataType.fields
-    names = _buffer_names(state_value_names(stage.aggregate), [f.name for f in fields])
+    fields = cast(StructType, state.schema["value"].dataType).fields  # the reader's value is a struct
+    names = _buffer_names(state_value_names(aggregate), [f.name for f in fields])
     renamed = StructType([StructField(n, f.dataType) for n, f in zip(names, fields)])
     return state.select("key", F.col("value").cast(renamed).alias("value"))
 
 
-def _own_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> DataFrame:
-    keys = AggregateState(stage.aggregate, {}).state_key
+def _own_state(spark: SparkSession, aggregate: GroupAggregate, layout: RunLayout) -> DataFrame:
+    keys = AggregateState(aggregate, {}).state_key
     done = committed_batches(layout.checkpoint)
     groups = groups_now(layout.aggregate_state, keys, done[-1] + 1 if done else 0)
     values = [n for n in groups.column_names if n not in keys]
@@ -66,9 +67,10 @@ def _own_state(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> Data
 def _buffer_names(ours: list[str], spark_names: list[str]) -> list[str]:
     """lockstep's names for Spark's buffer fields. A SUM over a DECIMAL keeps a second field,
     isEmpty, after its sum: it is named after that sum."""
-    names, ours = [], iter(ours)
+    names: list[str] = []
+    remaining = iter(ours)
     for spark_name in spark_names:
-        names.append(f"{names[-1]}_is_empty" if spark_name == "isEmpty" and names else next(ours))
+        names.append(f"{names[-1]}_is_empty" if spark_name == "isEmpty" and names else next(remaining))
     return names
 
 

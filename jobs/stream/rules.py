@@ -41,8 +41,8 @@ from jobs.plan.nodes import (
 from jobs.runtime.layout import RunLayout
 from jobs.stream.aggregate import AggregateState, streaming_aggregate
 from jobs.stream.calc import apply_calc
-from jobs.stream.driver_input import driver_input
-from jobs.stream.driver_windows import windowed_input
+from jobs.stream.driver_input import DriverInput, driver_input
+from jobs.stream.driver_windows import WindowedInput, windowed_input
 from jobs.stream.group_sums import GroupSums
 from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, SessionOperator, tag_side
 from jobs.stream.source import changelog_stream, staged_input
@@ -112,7 +112,7 @@ def _group_aggregate(node: GroupAggregate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
     state = AggregateState.of(node, child.frame)
     if ctx.store == LOCKSTEP:
-        direct = driver_input(node.input, child.frame.schema)
+        direct: DriverInput | WindowedInput | None = driver_input(node.input, child.frame.schema)
         if direct is None and isinstance(node.input, WindowAssign):
             direct = windowed_input(node.input, child.frame.schema)
         sums = GroupSums(state, ctx.layout.aggregate_state, ctx.stage.spec.stream.ttl, direct)
@@ -138,8 +138,9 @@ def _join(node: Join, ctx: Context) -> Streaming:
     left_names, right_names = node.left.output_names, node.right.output_names
     tagged = tag_side(left, LEFT, left_names, RIGHT, _struct_ddl(right, right_names))
     tagged = tagged.unionByName(tag_side(right, RIGHT, right_names, LEFT, _struct_ddl(left, left_names)))
-    direct = driver_input(node.left, left.schema), driver_input(node.right, right.schema)
-    operator = JoinOperator(node, ctx.layout.operator_state, direct if all(direct) else None)
+    left_direct, right_direct = driver_input(node.left, left.schema), driver_input(node.right, right.schema)
+    direct = (left_direct, right_direct) if left_direct and right_direct else None
+    operator = JoinOperator(node, ctx.layout.operator_state, direct)
     return Streaming(tagged, operator=operator)
 
 

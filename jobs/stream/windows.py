@@ -69,6 +69,7 @@ class FinalWindowEmitter:
         if self._closing_all:
             self.closer.clear(batch.id)
             return
+        assert self._closing is not None, "the handler calls changes() before after_sink_commit()"
         closed = self._closing.drop_columns([WINDOW_END])
         deletes = closed.append_column(OP, pa.array([DELETE] * closed.num_rows, pa.string()))
         self.closer.apply(deletes, batch.id)

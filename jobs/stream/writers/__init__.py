@@ -34,7 +34,10 @@ class Changes:
     rows: pa.Table | None = None
 
     def arrow(self) -> pa.Table:
-        return self.rows if self.rows is not None else self.frame.toArrow()
+        if self.rows is not None:
+            return self.rows
+        assert self.frame is not None, "every Changes is made with a frame or with rows"
+        return self.frame.toArrow()
 
     def dataframe(self, spark: SparkSession) -> DataFrame:
         return self.frame if self.frame is not None else frame_of(spark, self.rows)
