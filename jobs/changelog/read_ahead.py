@@ -2,7 +2,7 @@
 
 Staging parses a file a block at a time and then checks and writes each block; both halves spend
 their time in Arrow and numpy, which let go of the GIL, so on two cores the next block's parse can
-run beside this block's check (the race's 6 M-row file: see README, the race).
+run beside this block's check (tests/benchmarks/bench_staging.py measures it).
 """
 
 from __future__ import annotations

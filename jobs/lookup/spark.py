@@ -5,7 +5,7 @@ The stream applies it with mapInArrow to the changelog rows, retractions include
 enriched by looking its key up again (or from the cache) the way its +I was, so it retracts the
 row emitted before as long as the dimension did not change in between; when it did, the
 retraction carries the new value, and the check reports the difference as a lookup that changed
-(see the README). The batch side asks the same service for every distinct key of the join's input
+(docs/lookups.md). The batch side asks the same service for every distinct key of the join's input
 and registers the answers as a table named like the lookup.
 """
 

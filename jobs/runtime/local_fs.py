@@ -4,7 +4,7 @@ child process.
 Without Hadoop's native library (pyspark ships none), Hadoop's local file system runs `chmod` as a
 child process for every file it creates: six forks of the driver's JVM per streaming micro-batch
 (the offset, commit and source-log entries, each with its `.crc`), 11-23 ms of every
-micro-batch on two cores (README, *No child processes, no listener*).
+micro-batch on two cores (tests/benchmarks/bench_microbatch.py).
 LocalFileSystemWithoutForks (jobs/runtime/jvm) sets them through java.nio instead; setup builds it
 into the venv's jars/ folder (scripts/local-fs-jar.sh).
 

@@ -5,7 +5,7 @@ A step that writes a run folder (stream, batch, check, run, rebuild) holds an ex
 while holding it). The lock is the kernel's (flock): it goes with the process that holds it, so a
 lock left by a killed process is free again at once and the next writer simply takes it; the file
 only says who holds it, for the message a second writer gets. The lock is local to one machine:
-runs folders on shared storage need one writer host per query (README).
+runs folders on shared storage need one writer host per query (docs/limits.md).
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ def _start(settings: SparkSettings | None, jit: str = ""):
     # 2.1-2.2 GB with G1 (the default), in the same time; lockstep's work is throughput, not
     # pause-sensitive. GCTimeRatio=4 lets it spend up to a fifth of the time collecting (its
     # default: 1 %) before it grows the heap, which may still grow to driver_memory when the work
-    # needs it (README, the race: memory).
+    # needs it (the race, docs/benchmarks.md: peak memory).
     java_opts = (
         f"-Dlog4j.configurationFile=file:{LOG_CONFIG} -Dlog4j2.configurationFile=file:{LOG_CONFIG} "
         f"-Dlockstep.log.level={'warn' if _jvm_log else 'error'} -XX:+UseParallelGC -XX:GCTimeRatio=4 "
@@ -197,7 +197,7 @@ def _start(settings: SparkSettings | None, jit: str = ""):
         # The streaming logs written through Hadoop's FileSystem API rather than FileContext.
         # Without Hadoop's native library every FileContext rename runs `readlink` as a
         # child process: each log entry of a micro-batch (offsets, commits, the source's
-        # file list) took 50-60 ms, now about 17 ms (README, micro-batch cost). A rename
+        # file list) took 50-60 ms, now about 17 ms (bench_microbatch). A rename
         # stays atomic on a local disk, and the run lock keeps a second writer out of the
         # folder. (Hadoop's raw local file system, without `.crc` files, halves that again,
         # but the RocksDB state store needs the checksummed one: it casts to it.)

@@ -11,7 +11,7 @@
 - rocksdb (Spark's RocksDB store): the state is on local disk, a micro-batch touches only the
   keys it changes, and each commit saves the new files of a snapshot. About 1.5x slower to build
   a large state, several times faster for small changes to it
-  (tests/benchmarks/bench_incremental.py; figures in the README).
+  (tests/benchmarks/bench_incremental.py; figures in docs/benchmarks.md).
 
 Spark records the store in the checkpoint when the query first runs and keeps it for the life of
 that checkpoint, whatever the settings later say; lockstep's own state is marked by its folder,

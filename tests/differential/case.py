@@ -63,7 +63,7 @@ class Case:
     rows_per_batch: int = 1000
     state_store: str = "lockstep"  # the spec's stream.state_store (make differential STATE_STORE=rocksdb)
     # What the final sink table is compared with: "flink" (Flink SQL's streaming result), or
-    # "batch" where Flink's streaming semantics differ from the SQL's on purpose (README).
+    # "batch" where Flink's streaming semantics differ from the SQL's on purpose (docs/sql.md).
     reference: str = "flink"
 
     @property

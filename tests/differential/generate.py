@@ -2,7 +2,7 @@
 
 Each builder writes the query twice, in Spark SQL for lockstep and in Flink SQL for the oracle,
 from the same choices; the two differ only where the dialects do (window functions). Constructs
-whose meaning differs between Spark SQL and Flink SQL are not generated (README, "Semantics"):
+whose meaning differs between Spark SQL and Flink SQL are not generated (docs/sql.md, "Semantics"):
 AVG over integers (Flink keeps the integer type), integer division, casts from strings to
 numbers, NULLs in an ordering column.
 """
@@ -93,7 +93,7 @@ def group_aggregate(rng: random.Random, name: str) -> Case:
 def global_aggregate(rng: random.Random, name: str) -> Case:
     """No GROUP BY. Flink deletes the one row when the input empties and emits none for an empty
     input, where SQL (and lockstep, and its batch job) keeps a row of COUNT 0 and NULL sums: the
-    changelogs therefore end with a live row (README, Semantics)."""
+    changelogs therefore end with a live row (docs/sql.md, Semantics)."""
     aggregates = rng.sample(AGGREGATES, rng.randint(1, 4))
     sql = "SELECT " + ", ".join(f"{a} AS {alias}" for a, alias in aggregates) + " FROM t"
     source = fact_source(rng)
@@ -185,7 +185,7 @@ def window(rng: random.Random, name: str) -> Case:
 
 def session_window(rng: random.Random, name: str) -> Case:
     """Session windows, compared with Flink's sessions over the final rows (reference "batch"):
-    Flink's streaming sessions never split when a bridging event is deleted (README, Semantics)."""
+    Flink's streaming sessions never split when a bridging event is deleted (docs/sql.md, Semantics)."""
     gap = rng.choice([2, 5])
     by_group = rng.random() < 0.6
     bounds = rng.choice([["s", "e"], ["s"], ["e"]])

@@ -1,4 +1,4 @@
-"""The import structure the README's architecture map describes: imports only point down the list
+"""The import structure docs/architecture.md describes: imports only point down the list
 of layers, and the stream and batch jobs never import each other."""
 
 from __future__ import annotations
