@@ -4,15 +4,10 @@ A JVM compiles hot code twice by default: first quickly (C1), then, for code tha
 again with a profile, slowly and well (C2). On 2 cores the second compiler's work competes with
 Spark's for the first seconds of every run, and most of a small run is those first seconds: its
 plans are new (Spark generates Java for each), so little code gets hot enough to pay back C2.
-With C1 alone (`-XX:TieredStopAtLevel=1`) a short run finishes sooner and a long one later,
-measured 2026-11-27 on 2 cores, C1 alone against the default, alternated:
-
-- `lockstep run` of conf/queries/seed_003_join.yaml: 26.4 and 29.1 s against 33.8 and 32.9 s;
-- the race's 75,005-row group aggregate, first micro-batch done 2-3 s sooner;
-- its 1,500,010-row file (161 MiB): 14.2 and 17.4 s against 19.6 and 18.2 s;
-- its 6,001,162-row file (649 MiB): 47.0, 53.1, 47.8 s against 47.7, 48.8, 45.4 s, the
-  micro-batches' JVM work about a fifth slower;
-- `bench_microbatch` in one warm session: 392-612 ms per micro-batch against 338-514 ms.
+With C1 alone (`-XX:TieredStopAtLevel=1`) a short run finishes sooner and a long one later: on 2
+cores, alternated against the default, a small query's `lockstep run` took about a fifth less
+time, the race's 1.5 M-row file a little less, and its 6 M-row file about the same, with the
+micro-batches' JVM work a fifth slower once warm.
 
 So a step that streams (the CLI's steps, whose JVM starts as soon as the spec has planned, and
 an Airflow stream task) asks for C1 alone when its sources' files total less than
