@@ -86,3 +86,35 @@ def orders_spec(
 
 def change(op: str, order_id: int, pid, income) -> dict:
     return {"order_id": order_id, "pId": pid, "income": income, "op": op}
+
+
+LATE_ORDERS = [  # the third change's minute closed when the watermark passed 09:05:50
+    {"op": "+I", "order_id": 1, "pId": 7, "amount": 30, "order_time": "2026-11-21T09:00:05"},
+    {"op": "+I", "order_id": 2, "pId": 8, "amount": 20, "order_time": "2026-11-21T09:06:00"},
+    {"op": "+I", "order_id": 3, "pId": 7, "amount": 40, "order_time": "2026-11-21T09:00:50"},
+]
+
+
+def late_event_spec(folder: Path, name: str = "late") -> Path:
+    """A per-minute window whose stream leaves a late change out while the batch counts it: stream
+    and batch disagree for real (a verdict of fail, exit 1), explained by the late event."""
+    write_changelog(folder / f"{name}_orders", "001.json", LATE_ORDERS)
+    spec = {
+        "name": name,
+        "sql": "SELECT pId, window.start AS minute, COUNT(*) AS orders, SUM(amount) AS revenue "
+        "FROM orders GROUP BY pId, window(order_time, '1 minute')",
+        "sources": {
+            "orders": {
+                "path": f"{name}_orders",
+                "format": "changelog-json",
+                "schema": "order_id BIGINT, pId BIGINT, amount BIGINT, order_time TIMESTAMP",
+                "primary_key": ["order_id"],
+                "event_time": "order_time",
+                "watermark": "10 seconds",
+            }
+        },
+        "stream": {"rows_per_batch": 1},
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path

@@ -1,11 +1,12 @@
 """The DAGs themselves: they import, have the right shape, and run end to end."""
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, late_event_spec
 
 SPECS = sorted((ROOT / "conf" / "queries").glob("*.yaml"))
 DAG_FILES = [ROOT / "dags" / "lockstep_reports.py", ROOT / "dags" / "lockstep_queries.py"]
@@ -101,3 +102,35 @@ def _asset_events(name: str, run_id: str) -> list:
             .options(joinedload(AssetEvent.asset))
         )
         return list(session.scalars(query).unique())
+
+
+def test_a_check_that_finds_a_disagreement_fails_its_task_and_still_publishes_the_report(
+    spark, airflow_db, tmp_path, monkeypatch, capfd
+):
+    """Stream and batch disagree for real (a late event): stream and batch succeed, the check
+    task fails with the diagnosis, its report and link are there, no Asset event is recorded, and
+    the reports DAG then fails naming the query while it rebuilds the index."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    queries, runs = tmp_path / "queries", tmp_path / "runs"
+    late_event_spec(queries, name="late")
+    monkeypatch.setenv("LOCKSTEP_QUERIES", str(queries))
+    monkeypatch.setenv("LOCKSTEP_RUNS_DIR", str(runs))
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    run = bag.get_dag("lockstep_late").test(logical_date=datetime(2026, 11, 21, tzinfo=UTC))
+    states = {ti.task_id: str(ti.state).rsplit(".", 1)[-1].lower() for ti in run.get_task_instances()}
+    assert states == {"stream": "success", "batch": "success", "check": "failed"}
+    out, err = capfd.readouterr()
+    assert "late: stream and batch disagree (expect_no_mismatched_values)" in out + err
+    report = json.loads((runs / "late" / "history" / "2026-11-21" / "report.json").read_text())
+    assert report["verdict"] == "fail" and report["diagnosis"]["explained_rows"] == 1
+    assert (runs / "late" / "history" / "2026-11-21" / "report.html").is_file()
+    link = run.get_task_instance("check").xcom_pull(task_ids="check", key="_link_ReportLink")
+    assert link == "/lockstep/runs/late/history/2026-11-21/report.html"
+    assert _asset_events("lockstep.late", run.run_id) == []
+
+    (runs / "index.html").unlink()
+    reports = bag.get_dag("lockstep_reports").test(logical_date=datetime(2026, 11, 22, tzinfo=UTC))
+    assert str(reports.state).rsplit(".", 1)[-1].lower() == "failed"
+    assert "latest verdict is fail for 1 of 1 queries: late" in "".join(capfd.readouterr())
+    assert "late" in (runs / "index.html").read_text()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, change, orders_spec, write_changelog
+from tests.conftest import ROOT, change, late_event_spec, orders_spec, write_changelog
 
 LOCKSTEP = [sys.executable, "-m", "jobs.cli.main"]
 
@@ -75,6 +75,18 @@ def test_an_invalid_spec_or_sql_exits_2_before_anything_runs(tmp_path, edit, mes
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("lockstep: error: ") and message in lines[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_stream_and_batch_that_disagree_exit_1_with_the_fail_line_and_nothing_on_stderr(tmp_path):
+    spec = late_event_spec(tmp_path)
+    result = lockstep("run", spec, "--out", tmp_path / "runs", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines()[0] == "late: FAIL  stream 2 rows, batch 2 rows; 16/17 expectations hold"
+    assert "diagnosis: 1 row differs: 1 explained by late events dropped by the watermark" in result.stdout
+    assert result.stderr == ""
+    assert json.loads((tmp_path / "runs" / "late" / "report.json").read_text())["verdict"] == "fail"
+    checked = lockstep("check", spec, "--out", tmp_path / "runs", cwd=tmp_path)
+    assert checked.returncode == 1 and checked.stdout.startswith("late: FAIL"), checked.stderr
 
 
 def test_explain_and_help_work_without_spark(tmp_path):

@@ -10,7 +10,7 @@ from jobs.cli.main import main
 from jobs.plan import plan_query
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
-from tests.conftest import ROOT, change, orders_spec, write_changelog
+from tests.conftest import ROOT, change, late_event_spec, orders_spec, write_changelog
 from tests.integration.conftest import run_both, same_rows
 
 
@@ -90,3 +90,15 @@ def test_the_demo_passes_every_bundled_spec_with_its_generated_data(spark, tmp_p
     assert rows == {name: "PASS" for name in specs}, table
     assert code == 0
     assert (queries / "data" / "generated" / "large_orders").is_dir()
+
+
+def test_the_demo_exits_1_when_a_query_disagrees_and_none_errors(spark, tmp_path, capsys):
+    queries = tmp_path / "queries"
+    write_changelog(queries / "orders", "001.json", [change("+I", 1, 1, 5), change("+I", 2, 2, 4)])
+    orders_spec(queries, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId", name="a_good")
+    late_event_spec(queries, name="b_late")
+    code = main(["demo", "--queries", str(queries), "--out", str(tmp_path / "runs"), "--quiet"])
+    table = capsys.readouterr().out
+    assert code == 1, table
+    verdicts = {line.split()[0]: line.split()[1] for line in table.splitlines() if line.startswith(("a_", "b_"))}
+    assert verdicts == {"a_good": "PASS", "b_late": "FAIL"}
