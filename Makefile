@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast lint format differential property chaos bench race airflow lock clean
+.PHONY: setup demo test test-fast lint format golden differential property chaos bench race airflow lock clean
 
 # make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
 # STATE_STORE=memory|rocksdb: the same cases with one of Spark's state stores (stream.state_store;
@@ -33,15 +33,23 @@ format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# Rewrite the golden explain plans (tests/golden/explain) after an intended planner change.
+golden: setup
+	$(BIN)/python -m tests.golden.update
+
 differential: setup
 	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED) --state-store $(STATE_STORE)
 
-# make property SCALE=10: the stream-equals-batch properties (aggregates, joins, windows) on ten
-# times the examples make test runs.
+# make property SCALE=10 SEED=n: the stream-equals-batch properties (aggregates, joins, windows) on
+# ten times the examples make test runs, drawn at random from SEED (a new one each run unless
+# given; the run's header prints it). make test draws the same, fewer, examples every time.
 SCALE ?= 10
+PROPERTY_SEED := $(if $(filter command line,$(origin SEED)),$(SEED),$(shell od -An -N4 -tu4 /dev/urandom | tr -d ' '))
 
 property: setup
-	LOCKSTEP_PROPERTY_SCALE=$(SCALE) $(BIN)/python -m pytest -q tests/integration/test_property.py \
+	@echo "hypothesis seed $(PROPERTY_SEED): make property SCALE=$(SCALE) SEED=$(PROPERTY_SEED) draws these examples again"
+	LOCKSTEP_PROPERTY_SCALE=$(SCALE) LOCKSTEP_HYPOTHESIS_PROFILE=property $(BIN)/python -m pytest -q \
+		--hypothesis-seed=$(PROPERTY_SEED) tests/integration/test_property.py \
 		tests/integration/test_property_joins.py tests/integration/test_windows.py
 
 # make chaos KILLS=10: the kill -9 test with more kills (make test runs 1), and the fuzzer.
@@ -58,6 +66,7 @@ bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_fold
 	$(BIN)/python -m tests.benchmarks.bench_microbatch
 	$(BIN)/python -m tests.benchmarks.bench_check
+	$(BIN)/python -m tests.benchmarks.bench_hostile_specs
 	$(BIN)/python -m tests.benchmarks.race $(RACE_ARGS)
 
 # make race RACE_ARGS="--sizes 100000,400000 --classes group_aggregate,inner_join": lockstep's

@@ -5,13 +5,32 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import settings as hypothesis_settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Hypothesis: `make test` draws the same examples every run (derandomized, no example database),
+# so a failure in CI fails the same way on any machine; `make property` draws new ones from the
+# seed it prints, more of them (LOCKSTEP_PROPERTY_SCALE). Either way a failure prints the
+# falsifying example and the @reproduce_failure blob that replays it.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
+hypothesis_settings.register_profile("property", derandomize=False, print_blob=True, deadline=None)
+hypothesis_settings.load_profile(os.environ.get("LOCKSTEP_HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_report_header(config) -> str:
+    profile = os.environ.get("LOCKSTEP_HYPOTHESIS_PROFILE", "ci")
+    seed = config.getoption("hypothesis_seed", None)
+    if profile == "ci":
+        return "hypothesis: profile ci (derandomized: the same examples every run)"
+    return f"hypothesis: profile {profile}, seed {seed}: `make property SEED={seed}` draws these examples again"
+
 
 # Airflow reads its configuration when first imported: point it at a throwaway home first.
 os.environ.setdefault("AIRFLOW_HOME", str(ROOT / "state" / "test-airflow"))
@@ -28,6 +47,14 @@ def spark():
     session = spark_session(SparkSettings(shuffle_partitions=2, driver_memory="2g"))
     yield session
     stop_session()
+
+
+@pytest.fixture
+def java() -> str:
+    """The Java Spark runs on. Missing, it is a setup to run, not a test to skip."""
+    found = shutil.which("java")
+    assert found, "no java on PATH: run `make setup`, which installs a Java 17 JDK"
+    return found
 
 
 @pytest.fixture

@@ -80,11 +80,13 @@ class LookupStats:
 class AsyncLookup:
     """Looks up batches of keys for one lookup table; the cache and the stats outlive run()."""
 
-    def __init__(self, config: LookupConfig, fetch: Fetch | None = None):
+    def __init__(self, config: LookupConfig, fetch: Fetch | None = None, clock: Callable[[], float] = time.monotonic):
         self.config = config
         self.stats = LookupStats()
         self._fetch = fetch
-        self._cache = TtlCache(config.cache_max_rows, config.cache_ttl_seconds) if config.cache_max_rows else None
+        self._cache = (
+            TtlCache(config.cache_max_rows, config.cache_ttl_seconds, clock) if config.cache_max_rows else None
+        )
 
     def run(self, keys: list[tuple], retracts: list[bool]) -> list[Result]:
         """(input index, row or None) for every key, in the config's order. Runs its own event

@@ -36,6 +36,7 @@ class DimensionServer:
         fail_times: dict[str, int] | None = None,
         fail_mode: str = "error",
         hang_seconds: float = 30.0,
+        held: dict[str, set[str]] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ):
@@ -45,6 +46,8 @@ class DimensionServer:
         self.latency, self.latency_fn = latency, latency_fn
         self.fail_times = dict(fail_times or {})  # key -> failures still to inject
         self.fail_mode, self.hang_seconds = fail_mode, hang_seconds
+        # key -> keys it answers only after: an order of answers that holds on any machine.
+        self.held = dict(held or {})
         self.host, self.port = host, port
         self.reset_counters()
         self._thread: threading.Thread | None = None
@@ -68,6 +71,7 @@ class DimensionServer:
         self.requests = 0
         self.requests_by_key: Counter[str] = Counter()
         self.concurrent = self.max_concurrent = 0
+        self.answered: set[str] = set()
 
     def start(self) -> DimensionServer:
         self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True, name="dimension-server")
@@ -147,8 +151,11 @@ class DimensionServer:
                 self.fail_times[key] -= 1
                 return await self._fail(key, reader)
             await asyncio.sleep(self.latency_fn(key) if self.latency_fn else self.latency)
+            while not self.held.get(key, set()) <= self.answered:
+                await asyncio.sleep(0.001)
             return _row_answer(method, self.tables.get(table, {}).get(key))
         finally:
+            self.answered.add(key)
             self.concurrent -= 1
 
     async def _fail(self, key: str, reader: asyncio.StreamReader) -> tuple[int, bytes] | None:

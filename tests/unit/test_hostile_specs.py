@@ -1,10 +1,10 @@
-"""Hostile specs: every one is exit 2 with one line naming the file (and line), in well under a
-second or two; none is a traceback, and none is exit 1 ("stream and batch disagree")."""
+"""Hostile specs: every one is exit 2 with one line naming the file (and line); none is a
+traceback, and none is exit 1 ("stream and batch disagree"). How long each takes is measured by
+tests/benchmarks/bench_hostile_specs.py."""
 
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -28,36 +28,34 @@ def _spec(tmp_path, text: str | bytes):
     return path
 
 
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        (
-            GOOD.replace("description", "x").encode().replace(b"SELECT pId", b"SELECT \xff pId"),
-            re.escape("q.yaml:2: not UTF-8 text (byte 0xff)"),
-        ),
-        ("name: q\nsql: " + "[" * 5000 + "]" * 5000 + "\n", "q.yaml: the YAML is nested too deep"),
-        (
-            GOOD.replace("SUM(income)", "SUM(" + "(" * 3000 + "income" + ")" * 3000 + ")"),
-            "nested too deep|expression nodes",
-        ),
-        (
-            GOOD.replace("SUM(income)", "SUM(" + " + ".join(["income"] * 20000) + ")"),
-            "the query has 60,0\\d\\d expression nodes",
-        ),
-        (GOOD.replace("income BIGINT", "income DECIMAL(x,2)"), "DECIMAL takes whole numbers"),
-        (
-            GOOD.replace("primary_key: [order_id]", "primary_key: [order_id]\n    on_bad_rows: sometimes"),
-            "q.yaml:9: sources.orders.on_bad_rows",
-        ),
-    ],
-)
-def test_a_hostile_spec_is_one_line_and_exit_2_quickly(tmp_path, capsys, text, message):
-    started = time.monotonic()
+HOSTILE = [
+    (
+        GOOD.replace("description", "x").encode().replace(b"SELECT pId", b"SELECT \xff pId"),
+        re.escape("q.yaml:2: not UTF-8 text (byte 0xff)"),
+    ),
+    ("name: q\nsql: " + "[" * 5000 + "]" * 5000 + "\n", "q.yaml: the YAML is nested too deep"),
+    (
+        GOOD.replace("SUM(income)", "SUM(" + "(" * 3000 + "income" + ")" * 3000 + ")"),
+        "nested too deep|expression nodes",
+    ),
+    (
+        GOOD.replace("SUM(income)", "SUM(" + " + ".join(["income"] * 20000) + ")"),
+        "the query has 60,0\\d\\d expression nodes",
+    ),
+    (GOOD.replace("income BIGINT", "income DECIMAL(x,2)"), "DECIMAL takes whole numbers"),
+    (
+        GOOD.replace("primary_key: [order_id]", "primary_key: [order_id]\n    on_bad_rows: sometimes"),
+        "q.yaml:9: sources.orders.on_bad_rows",
+    ),
+]
+
+
+@pytest.mark.parametrize("text, message", HOSTILE)
+def test_a_hostile_spec_is_one_line_and_exit_2(tmp_path, capsys, text, message):
     code = main(["explain", str(_spec(tmp_path, text))])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "Traceback" not in err
     assert re.search(message, err), err
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize(

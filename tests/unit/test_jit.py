@@ -1,7 +1,6 @@
 """The driver JVM's compilers follow the size of the run's input: C1 alone under the setting's
 MiB, the JVM's default otherwise, when the size is unknown, or when the setting is 0."""
 
-import shutil
 import subprocess
 
 import pytest
@@ -36,7 +35,6 @@ def test_the_input_is_every_file_under_the_sources(tmp_path):
     assert files_bytes([]) == 0
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="needs the Java that Spark runs on")
-def test_the_jvm_takes_the_option():
-    done = subprocess.run(["java", QUICK_ONLY, "-version"], capture_output=True, text=True)
+def test_the_jvm_takes_the_option(java):
+    done = subprocess.run([java, QUICK_ONLY, "-version"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -1,10 +1,7 @@
 """The driver JVM's class archive is a cache: used when setup made one, written only by the
 training run, and a damaged or foreign archive neither stops the JVM nor prints anything."""
 
-import shutil
 import subprocess
-
-import pytest
 
 from jobs.runtime import jvm_classes
 
@@ -30,13 +27,12 @@ def test_the_training_run_writes_instead_of_reading(tmp_path, monkeypatch):
     assert not any(o.startswith("-XX:SharedArchiveFile") for o in options)
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="needs the Java that Spark runs on")
-def test_a_damaged_archive_is_ignored_silently(tmp_path, monkeypatch):
+def test_a_damaged_archive_is_ignored_silently(java, tmp_path, monkeypatch):
     monkeypatch.delenv(jvm_classes.DUMP_TO, raising=False)
     archive = tmp_path / "spark-classes.jsa"
     archive.write_bytes(b"not a class archive" * 100)
     options = jvm_classes.java_options(archive).split()
-    done = subprocess.run(["java", *options, "-version"], capture_output=True, text=True)
+    done = subprocess.run([java, *options, "-version"], capture_output=True, text=True)
     assert done.returncode == 0
     assert "cds" not in done.stdout.lower() + done.stderr.lower()
     assert "archive" not in done.stdout.lower() + done.stderr.lower()

@@ -142,3 +142,9 @@ def test_a_settings_file_the_variable_names_must_exist(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCKSTEP_SETTINGS", str(tmp_path / "missing.yaml"))
     with pytest.raises(SpecError, match=r"missing.yaml: settings file not found \(named by LOCKSTEP_SETTINGS\)"):
         load_settings(None)
+
+
+def test_make_test_draws_the_same_hypothesis_examples_every_run():
+    from hypothesis import settings
+
+    assert settings.default.derandomize and settings.default.database is None
