@@ -14,6 +14,8 @@ from deltalake import DeltaTable
 
 from tests.benchmarks.race import CLASSES, FLINK_PYTHON, check_results, marginal_rates, race_one
 
+pytestmark = pytest.mark.slow  # two engines' processes per size: about a minute
+
 SIZES = (1_000, 3_000)  # logical events: start-up is most of the time at these sizes
 
 

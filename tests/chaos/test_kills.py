@@ -148,6 +148,7 @@ def _kill_at_a_random_moment(process: subprocess.Popen, out: Path, rng: random.R
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", sorted(SPECS))
 def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path, query):
     spec = SPECS[query](tmp_path)
@@ -167,6 +168,7 @@ def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path, query):
     assert _tables(tmp_path / "killed", TABLES[query]) == _tables(tmp_path / "clean", TABLES[query])
 
 
+@pytest.mark.slow
 def test_two_writers_started_together_one_runs_and_one_is_refused(tmp_path):
     # The run lock is taken before the JVM starts (about 10 s), so the loser meets it even when the
     # winner has only four micro-batches to do.

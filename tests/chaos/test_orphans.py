@@ -35,6 +35,7 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start", [START, START_IN_BACKGROUND], ids=["on_the_main_thread", "in_the_background"])
 def test_the_jvm_goes_with_a_killed_driver(start):
     driver = subprocess.Popen([sys.executable, "-c", start], stdout=subprocess.PIPE, text=True, cwd=ROOT)

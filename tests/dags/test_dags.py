@@ -58,6 +58,7 @@ def test_parsing_the_dags_imports_neither_spark_nor_great_expectations(airflow_d
 
 
 # seed 004: a bounded source closes its last window at the end of the input (6 windows, not 5).
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "query, stream_rows", [("income_per_product", 3), ("seed_004_windows", 6), ("seed_003_join", 2)]
 )
@@ -104,6 +105,7 @@ def _asset_events(name: str, run_id: str) -> list:
         return list(session.scalars(query).unique())
 
 
+@pytest.mark.slow
 def test_a_check_that_finds_a_disagreement_fails_its_task_and_still_publishes_the_report(
     spark, airflow_db, tmp_path, monkeypatch, capfd
 ):

@@ -4,6 +4,7 @@ the right consistency point, and re-running a past date re-checks it by time tra
 import json
 from datetime import UTC, datetime
 
+import pytest
 from deltalake import DeltaTable
 
 from tests.conftest import ROOT
@@ -17,6 +18,7 @@ def _run(dag, day: str):
     return run
 
 
+@pytest.mark.slow
 def test_a_backfill_leaves_one_report_per_date_and_a_past_date_is_rechecked_by_time_travel(
     spark, airflow_db, tmp_path, monkeypatch
 ):

@@ -33,6 +33,7 @@ def oracle(tmp_path_factory):
         yield running
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("builder, seed", SAMPLE, ids=[f"{b}-{s}" for b, s in SAMPLE])
 def test_a_random_case_agrees_with_flink(spark, tmp_path, oracle, builder, seed):
     case = generate(builder, seed, max_rows=SAMPLE_ROWS)

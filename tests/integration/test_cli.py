@@ -77,6 +77,7 @@ def test_an_invalid_spec_or_sql_exits_2_before_anything_runs(tmp_path, edit, mes
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_stream_and_batch_that_disagree_exit_1_with_the_fail_line_and_nothing_on_stderr(tmp_path):
     spec = late_event_spec(tmp_path)
     result = lockstep("run", spec, "--out", tmp_path / "runs", cwd=tmp_path)
@@ -98,6 +99,7 @@ def test_explain_and_help_work_without_spark(tmp_path):
         assert lockstep(command, "--help", cwd=tmp_path).returncode == 0
 
 
+@pytest.mark.slow
 def test_a_nullable_field_left_out_reads_as_null_and_is_counted_in_the_report(tmp_path):
     write_changelog(tmp_path / "orders", "001.json", GOOD)
     (tmp_path / "orders" / "002.json").write_text('{"order_id": 3, "pId": 1, "op": "+I"}\n')
@@ -109,6 +111,7 @@ def test_a_nullable_field_left_out_reads_as_null_and_is_counted_in_the_report(tm
     assert report["rows_with_absent_fields"] == 1
 
 
+@pytest.mark.slow
 def test_stderr_stays_empty_off_a_terminal_and_the_jvm_writes_to_the_runs_folder(tmp_path):
     write_changelog(tmp_path / "orders", "001.json", GOOD)
     spec = orders_spec(tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId")

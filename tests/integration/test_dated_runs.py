@@ -6,6 +6,7 @@ new one passes)."""
 import shutil
 from datetime import date
 
+import pytest
 import yaml
 from deltalake import DeltaTable
 
@@ -41,6 +42,7 @@ def _streamed_until_the_20th(tmp_path) -> RunLayout:
     return layout
 
 
+@pytest.mark.slow
 def test_a_rebuild_replays_every_date_into_a_fresh_sink_and_then_drops_the_old(spark, tmp_path):
     layout = _streamed_until_the_20th(tmp_path)
     changed = _spec(

@@ -42,6 +42,7 @@ def totals_of(rows) -> list[dict]:
     return [{"pId": p, "total": t, "n": n} for p, (t, n) in sorted(totals.items())]
 
 
+@pytest.mark.slow
 def test_a_delta_tables_versions_are_a_changelog_and_a_rerun_reads_only_new_versions(spark, tmp_path):
     table = orders_table(spark, tmp_path / "table", [(1, 1, 5), (2, 1, 3), (3, 2, 8)])
     table.update("order_id = 1", {"income": "7", "pId": "2"})  # v1: update_preimage / postimage
@@ -63,6 +64,7 @@ def test_a_delta_tables_versions_are_a_changelog_and_a_rerun_reads_only_new_vers
     assert manifest["rows"] == 3 + 2 + 1 + 1 + 2  # v0 as inserts, then each version's feed
 
 
+@pytest.mark.slow
 def test_a_starting_version_or_time_begins_with_that_snapshot_as_inserts(spark, tmp_path):
     table = orders_table(spark, tmp_path / "table", [(1, 1, 5), (2, 1, 3)])
     table.update("order_id = 2", {"income": "4"})  # v1

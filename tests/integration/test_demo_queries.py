@@ -74,6 +74,7 @@ def test_a_query_that_errors_does_not_stop_the_demo_and_is_listed_as_an_error(sp
     assert index.count('class="query"') == 3 and "unknown column &#39;incme&#39;" in index
 
 
+@pytest.mark.slow
 def test_the_demo_passes_every_bundled_spec_with_its_generated_data(spark, tmp_path, capsys):
     """`make demo` as a new user runs it, on a copy of conf/queries: the generated changelogs are
     made by the demo itself (smaller), so a spec whose schema disagrees with its data fails here."""
@@ -92,6 +93,7 @@ def test_the_demo_passes_every_bundled_spec_with_its_generated_data(spark, tmp_p
     assert (queries / "data" / "generated" / "large_orders").is_dir()
 
 
+@pytest.mark.slow
 def test_the_demo_exits_1_when_a_query_disagrees_and_none_errors(spark, tmp_path, capsys):
     queries = tmp_path / "queries"
     write_changelog(queries / "orders", "001.json", [change("+I", 1, 1, 5), change("+I", 2, 2, 4)])

@@ -6,6 +6,7 @@ to Spark the joins Arrow does not compute as Spark does."""
 from types import SimpleNamespace
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -65,6 +66,7 @@ def _multiset(rows: list[dict]) -> list:
     return sorted((tuple(sorted(r.items())) for r in rows), key=repr)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(node=NODES, left_before=live(LEFT), left_after=live(LEFT), right_before=live(RIGHT), right_after=live(RIGHT))
 def test_the_driver_joins_what_spark_joins(

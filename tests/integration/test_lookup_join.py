@@ -142,6 +142,7 @@ def test_a_dimension_that_changes_between_the_runs_is_a_difference(spark, tmp_pa
     assert causes["lookup_changed"]["sample"] == [{"order_id": 3, "difference": "different values"}]
 
 
+@pytest.mark.slow
 def test_a_lookup_that_keeps_failing_fails_the_run_with_one_line_naming_key_and_service(tmp_path):
     from tests.integration.test_cli import lockstep
 

@@ -5,6 +5,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -86,6 +87,7 @@ def _lost_values() -> list[dict]:
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
 @given(changelogs(), queries, st.integers(1, 6), st.integers(1, 3), small_work_settings())
 @example(

@@ -6,6 +6,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -83,6 +84,7 @@ NO_MATCH_UNDER_AGGREGATE = (
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(9), deadline=None, suppress_health_check=list(HealthCheck))
 @example(*NO_MATCH_UNDER_AGGREGATE, Settings())
 @given(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,7 @@ def _assert_parts_hold_their_ranges(folder: Path) -> None:
         assert set(part_of(rows, bounds, KEYS).tolist()) == {i}, f"part {i} holds keys of another range"
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), part_rows=st.integers(1, 4), batches=st.integers(1, 3 * COMPACT_EVERY + 2))
 def test_parts_folded_one_at_a_time_hold_the_live_rows_of_the_history(tmp_path_factory, data, part_rows, batches):

@@ -183,6 +183,7 @@ def test_a_wide_watermark_admits_every_event_and_stream_equals_batch(spark, tmp_
     assert table_rows(result.layout.late_events) == []
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(7), deadline=None, suppress_health_check=list(HealthCheck))
 @given(timed_changelogs(), window_queries(), st.integers(1, 5))
 def test_the_stream_equals_the_batch_without_late_events(spark, events, query, rows_per_batch):

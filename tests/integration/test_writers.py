@@ -77,6 +77,7 @@ def assert_same_tables(pipelines: dict[str, Pipeline]) -> None:
         assert feed_by_version(a) == feed_by_version(b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(QUERIES))
 def test_both_writers_write_the_same_table_version_for_version(spark, tmp_path, shape):
     write_changelog(tmp_path / "orders", "001.json", EVENTS)
@@ -84,6 +85,7 @@ def test_both_writers_write_the_same_table_version_for_version(spark, tmp_path, 
     assert_same_tables(run_with_each_writer(spec, tmp_path / "runs"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first, then", [("delta-rs", "delta-spark"), ("delta-spark", "delta-rs")])
 def test_each_writer_continues_a_table_the_other_started(spark, tmp_path, first, then):
     write_changelog(tmp_path / "orders", "001.json", EVENTS[:6])
@@ -103,6 +105,7 @@ def test_each_writer_continues_a_table_the_other_started(spark, tmp_path, first,
         assert table_rows(a) == table_rows(b) and feed_by_version(a) == feed_by_version(b)
 
 
+@pytest.mark.slow
 def test_the_delta_spark_writer_skips_a_micro_batch_replayed_after_a_crash(spark, tmp_path):
     write_changelog(tmp_path / "orders", "001.json", EVENTS)
     spec = orders_spec(tmp_path, QUERIES["aggregate"], rows_per_batch=4)  # batches 0-2: 2 is the last

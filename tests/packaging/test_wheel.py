@@ -78,6 +78,7 @@ def _run(command: list, cwd: Path, check: bool = True) -> subprocess.CompletedPr
     return result
 
 
+@pytest.mark.slow
 def test_the_installed_package_imports_from_the_virtualenv_with_its_data_files(installed, tmp_path):
     where = _run(
         [
@@ -103,6 +104,7 @@ def test_the_installed_package_imports_from_the_virtualenv_with_its_data_files(i
     assert "operators_lib.provider:get_provider_info" in providers
 
 
+@pytest.mark.slow
 def test_the_installed_command_explains_and_runs_a_query(installed, tmp_path):
     spec = tmp_path / "income.yaml"
     spec.write_text(

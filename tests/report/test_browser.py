@@ -134,6 +134,7 @@ def data_docs(spark, tmp_path_factory) -> Path:
     return pipeline.layout.gx / "uncommitted" / "data_docs" / "local_site"
 
 
+@pytest.mark.slow
 def test_markup_in_the_data_runs_no_script_in_the_data_docs(browser, data_docs):
     browser.set_page_load_timeout(30)
     pages = [data_docs / "index.html"] + sorted(data_docs.glob("validations/**/*.html"))
