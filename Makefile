@@ -10,6 +10,8 @@ BIN := $(VENV)/bin
 N ?= 300
 SEED ?= 1
 STATE_STORE ?= lockstep
+# ENGINE=spark: the same cases on the spark engine (stream.engine; docs/engines.md).
+ENGINE ?= local
 
 setup:
 	@scripts/setup.sh
@@ -38,7 +40,7 @@ golden: setup
 	$(BIN)/python -m tests.golden.update
 
 differential: setup
-	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED) --state-store $(STATE_STORE)
+	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED) --state-store $(STATE_STORE) --engine $(ENGINE)
 
 # make property SCALE=10 SEED=n: the stream-equals-batch properties (aggregates, joins, windows) on
 # ten times the examples make test runs, drawn at random from SEED (a new one each run unless
@@ -67,6 +69,7 @@ bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_microbatch
 	$(BIN)/python -m tests.benchmarks.bench_check
 	$(BIN)/python -m tests.benchmarks.bench_hostile_specs
+	$(BIN)/python -m tests.benchmarks.bench_engines
 	$(BIN)/python -m tests.benchmarks.race $(RACE_ARGS)
 
 # make race RACE_ARGS="--sizes 100000,400000 --classes group_aggregate,inner_join": lockstep's

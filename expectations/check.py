@@ -57,7 +57,7 @@ from jobs.runtime.small_work import sized_for
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
 from jobs.stream.offsets import committed_batches
-from jobs.stream.records import aggregation_state, materializer_rows, micro_batches
+from jobs.stream.records import aggregation_state, materializer_rows, micro_batches, recorded_engine
 
 
 @dataclass
@@ -192,7 +192,10 @@ def _add_state_suites(
     aggregate = last_stage.aggregate
     if aggregate is not None:
         suite = _state_suite(last_stage, aggregate)
-        if committed_batches(layout.checkpoint):
+        kept_values = not all(call.invertible for call in aggregate.aggregates)
+        if kept_values and recorded_engine(layout) == "spark":
+            specs.append(suite.unread("the spark engine keeps each group's live values, not its sums, as state"))
+        elif committed_batches(layout.checkpoint):
             data["stream_state"] = aggregation_state(spark, aggregate, layout).cache()
             specs.append(suite)
         else:  # no row reached the aggregation: Spark ran no micro-batch and kept no state to read

@@ -28,7 +28,7 @@ from jobs.rebuild import rebuild
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.lock import RunLock, run_lock
 from jobs.runtime.progress import Progress
-from jobs.spec import load_settings, load_spec, with_master, with_writer
+from jobs.spec import load_settings, load_spec, with_master, with_overrides
 from jobs.spec.model import Settings
 from jobs.stream.job import StreamResult, run_stream, stream_until
 
@@ -53,12 +53,14 @@ class Pipeline:
         progress: Progress | None = None,
         writer: str | None = None,
         master: str | None = None,
+        engine: str | None = None,
     ) -> Pipeline:
         """Load and plan the spec; its run folder is <runs_dir>/<query name> (runs_dir: the
-        settings' when not given). writer and master override the spec's sink writer and the
-        settings' Spark master."""
+        settings' when not given). writer, engine and master override the spec's sink writer and
+        stream engine and the settings' Spark master."""
         settings = with_master(load_settings(settings_path), master)
-        return cls.of(plan_query(with_writer(load_spec(spec_path), writer)), settings, runs_dir, progress)
+        spec = with_overrides(load_spec(spec_path), writer=writer, engine=engine)
+        return cls.of(plan_query(spec), settings, runs_dir, progress)
 
     @classmethod
     def of(

@@ -10,8 +10,8 @@ travel). Every step is a call on jobs.pipeline.Pipeline, as the command line's.
 
 Where Spark runs: the operator's `master`, else the Airflow Variable `lockstep_spark_master`,
 else the Airflow connection `lockstep_spark` (of type `lockstep`, operators_lib/hook.py), else
-the settings file's spark.master. `writer` overrides the spec's sink writer the same way
-(`lockstep_sink_writer`).
+the settings file's spark.master. `writer` and `engine` override the spec's sink writer and
+stream engine the same way (Variables `lockstep_sink_writer`, `lockstep_stream_engine`).
 
 The check task's outlets (set by operators_lib/query_dags.py) are the query's sink as an Asset:
 an event is recorded each time a check passes, with the verdict, the logical date and the sink's
@@ -28,7 +28,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 
 class LockstepOperator(BaseOperator):
-    template_fields = ("spec_path", "runs_dir", "master", "writer")
+    template_fields = ("spec_path", "runs_dir", "master", "writer", "engine")
     ui_color = "#e8f1fb"
 
     def __init__(
@@ -39,11 +39,12 @@ class LockstepOperator(BaseOperator):
         settings_path: str | None = None,
         master: str | None = None,
         writer: str | None = None,
+        engine: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.spec_path, self.runs_dir, self.settings_path = spec_path, runs_dir, settings_path
-        self.master, self.writer = master, writer
+        self.master, self.writer, self.engine = master, writer, engine
 
     def execute(self, context) -> dict:
         from jobs.errors import LockstepError, RunLocked
@@ -71,10 +72,12 @@ class LockstepOperator(BaseOperator):
             progress=Progress(emit=self.log.info),
             master=self.master or spark_master_from_airflow(),
             writer=self.writer or _variable(WRITER_VARIABLE),
+            engine=self.engine or _variable(ENGINE_VARIABLE),
         )
 
 
 MASTER_VARIABLE, MASTER_CONNECTION, WRITER_VARIABLE = "lockstep_spark_master", "lockstep_spark", "lockstep_sink_writer"
+ENGINE_VARIABLE = "lockstep_stream_engine"
 REPORT_URL_VARIABLE = "lockstep_report_base_url"
 
 

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 
-# A JDK, not only a JRE: setup compiles lockstep's Hadoop file system class (scripts/local-fs-jar.sh).
+# A JDK, not only a JRE: setup compiles lockstep's Java classes (scripts/jvm-jars.sh).
 need_java() {
   command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || return 0
   local major
@@ -65,9 +65,10 @@ install_venv .venv pyproject.toml constraints.txt -- -c constraints.txt -e '.[ai
 # this pyspark's Spark and Scala, fetched once with Maven into .venv/jars (next to the package they
 # must match). Spark gets them through spark.jars; nothing is resolved when Spark starts.
 scripts/delta-jars.sh .venv
-# lockstep's Hadoop local file system class (jobs/runtime/local_fs.py), built against this pyspark's
-# Hadoop into .venv/jars: no `chmod` child process per file Spark's streaming logs create.
-scripts/local-fs-jar.sh .venv
+# lockstep's Java classes, built against this pyspark's jars into .venv/jars: the Hadoop local file
+# system without a `chmod` child process per file (jobs/runtime/local_fs.py), and the Spark engine's
+# keyed state (jobs/stream/keyed_state.py).
+scripts/jvm-jars.sh .venv
 # The Flink oracle lives apart: PyFlink pins older pandas, pyarrow and numpy than lockstep's.
 install_venv .venv-flink constraints-flink.txt -- -c constraints-flink.txt apache-flink==2.3.0
 # A class-data-sharing archive for Spark's driver JVM (jobs/runtime/jvm_classes.py): Spark starts

@@ -9,9 +9,10 @@ from typing import get_args
 
 from jobs.cli import summary
 from jobs.runtime.progress import Progress
-from jobs.spec.model import SinkSpec
+from jobs.spec.model import Engine, SinkSpec
 
 WRITERS = get_args(SinkSpec.model_fields["writer"].annotation)
+ENGINES = get_args(Engine)
 
 
 def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
@@ -48,6 +49,15 @@ def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
             help="who writes the Delta tables: delta-rs from the driver, or delta-spark "
             "(Delta's Spark connector) from the executors (default: the spec's "
             "sink.writer, else delta-rs)",
+        )
+    if name in ("run", "stream", "rebuild", "demo"):
+        command.add_argument(
+            "--engine",
+            choices=ENGINES,
+            default=None,
+            help="who runs the stateful operators: local (lockstep's state on the driver) or spark "
+            "(Spark's keyed state on the executors; writes with delta-spark) (default: the "
+            "spec's stream.engine, else local)",
         )
     if name in ("run", "stream", "batch", "check", "rebuild", "demo"):
         command.add_argument(
@@ -103,11 +113,12 @@ def _pipeline(args):
     from jobs.plan import plan_query
     from jobs.runtime.layout import RunLayout
     from jobs.runtime.spark import LOGS, log_jvm_to, start_in_background
-    from jobs.spec import load_settings, load_spec, with_master, with_writer
+    from jobs.spec import load_settings, load_spec, with_master, with_overrides
 
     progress = Progress(quiet=args.quiet)  # its clock starts with the step
     settings = with_master(load_settings(args.settings), args.master)
-    plan = plan_query(with_writer(load_spec(args.spec), getattr(args, "writer", None)))
+    spec = load_spec(args.spec)
+    plan = plan_query(with_overrides(spec, writer=getattr(args, "writer", None), engine=getattr(args, "engine", None)))
     runs_dir = getattr(args, "out", None)
     layout = RunLayout.for_query(Path(runs_dir or settings.runs_dir), plan.spec.name)
     log_jvm_to(layout.root.parent / LOGS / f"{layout.root.name}.spark.log")

@@ -20,7 +20,7 @@ from jobs.pipeline import Pipeline
 from jobs.plan import plan_query
 from jobs.runtime.progress import Progress, counts
 from jobs.runtime.spark import LOGS, log_jvm_to
-from jobs.spec import load_settings, load_spec, with_master, with_writer
+from jobs.spec import load_settings, load_spec, with_master, with_overrides
 
 GENERATED = "generated"
 DIMENSIONS = Path("data") / "dimensions"  # <table>.json files the demo's lookup joins ask for
@@ -86,7 +86,7 @@ def _run_one(path: Path, settings, out: Path, progress: Progress, args, service)
     its own; one that fails later got it from the pipeline. Either way the others go on."""
     started = time.monotonic()
     try:
-        spec = _served_by(with_writer(load_spec(path), args.writer), service)
+        spec = _served_by(with_overrides(load_spec(path), writer=args.writer, engine=args.engine), service)
         _generate_missing(spec, progress, args.generated_events)
         pipeline = Pipeline.of(plan_query(spec), settings, out, progress)
     except Exception as exc:

@@ -10,7 +10,8 @@ from jobs.changelog.schema import unsafe_name_problem
 from jobs.errors import SpecError, SqlError
 from jobs.plan.annotations import Annotations
 from jobs.plan.builder import build_plan
-from jobs.plan.nodes import SessionAggregate, Sink, WindowAssign
+from jobs.plan.describe import describe_node
+from jobs.plan.nodes import SessionAggregate, Sink, WindowAggregate, WindowAssign
 from jobs.plan.passes import PASSES
 from jobs.plan.plan import Plan, StagePlan
 from jobs.plan.sql import non_deterministic_calls, parse_select
@@ -42,6 +43,7 @@ def _plan(spec: QuerySpec) -> Plan:
         )
         for cut in split_stages(root, notes)
     )
+    _check_engine(spec, stages)
     warnings = non_deterministic_calls(spec, select) + _forgetting_state(spec, stages)
     return Plan(spec, root, notes, stages, warnings=warnings)
 
@@ -63,6 +65,31 @@ def _forgetting_state(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> tuple[s
         f"long is forgotten (as Flink's table.exec.state.ttl), so the stream's result may differ "
         f"from the batch's, which sees every row",
     )
+
+
+def _check_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> None:
+    """What the spark engine does not run yet is refused before anything runs, naming it
+    (docs/engines.md lists what each engine runs)."""
+    if spec.stream.engine != "spark":
+        return
+    missing = _not_on_spark_engine(spec, stages)
+    if missing:
+        raise SpecError(
+            f"stream.engine spark does not run {missing} yet; stream.engine local does (docs/engines.md)",
+            where=str(spec.spec_path),
+        )
+
+
+def _not_on_spark_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> str | None:
+    if spec.stream.state_ttl is not None:
+        return "stream.state_ttl"
+    for stage in stages:
+        for node in stage.root.walk():
+            if isinstance(node, (WindowAssign, WindowAggregate, SessionAggregate)):
+                return f"windows ({describe_node(node)})"
+        if stage.materialize:
+            return f"the upsert materializer (sink key {', '.join(stage.sink_key)})"
+    return None
 
 
 def _annotate(spec: QuerySpec, root: Sink) -> Annotations:

@@ -6,7 +6,7 @@ child process for every file it creates: six forks of the driver's JVM per strea
 (the offset, commit and source-log entries, each with its `.crc`), 11-23 ms of every
 micro-batch on two cores (tests/benchmarks/bench_microbatch.py).
 LocalFileSystemWithoutForks (jobs/runtime/jvm) sets them through java.nio instead; setup builds it
-into the venv's jars/ folder (scripts/local-fs-jar.sh).
+into the venv's jars/ folder (scripts/jvm-jars.sh).
 
 It must be on the JVM's class path from the start, not in spark.jars: spark-submit opens the
 local file system before it loads spark.jars. Without the jar Spark runs with Hadoop's class, as

@@ -1,6 +1,6 @@
 """Query specs and settings: YAML files validated at the edge, frozen models inside."""
 
-from jobs.spec.load import load_settings, load_spec, with_master, with_writer
+from jobs.spec.load import load_settings, load_spec, with_engine, with_master, with_overrides, with_writer
 from jobs.spec.model import QuerySpec, Settings, SinkSpec, SourceSpec, StreamSpec
 
 __all__ = [
@@ -11,6 +11,8 @@ __all__ = [
     "StreamSpec",
     "load_settings",
     "load_spec",
+    "with_engine",
     "with_master",
+    "with_overrides",
     "with_writer",
 ]

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from jobs.errors import SpecError, place
-from jobs.spec.model import QuerySpec, Settings, SinkSpec
+from jobs.spec.model import Engine, QuerySpec, Settings, SinkSpec
 
 DEFAULT_SETTINGS = Path("conf/settings.yaml")
 SETTINGS_VARIABLE, RUNS_DIR_VARIABLE = "LOCKSTEP_SETTINGS", "LOCKSTEP_RUNS_DIR"
@@ -158,7 +158,33 @@ def with_writer(spec: QuerySpec, writer: str | None) -> QuerySpec:
     writers = get_args(SinkSpec.model_fields["writer"].annotation)
     if writer not in writers:
         raise SpecError(f"writer {writer!r} is not one of {', '.join(writers)}", where=str(spec.spec_path))
-    return spec.model_copy(update={"sink": spec.sink.model_copy(update={"writer": writer})})
+    return _revalidated(spec, sink=spec.sink.model_copy(update={"writer": writer}))
+
+
+def with_engine(spec: QuerySpec, engine: str | None) -> QuerySpec:
+    """The spec with its stream engine overridden (`--engine`); unchanged for None. The spark
+    engine brings the delta-spark writer with it, unless a writer was chosen."""
+    if engine is None:
+        return spec
+    engines = get_args(Engine)
+    if engine not in engines:
+        raise SpecError(f"engine {engine!r} is not one of {', '.join(engines)}", where=str(spec.spec_path))
+    return _revalidated(spec, stream=spec.stream.model_copy(update={"engine": engine}))
+
+
+def with_overrides(spec: QuerySpec, *, writer: str | None = None, engine: str | None = None) -> QuerySpec:
+    """The spec with the command line's --engine and --writer applied."""
+    return with_writer(with_engine(spec, engine), writer)
+
+
+def _revalidated(spec: QuerySpec, **sections: BaseModel) -> QuerySpec:
+    """The spec with `sections` replaced, checked again as a whole (an engine and a writer that
+    do not go together are one line)."""
+    try:
+        return QuerySpec.model_validate({**dict(spec), **sections})
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise SpecError(message, where=str(spec.spec_path)) from None
 
 
 def with_master(settings: Settings, master: str | None) -> Settings:

@@ -176,6 +176,7 @@ class LookupSpec(Strict):
         return value
 
 
+Engine = Literal["local", "spark"]  # stream.engine's values
 StateStore = Literal["lockstep", "memory", "rocksdb"]  # stream.state_store's values (get_args for a CLI's choices)
 
 
@@ -191,6 +192,11 @@ class StreamSpec(Strict):
     give many micro-batch boundaries, as a test wants)."""
     megabytes_per_batch: int = Field(default=256, ge=1)
     """Micro-batch size when replaying files: about this many MiB of staged rows each."""
+    engine: Engine = "local"
+    """Who keeps the stateful operators' state and runs them. local: lockstep's own state files,
+    read and folded on the driver (fastest on one machine). spark: Spark's keyed state on the
+    executors (RocksDB), so a cluster adds capacity; it writes with delta-spark. --engine
+    overrides it; see docs/engines.md for the operators each runs."""
     state_store: StateStore = "lockstep"
     """Where a group aggregate's or a window's state is kept. lockstep: its own files, read by
     key, forgetting a group whose rows were all retracted. memory, rocksdb: Spark's streaming
@@ -268,6 +274,29 @@ class QuerySpec(Strict):
     def partitioned(self) -> bool:
         return any(s.partitioned_by for s in self.sources.values())
 
+    @model_validator(mode="before")
+    @classmethod
+    def _spark_engine_writes_through_spark(cls, data: object) -> object:
+        """stream.engine: spark writes with delta-spark unless sink.writer says otherwise, which
+        is an error: delta-rs writes from the driver, where the engine brings no rows."""
+        if not isinstance(data, dict) or _field(data.get("stream"), "engine") != "spark":
+            return data
+        sink = data.get("sink") or {}
+        writer = _field(sink, "writer")
+        if writer not in (None, "delta-spark"):
+            raise ValueError(
+                f"stream.engine spark writes its tables with delta-spark on the executors; "
+                f"sink.writer {writer} writes from the driver"
+            )
+        if writer is None:
+            sink = (
+                sink.model_copy(update={"writer": "delta-spark"})
+                if isinstance(sink, SinkSpec)
+                else {**sink, "writer": "delta-spark"}
+            )
+            return {**data, "sink": sink}
+        return data
+
     @field_validator("sources", "lookups")
     @classmethod
     def _names_are_identifiers(cls, tables: dict) -> dict:
@@ -316,3 +345,12 @@ class Settings(Strict):
     spark: SparkSettings = SparkSettings()
     check: CheckSettings = CheckSettings()
     settings_path: SkipJsonSchema[Path] = Path("<defaults>")  # set by the loader
+
+
+def _field(section: object, name: str) -> object:
+    """A section's value as given: from the YAML's mapping, or a model's explicitly set field."""
+    if isinstance(section, dict):
+        return section.get(name)
+    if isinstance(section, BaseModel) and name in section.model_fields_set:
+        return getattr(section, name)
+    return None

@@ -39,6 +39,7 @@ from jobs.stream.driver_groups import finished_groups, finishes_on_driver
 from jobs.stream.driver_rows import copies_in_order, picked_columns, upsert_rows
 from jobs.stream.group_sums import GroupSums
 from jobs.stream.keyed import SessionOperator
+from jobs.stream.keyed_state import KeyedStateOperator
 from jobs.stream.materializer import UpsertMaterializer
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.writers import Changes
@@ -253,10 +254,11 @@ class ProjectionEmitter:
 class KeyedEmitter:
     """A deduplication or a join, then the Calc above it (if any)."""
 
-    reads_twice = False  # read once, by the net changes' toArrow: the rest works on driver rows
-
     def __init__(self, plan: StagePlan, operator, output: StructType, layout: RunLayout):
         self.operator = operator
+        # lockstep's state reads the frame once, by the net changes' toArrow (the rest works on
+        # driver rows); Spark's keyed state twice (the rows before, and after), in Spark.
+        self.reads_twice = isinstance(operator, KeyedStateOperator)
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
         self.rows = ChangeRows(plan, output, layout, ordered_by=None)

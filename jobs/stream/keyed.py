@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT, WEIGHT, WINDOW_END, WINDOW_START
 from jobs.changelog.schema import all_nullable
-from jobs.plan.nodes import AggCall, Deduplicate, Join, SessionAggregate
+from jobs.plan.nodes import AggCall, Deduplicate, GroupAggregate, Join, SessionAggregate
 from jobs.plan.to_sql import join_condition_sql
 from jobs.stream.driver_input import DriverInput
 from jobs.stream.join_rows import joined, joins_on_driver
@@ -93,23 +93,39 @@ def _cols(names: tuple[str, ...]) -> list[Column]:
     return [F.col(f"`{n}`") for n in names]
 
 
-class DedupOperator:
-    """A deduplication or a Top-N: the first `limit` rows of each touched partition, before and
-    after the micro-batch. Ranked by ROW_NUMBER() <= limit per key, ties broken by the other
-    columns (as the batch SQL of the stage); every copy of a duplicated row ranks on its own, as
-    in the batch. Ranked on the driver where Arrow orders the rows as Spark does (top_rows.py),
-    else by Spark's window."""
+class TopRows:
+    """What a deduplication or a Top-N makes of a key's rows (a frame of rows and their COUNT):
+    the first `limit` rows of each partition, ranked by ROW_NUMBER() <= limit per key, ties broken
+    by the other columns (as the batch SQL of the stage); every copy of a duplicated row ranks on
+    its own, as in the batch. The same for both engines: only where the rows come from differs."""
 
-    def __init__(self, node: Deduplicate, state_dir: Path, direct: DriverInput | None = None):
-        self.node, self.direct = node, direct
-        self.state = LiveState(state_dir / "input", node.keys)
-        self._net_changes = NetChanges(node.input.output_names)
+    def __init__(self, node: Deduplicate):
+        self.node = node
         self._expand = Expand(node.input.output_names) if node.is_top_n else None
         ordering = [F.col(f"`{c}`").desc() if node.descending else F.col(f"`{c}`").asc() for c in node.ordering]
         self._rank = F.row_number().over(Window.partitionBy(*_cols(node.keys)).orderBy(*ordering))
         self._ranked_in = F.col("__rn") <= node.limit
         self._selected = [*_cols(node.selected), F.col("__rn").cast("int").alias(node.row_number)]
         self._difference = Difference(node.output_names)
+
+    def difference(self, after: DataFrame, before: DataFrame) -> DataFrame:
+        return self._difference(self._top(after), self._top(before))
+
+    def _top(self, rows: DataFrame) -> DataFrame:
+        copies = self._expand(rows) if self._expand else rows
+        return copies.withColumn("__rn", self._rank).where(self._ranked_in).select(*self._selected)
+
+
+class DedupOperator:
+    """A deduplication or a Top-N over lockstep's state: the touched partitions ranked before and
+    after the micro-batch, on the driver where Arrow orders the rows as Spark does
+    (top_rows.py), else by Spark's window (TopRows)."""
+
+    def __init__(self, node: Deduplicate, state_dir: Path, direct: DriverInput | None = None):
+        self.node, self.direct = node, direct
+        self.state = LiveState(state_dir / "input", node.keys)
+        self._net_changes = NetChanges(node.input.output_names)
+        self._ranking = TopRows(node)
 
     def changes(
         self, spark: SparkSession, delta: DataFrame, batch_id: int, segments: Mapping[str, Sequence[Path]] | None = None
@@ -124,20 +140,44 @@ class DedupOperator:
         self.state.record(net, batch_id)
         if ranks_on_driver(self.node, before, after):
             return difference(top_rows(after, self.node), top_rows(before, self.node))
-        return self._difference(self._top(self.state.frame(spark, after)), self._top(self.state.frame(spark, before)))
-
-    def _top(self, rows: DataFrame) -> DataFrame:
-        copies = self._expand(rows) if self._expand else rows
-        return copies.withColumn("__rn", self._rank).where(self._ranked_in).select(*self._selected)
+        return self._ranking.difference(self.state.frame(spark, after), self.state.frame(spark, before))
 
 
 SIDE, LEFT, RIGHT = "__side", "__left", "__right"
 _HOW = {"inner": "inner", "left": "left", "right": "right", "full": "full", "semi": "left_semi", "anti": "left_anti"}
 
 
+class JoinedRows:
+    """What a regular join makes of a key's rows of both sides (frames of rows and their COUNT),
+    by Spark's join, the same for both engines."""
+
+    def __init__(self, node: Join):
+        self.node = node
+        self._expand_left, self._expand_right = Expand(node.left.output_names), Expand(node.right.output_names)
+        on = reduce(
+            lambda a, b: a & b,
+            [F.col(f"l.`{a}`") == F.col(f"r.`{b}`") for a, b in zip(node.left_keys, node.right_keys)],
+            F.lit(True),
+        )
+        condition = join_condition_sql(node)
+        self._on = on if condition is None else on & F.expr(condition)
+        right = [] if node.filters_left else [F.col(f"r.`{c}`").alias(c) for c in node.right.output_names]
+        self._selected = [*[F.col(f"l.`{c}`").alias(c) for c in node.left.output_names], *right]
+        self._difference = Difference(node.output)
+
+    def difference(self, after: tuple[DataFrame, DataFrame], before: tuple[DataFrame, DataFrame]) -> DataFrame:
+        """after - before, each a (left rows, right rows) pair."""
+        return self._difference(self._join(*after), self._join(*before))
+
+    def _join(self, left: DataFrame, right: DataFrame) -> DataFrame:
+        sides = self._expand_left(left).alias("l"), self._expand_right(right).alias("r")
+        return sides[0].join(sides[1], self._on, _HOW[self.node.kind]).select(*self._selected)
+
+
 class JoinOperator:
-    """A regular join: the touched keys' rows of both sides joined before and after the
-    micro-batch, on the driver where Arrow joins as Spark does (join_rows.py), else by Spark."""
+    """A regular join over lockstep's state: the touched keys' rows of both sides joined before
+    and after the micro-batch, on the driver where Arrow joins as Spark does (join_rows.py), else
+    by Spark (JoinedRows)."""
 
     def __init__(self, node: Join, state_dir: Path, direct: tuple[DriverInput, DriverInput] | None = None):
         self.node, self.direct = node, direct
@@ -145,16 +185,7 @@ class JoinOperator:
         self.left_state = LiveState(state_dir / "left", node.left_keys)
         self.right_state = LiveState(state_dir / "right", node.right_keys)
         self._net_changes = NetChanges((SIDE, LEFT, RIGHT))
-        self._expand_left, self._expand_right = Expand(self.left_cols), Expand(self.right_cols)
-        on = reduce(
-            lambda a, b: a & b,
-            [F.col(f"l.`{a}`") == F.col(f"r.`{b}`") for a, b in zip(node.left_keys, node.right_keys)],
-        )
-        condition = join_condition_sql(node)
-        self._on = on if condition is None else on & F.expr(condition)
-        right = [] if node.filters_left else [F.col(f"r.`{c}`").alias(c) for c in self.right_cols]
-        self._selected = [*[F.col(f"l.`{c}`").alias(c) for c in self.left_cols], *right]
-        self._difference = Difference(node.output)
+        self._joined = JoinedRows(node)
 
     def changes(
         self, spark: SparkSession, delta: DataFrame, batch_id: int, segments: Mapping[str, Sequence[Path]] | None = None
@@ -178,13 +209,11 @@ class JoinOperator:
         self.right_state.record(right_net, batch_id)
         if joins_on_driver(node, left_net.schema, right_net.schema):
             return difference(joined(node, left_after, right_after), joined(node, left_before, right_before))
-        before = self._join(self.left_state.frame(spark, left_before), self.right_state.frame(spark, right_before))
-        after = self._join(self.left_state.frame(spark, left_after), self.right_state.frame(spark, right_after))
-        return self._difference(after, before)
-
-    def _join(self, left: DataFrame, right: DataFrame) -> DataFrame:
-        sides = self._expand_left(left).alias("l"), self._expand_right(right).alias("r")
-        return sides[0].join(sides[1], self._on, _HOW[self.node.kind]).select(*self._selected)
+        left, right = self.left_state, self.right_state
+        return self._joined.difference(
+            (left.frame(spark, left_after), right.frame(spark, right_after)),
+            (left.frame(spark, left_before), right.frame(spark, right_before)),
+        )
 
 
 def _read_on_driver(direct: DriverInput | None, segments: Mapping[str, Sequence[Path]] | None) -> pa.Table | None:
@@ -239,6 +268,24 @@ def tag_side(frame: DataFrame, side: str, columns: tuple[str, ...], other: str, 
     empty = F.lit(None).cast(f"struct<{other_ddl}>").alias(other)
     parts = {side: mine, other: empty}
     return frame.select(F.lit(side).alias(SIDE), parts[LEFT], parts[RIGHT], F.col(WEIGHT))
+
+
+class GroupedRows:
+    """What a group aggregate makes of its groups' rows (a frame of `columns` and their COUNT):
+    Spark's batch aggregation, one row per group with rows (without GROUP BY one row, as in
+    batch SQL)."""
+
+    def __init__(self, node: GroupAggregate, columns: tuple[str, ...]):
+        self._expand = Expand(columns)
+        self._keys = _cols(node.group_keys)
+        self._aggregates = [_aggregate(call) for call in node.aggregates]
+        self._difference = Difference(node.output_names)
+
+    def difference(self, after: DataFrame, before: DataFrame) -> DataFrame:
+        return self._difference(self._groups(after), self._groups(before))
+
+    def _groups(self, rows: DataFrame) -> DataFrame:
+        return self._expand(rows).groupBy(*self._keys).agg(*self._aggregates)
 
 
 class SessionOperator:

@@ -19,6 +19,20 @@ from jobs.stream.group_sums import groups_now
 from jobs.stream.offsets import committed_batches
 
 
+def engine_marker(layout: RunLayout):
+    """The file naming the engine a stage's run folder is streamed by (stage.keep_engine)."""
+    return layout.state / "engine"
+
+
+def recorded_engine(layout: RunLayout) -> str | None:
+    """The engine that streamed the run folder: the recorded one; a folder streamed before
+    engines were recorded was streamed by the local engine; None before its first stream."""
+    marker = engine_marker(layout)
+    if marker.exists():
+        return marker.read_text().strip()
+    return "local" if (layout.checkpoint / "offsets").is_dir() else None
+
+
 def micro_batches(layout: RunLayout, last_batch: int | None) -> list[dict]:
     """The micro-batches up to `last_batch` (a replayed one once, as last run), each with Spark's
     state rows after it."""

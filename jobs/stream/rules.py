@@ -45,6 +45,7 @@ from jobs.stream.driver_input import DriverInput, driver_input
 from jobs.stream.driver_windows import WindowedInput, windowed_input
 from jobs.stream.group_sums import GroupSums
 from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, SessionOperator, tag_side
+from jobs.stream.keyed_state import DedupOnKeyedState, GroupsOnKeyedState, JoinOnKeyedState, KeyedStateOperator
 from jobs.stream.source import changelog_stream, staged_input
 from jobs.stream.state_store import LOCKSTEP
 from jobs.stream.windows import stream_window_assign
@@ -54,7 +55,8 @@ from jobs.stream.windows import stream_window_assign
 class Streaming:
     frame: DataFrame  # what each micro-batch hands to foreachBatch
     state: AggregateState | None = None  # a group aggregate's
-    operator: DedupOperator | JoinOperator | SessionOperator | None = None  # recomputes touched keys per micro-batch
+    # Recomputes the touched keys per micro-batch: from lockstep's state, or Spark's keyed state.
+    operator: DedupOperator | JoinOperator | SessionOperator | KeyedStateOperator | None = None
     sums: GroupSums | None = None  # a group aggregate's state, when lockstep keeps it
 
     @property
@@ -69,6 +71,11 @@ class Context:
     stage: StagePlan
     layout: RunLayout  # the stage's own folder
     store: str = LOCKSTEP  # where an aggregate's state is kept (state_store.store_in_effect)
+
+    @property
+    def on_keyed_state(self) -> bool:
+        """The stage runs on the spark engine: its operator's state is Spark's keyed state."""
+        return self.stage.spec.stream.engine == "spark"
 
 
 def streaming_frame(node: Node, ctx: Context) -> Streaming:
@@ -111,6 +118,9 @@ def _window_assign(node: WindowAssign, ctx: Context) -> Streaming:
 def _group_aggregate(node: GroupAggregate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
     state = AggregateState.of(node, child.frame)
+    if ctx.on_keyed_state and not all(call.invertible for call in node.aggregates):
+        groups = GroupsOnKeyedState(node)
+        return Streaming(groups.stream(ctx.spark, child.frame), operator=groups)
     if ctx.store == LOCKSTEP:
         direct: DriverInput | WindowedInput | None = driver_input(node.input, child.frame.schema)
         if direct is None and isinstance(node.input, WindowAssign):
@@ -122,6 +132,9 @@ def _group_aggregate(node: GroupAggregate, ctx: Context) -> Streaming:
 
 def _deduplicate(node: Deduplicate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
+    if ctx.on_keyed_state:
+        dedup = DedupOnKeyedState(node)
+        return Streaming(dedup.stream(ctx.spark, child.frame), operator=dedup)
     direct = driver_input(node.input, child.frame.schema)
     return Streaming(child.frame, operator=DedupOperator(node, ctx.layout.operator_state, direct))
 
@@ -138,6 +151,10 @@ def _join(node: Join, ctx: Context) -> Streaming:
     left_names, right_names = node.left.output_names, node.right.output_names
     tagged = tag_side(left, LEFT, left_names, RIGHT, _struct_ddl(right, right_names))
     tagged = tagged.unionByName(tag_side(right, RIGHT, right_names, LEFT, _struct_ddl(left, left_names)))
+    if ctx.on_keyed_state:
+        types = ({f.name: f.dataType for f in side.schema.fields} for side in (left, right))
+        join = JoinOnKeyedState(node, *types)
+        return Streaming(join.stream(ctx.spark, tagged), operator=join)
     left_direct, right_direct = driver_input(node.left, left.schema), driver_input(node.right, right.schema)
     direct = (left_direct, right_direct) if left_direct and right_direct else None
     operator = JoinOperator(node, ctx.layout.operator_state, direct)

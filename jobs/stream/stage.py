@@ -4,6 +4,8 @@ run until every staged segment is consumed."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
@@ -24,8 +26,10 @@ from jobs.runtime.small_work import sized_for
 from jobs.spark_sql import first_content
 from jobs.stream.emitters import Emitter, emitter_for
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
+from jobs.stream.keyed_state import rows_stay_on_executors
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.offsets import committed_batches
+from jobs.stream.records import engine_marker, recorded_engine
 from jobs.stream.rules import Context, Streaming, streaming_frame
 from jobs.stream.spark_logs import forget_unplanned_finds
 from jobs.stream.state_store import state_store_for, store_in_effect
@@ -51,7 +55,9 @@ def run_stage(
     """Stream the stage's new input (its sources' segments, or an earlier stage's new versions).
     Micro-batches all under `small_work_rows` rows run with Spark's settings for small work."""
     own = stage_layout(layout, stage)
-    wanted = stage.spec.stream.state_store
+    on_keyed_state = keep_engine(own, stage.spec.stream.engine) == "spark"
+    # The spark engine's operators keep Spark's keyed state, which needs the RocksDB store.
+    wanted = "rocksdb" if on_keyed_state else stage.spec.stream.state_store
     store = store_in_effect(own.aggregate_state, own.checkpoint, wanted)
     with progress.waiting("  opening the sink and the changelog feeds ..."):
         _stage_feeds(spark, stage, layout)
@@ -67,12 +73,32 @@ def run_stage(
     progress.say("  streaming query started: micro-batches follow as Spark commits them")
     # The streaming query's session is a copy of this one taken at its start: set before it.
     with (
+        rows_stay_on_executors(spark) if on_keyed_state else nullcontext(),
         sized_for(spark, handler.largest_micro_batch, small_work_rows),
-        state_store_for(spark, store, wanted, own.aggregate_state, progress, stateful=stage.aggregate is not None),
+        state_store_for(
+            spark, store, wanted, own.aggregate_state, progress, stateful=on_keyed_state or stage.aggregate is not None
+        ),
     ):
         _run_query(streaming, stage, own, handler)
         if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
             _close_at_end_of_input(spark, emitter, stage, own, progress, totals)
+
+
+def keep_engine(layout: RunLayout, engine: str) -> str:
+    """The engine a stage's run folder is streamed by: recorded before its first micro-batch and
+    kept, since neither engine reads the other's state. A folder streamed before engines were
+    recorded was streamed by the local engine."""
+    recorded = recorded_engine(layout)
+    if recorded is not None and recorded != engine:
+        raise RunStateError(
+            f"this run folder is streamed by the {recorded} engine, which keeps its own state; "
+            f"stream.engine {engine} needs a new --out folder",
+            where=str(layout.root),
+        )
+    if recorded is None:
+        engine_marker(layout).parent.mkdir(parents=True, exist_ok=True)
+        engine_marker(layout).write_text(engine + "\n")
+    return engine
 
 
 def _bounded(stage: StagePlan) -> bool:

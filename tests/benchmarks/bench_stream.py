@@ -219,10 +219,10 @@ def _run(spec: Path, settings, label: str, compare: bool = False, writer: str | 
     from jobs.plan import plan_query
     from jobs.runtime.layout import RunLayout
     from jobs.runtime.progress import Progress
-    from jobs.spec import load_spec, with_writer
+    from jobs.spec import load_spec, with_overrides
     from jobs.stream.job import run_stream
 
-    plan = plan_query(with_writer(load_spec(spec), writer))
+    plan = plan_query(with_overrides(load_spec(spec), writer=writer))
     layout = RunLayout.for_query(WORK / f"runs-{label}", plan.spec.name)
     shutil.rmtree(layout.root, ignore_errors=True)
     progress = Progress()

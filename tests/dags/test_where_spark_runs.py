@@ -1,5 +1,6 @@
-"""Where the operators run Spark and who writes the tables: the operator's own arguments, else
-the Airflow Variables lockstep_spark_master / lockstep_sink_writer, else the connection
+"""Where the operators run Spark, who runs the stream and who writes the tables: the operator's
+own arguments, else the Airflow Variables lockstep_spark_master / lockstep_sink_writer /
+lockstep_stream_engine, else the connection
 lockstep_spark, else the settings file. Airflow reads these from AIRFLOW_VAR_* and AIRFLOW_CONN_*
 environment variables as from its database."""
 
@@ -20,6 +21,7 @@ def no_airflow_settings(monkeypatch):
     for name in (
         "AIRFLOW_VAR_LOCKSTEP_SPARK_MASTER",
         "AIRFLOW_VAR_LOCKSTEP_SINK_WRITER",
+        "AIRFLOW_VAR_LOCKSTEP_STREAM_ENGINE",
         "AIRFLOW_CONN_LOCKSTEP_SPARK",
     ):
         monkeypatch.delenv(name, raising=False)
@@ -28,6 +30,7 @@ def no_airflow_settings(monkeypatch):
 def test_without_airflow_settings_the_settings_file_decides():
     pipeline = pipeline_of()
     assert pipeline.settings.spark.master == "local[2]" and pipeline.plan.spec.sink.writer == "delta-rs"
+    assert pipeline.plan.spec.stream.engine == "local"
 
 
 def test_a_connection_names_the_cluster(monkeypatch):
@@ -58,3 +61,17 @@ def test_an_unknown_writer_is_a_spec_error_naming_the_choices(monkeypatch):
     monkeypatch.setenv("AIRFLOW_VAR_LOCKSTEP_SINK_WRITER", "delta-go")
     with pytest.raises(SpecError, match="writer 'delta-go' is not one of delta-rs, delta-spark"):
         pipeline_of()
+
+
+def test_the_engine_variable_picks_the_spark_engine_and_its_writer_unless_the_operator_says(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_LOCKSTEP_STREAM_ENGINE", "spark")
+    spec = pipeline_of().plan.spec
+    assert (spec.stream.engine, spec.sink.writer) == ("spark", "delta-spark")
+    assert pipeline_of(engine="local").plan.spec.stream.engine == "local"
+
+
+def test_the_spark_engine_with_the_driver_writer_is_a_spec_error(monkeypatch):
+    from jobs.errors import SpecError
+
+    with pytest.raises(SpecError, match="engine spark writes its tables with delta-spark"):
+        pipeline_of(engine="spark", writer="delta-rs")

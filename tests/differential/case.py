@@ -62,6 +62,7 @@ class Case:
     sink: dict = field(default_factory=dict)  # the lockstep spec's sink section
     rows_per_batch: int = 1000
     state_store: str = "lockstep"  # the spec's stream.state_store (make differential STATE_STORE=rocksdb)
+    engine: str = "local"  # the spec's stream.engine (make differential ENGINE=spark)
     # What the final sink table is compared with: "flink" (Flink SQL's streaming result), or
     # "batch" where Flink's streaming semantics differ from the SQL's on purpose (docs/sql.md).
     reference: str = "flink"

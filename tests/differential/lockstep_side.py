@@ -46,7 +46,7 @@ def write_case(case: Case, folder: Path) -> Path:
         "description": f"differential case {case.name}",
         "sql": case.spark_sql,
         "sources": {s.name: _source_spec(s, folder) for s in case.sources},
-        "stream": {"rows_per_batch": case.rows_per_batch, "state_store": case.state_store},
+        "stream": {"rows_per_batch": case.rows_per_batch, "state_store": case.state_store, "engine": case.engine},
     }
     if case.sink:
         spec["sink"] = case.sink

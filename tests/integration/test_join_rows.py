@@ -14,7 +14,7 @@ from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Join
 from jobs.runtime.arrow_frames import frame_of
 from jobs.stream.join_rows import joined, joins_on_driver
-from jobs.stream.keyed import JoinOperator
+from jobs.stream.keyed import JoinedRows
 from jobs.stream.row_counts import difference, live_rows
 
 LEFT = pa.schema([("id", pa.int64()), ("k", pa.string()), ("v", pa.float64()), ("b", pa.binary()), (COUNT, pa.int64())])
@@ -69,17 +69,14 @@ def _multiset(rows: list[dict]) -> list:
 @pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(node=NODES, left_before=live(LEFT), left_after=live(LEFT), right_before=live(RIGHT), right_after=live(RIGHT))
-def test_the_driver_joins_what_spark_joins(
-    spark, tmp_path_factory, node, left_before, left_after, right_before, right_after
-):
+def test_the_driver_joins_what_spark_joins(spark, node, left_before, left_after, right_before, right_after):
     assert joins_on_driver(node, LEFT, RIGHT)
     on_driver = frame_of(
         spark, difference(joined(node, left_after, right_after), joined(node, left_before, right_before))
     )
-    operator = JoinOperator(node, tmp_path_factory.mktemp("join"))
-    in_spark = operator._difference(
-        operator._join(frame_of(spark, left_after), frame_of(spark, right_after)),
-        operator._join(frame_of(spark, left_before), frame_of(spark, right_before)),
+    in_spark = JoinedRows(node).difference(
+        (frame_of(spark, left_after), frame_of(spark, right_after)),
+        (frame_of(spark, left_before), frame_of(spark, right_before)),
     )
     assert [(f.name, f.dataType) for f in on_driver.schema] == [(f.name, f.dataType) for f in in_spark.schema]
     assert _multiset([r.asDict() for r in on_driver.collect()]) == _multiset([r.asDict() for r in in_spark.collect()])

@@ -26,7 +26,7 @@ def _mode(path) -> int:
 
 
 def test_the_sessions_local_file_system_is_lockstep_s(spark):
-    assert JAR.is_file(), "setup builds the jar (scripts/local-fs-jar.sh)"
+    assert JAR.is_file(), "setup builds the jar (scripts/jvm-jars.sh)"
     ours, _ = _file_systems(spark, "/tmp")
     assert ours.getClass().getName() == FILE_SYSTEM
 

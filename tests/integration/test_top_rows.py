@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Deduplicate
 from jobs.runtime.arrow_frames import frame_of
-from jobs.stream.keyed import DedupOperator
+from jobs.stream.keyed import TopRows
 from jobs.stream.row_counts import difference, live_rows
 from jobs.stream.top_rows import ranks_on_driver, top_rows
 from tests.strategies import examples
@@ -77,11 +77,10 @@ def _multiset(rows: list[dict]) -> list:
 
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
 @given(node=NODES, before=live(), after=live())
-def test_the_driver_ranks_what_spark_ranks(spark, tmp_path_factory, node, before, after):
+def test_the_driver_ranks_what_spark_ranks(spark, node, before, after):
     assert ranks_on_driver(node, before, after)
-    operator = DedupOperator(node, tmp_path_factory.mktemp("dedup"))
     on_driver = frame_of(spark, difference(top_rows(after, node), top_rows(before, node)))
-    in_spark = operator._difference(operator._top(frame_of(spark, after)), operator._top(frame_of(spark, before)))
+    in_spark = TopRows(node).difference(frame_of(spark, after), frame_of(spark, before))
     assert [(f.name, f.dataType) for f in on_driver.schema] == [(f.name, f.dataType) for f in in_spark.schema]
     assert _multiset([r.asDict() for r in on_driver.collect()]) == _multiset([r.asDict() for r in in_spark.collect()])
 

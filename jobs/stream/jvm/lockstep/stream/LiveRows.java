@@ -1,0 +1,134 @@
+package lockstep.stream;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.MapState;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.TTLConfig;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+import scala.Tuple2;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The live rows of each key, kept in Spark's keyed state on the executors (RocksDB), as a
+ * multiset: a row and how many copies of it are live.
+ *
+ * <p>Input: rows of [key columns, value columns, weight]: a change adds (weight > 0) or retracts
+ * (weight < 0) copies of its value. For each key a micro-batch touches, the output is the key's
+ * live rows before the micro-batch (phase 0, weight = copies) and the micro-batch's net change
+ * per value (phase 1, weight = copies gained or lost); the state then holds the rows after it.
+ * What the key's operator makes of its rows before and after is computed downstream, by Spark's
+ * own batch operators, so this class knows nothing of deduplication, joins or aggregates.
+ */
+public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
+  public static final byte BEFORE = 0;
+  public static final byte CHANGE = 1;
+
+  private final StructType valueSchema;
+  private final int keyWidth;
+  private final int valueWidth;
+  private transient MapState<Row, Long> live;
+
+  private LiveRows(StructType valueSchema, int keyWidth) {
+    this.valueSchema = valueSchema;
+    this.keyWidth = keyWidth;
+    this.valueWidth = valueSchema.size();
+  }
+
+  /**
+   * The changes, grouped by their first `keyWidth` columns, through the live rows. The last
+   * column is the weight (a long); the ones between are the value.
+   */
+  public static Dataset<Row> apply(Dataset<Row> changes, int keyWidth) {
+    StructType input = changes.schema();
+    int valueWidth = input.size() - keyWidth - 1;
+    if (valueWidth < 0 || !input.fields()[input.size() - 1].dataType().equals(DataTypes.LongType)) {
+      throw new IllegalArgumentException("LiveRows takes [key columns, value columns, weight as a long]: " + input.simpleString());
+    }
+    StructType key = slice(input, 0, keyWidth);
+    StructType value = slice(input, keyWidth, valueWidth);
+    StructType output = key.merge(value, false)
+        .add(new StructField("__w", DataTypes.LongType, false, org.apache.spark.sql.types.Metadata.empty()))
+        .add(new StructField("__phase", DataTypes.ByteType, false, org.apache.spark.sql.types.Metadata.empty()));
+    final int width = keyWidth;
+    MapFunction<Row, Row> keyOf = row -> slice(row, 0, width);
+    return changes
+        .groupByKey(keyOf, Encoders.row(key))
+        .transformWithState(new LiveRows(value, keyWidth), TimeMode.None(), OutputMode.Append(),
+            Encoders.row(output));
+  }
+
+  @Override
+  public void init(OutputMode outputMode, TimeMode timeMode) {
+    live = getHandle().getMapState("live", Encoders.row(valueSchema), Encoders.LONG(), TTLConfig.NONE());
+  }
+
+  @Override
+  public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> rows,
+      TimerValues timerValues) {
+    List<Row> out = new ArrayList<>();
+    Iterator<Tuple2<Row, Long>> before = CollectionConverters.asJava(live.iterator());
+    while (before.hasNext()) {
+      Tuple2<Row, Long> entry = before.next();
+      out.add(output(key, entry._1(), entry._2(), BEFORE));
+    }
+    for (Map.Entry<Row, Long> change : netChanges(rows).entrySet()) {
+      Row value = change.getKey();
+      long copies = (live.containsKey(value) ? live.getValue(value) : 0L) + change.getValue();
+      if (copies == 0L) {
+        live.removeKey(value);
+      } else {
+        live.updateValue(value, copies);
+      }
+      out.add(output(key, value, change.getValue(), CHANGE));
+    }
+    return CollectionConverters.asScala(out.iterator());
+  }
+
+  private Map<Row, Long> netChanges(scala.collection.Iterator<Row> rows) {
+    Map<Row, Long> net = new HashMap<>();
+    Iterator<Row> changes = CollectionConverters.asJava(rows);
+    while (changes.hasNext()) {
+      Row change = changes.next();
+      net.merge(slice(change, keyWidth, valueWidth), change.getLong(keyWidth + valueWidth), Long::sum);
+    }
+    net.values().removeIf(weight -> weight == 0L);
+    return net;
+  }
+
+  private Row output(Row key, Row value, long weight, byte phase) {
+    Object[] values = new Object[keyWidth + valueWidth + 2];
+    for (int i = 0; i < keyWidth; i++) values[i] = key.get(i);
+    for (int i = 0; i < valueWidth; i++) values[keyWidth + i] = value.get(i);
+    values[keyWidth + valueWidth] = weight;
+    values[keyWidth + valueWidth + 1] = phase;
+    return RowFactory.create(values);
+  }
+
+  private static Row slice(Row row, int from, int width) {
+    Object[] values = new Object[width];
+    for (int i = 0; i < width; i++) values[i] = row.get(from + i);
+    return RowFactory.create(values);
+  }
+
+  private static StructType slice(StructType schema, int from, int width) {
+    StructType sliced = new StructType();
+    for (int i = 0; i < width; i++) sliced = sliced.add(schema.fields()[from + i]);
+    return sliced;
+  }
+}
