@@ -56,6 +56,7 @@ from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
+from jobs.stream.keyed_state import groups_recomputed
 from jobs.stream.offsets import committed_batches
 from jobs.stream.records import aggregation_state, materializer_rows, micro_batches, recorded_engine
 
@@ -192,9 +193,8 @@ def _add_state_suites(
     aggregate = last_stage.aggregate
     if aggregate is not None:
         suite = _state_suite(last_stage, aggregate)
-        kept_values = not all(call.invertible for call in aggregate.aggregates)
-        if kept_values and recorded_engine(layout) == "spark":
-            specs.append(suite.unread("the spark engine keeps each group's live values, not its sums, as state"))
+        if groups_recomputed(last_stage, recorded_engine(layout) or "local"):
+            specs.append(suite.unread("the spark engine keeps this aggregate's groups' rows, not their sums, as state"))
         elif committed_batches(layout.checkpoint):
             data["stream_state"] = aggregation_state(spark, aggregate, layout).cache()
             specs.append(suite)

@@ -119,6 +119,11 @@ class RunLayout:
     def materializer(self) -> Path:
         return self.state / "materializer"
 
+    @property
+    def materializer_table(self) -> Path:
+        """The spark engine's materializer: a Delta table of the live rows (materialized_rows.py)."""
+        return self.state / "materializer_table"
+
     def app_id(self, query: str) -> str:
         """The sink's transaction application id: stable for the life of the checkpoint.
 

@@ -40,6 +40,7 @@ from jobs.stream.driver_rows import copies_in_order, picked_columns, upsert_rows
 from jobs.stream.group_sums import GroupSums
 from jobs.stream.keyed import SessionOperator
 from jobs.stream.keyed_state import KeyedStateOperator
+from jobs.stream.materialized_rows import MaterializedRows
 from jobs.stream.materializer import UpsertMaterializer
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.writers import Changes
@@ -166,12 +167,19 @@ class AggregateEmitter:
 class ChangeRows:
     """Weighted change rows (the query's columns and __w) into what the sink's writer takes."""
 
-    def __init__(self, plan: StagePlan, output: StructType, layout: RunLayout, ordered_by: str | None):
-        self.plan, self.output, self.ordered_by = plan, output, ordered_by
+    def __init__(
+        self,
+        plan: StagePlan,
+        output: StructType,
+        layout: RunLayout,
+        ordered_by: str | None,
+        materialized: MaterializedRows | None = None,
+    ):
+        self.plan, self.output, self.ordered_by, self.materialized = plan, output, ordered_by, materialized
         names = tuple(f.name for f in output.fields)
         self.materializer = (
             UpsertMaterializer(plan.sink_key, names, layout.materializer)
-            if plan.materialize and plan.write_mode == "upsert"
+            if plan.materialize and plan.write_mode == "upsert" and materialized is None
             else None
         )
         # Built once, reused by every micro-batch (each Column is a round trip to the JVM).
@@ -192,9 +200,15 @@ class ChangeRows:
                 .agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
                 .where(F.col(COUNT) != 0)
             )
+        if self.materialized is not None:  # the spark engine's, on the executors (materialized_rows.py)
+            return Changes(frame=self.materialized.apply(typed, batch_id))
         if self.materializer is not None:  # ordered, stateful, on the driver (materializer.py)
             return Changes(rows=self.materializer.apply(self._in_order(typed), batch_id))
         return Changes(frame=self._net_per_key(typed))
+
+    def after_sink_commit(self, batch_id: int) -> None:
+        if self.materialized is not None:
+            self.materialized.after_sink_commit(batch_id)
 
     def on_driver(self, difference: pa.Table, post: Calc | None, batch_id: int) -> Changes | None:
         """The upsert rows of a difference on the driver, when only picking columns is left to
@@ -254,17 +268,24 @@ class ProjectionEmitter:
 class KeyedEmitter:
     """A deduplication or a join, then the Calc above it (if any)."""
 
-    def __init__(self, plan: StagePlan, operator, output: StructType, layout: RunLayout):
+    def __init__(
+        self,
+        plan: StagePlan,
+        operator,
+        output: StructType,
+        layout: RunLayout,
+        materialized: MaterializedRows | None = None,
+    ):
         self.operator = operator
         # lockstep's state reads the frame once, by the net changes' toArrow (the rest works on
         # driver rows); Spark's keyed state twice (the rows before, and after), in Spark.
         self.reads_twice = isinstance(operator, KeyedStateOperator)
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
-        self.rows = ChangeRows(plan, output, layout, ordered_by=None)
+        self.rows = ChangeRows(plan, output, layout, ordered_by=None, materialized=materialized)
 
     def after_sink_commit(self, batch: MicroBatch) -> None:
-        pass
+        self.rows.after_sink_commit(batch.id)
 
     def changes(self, spark: SparkSession, delta: DataFrame, batch: MicroBatch) -> Changes:
         difference = self.operator.changes(spark, delta, batch.id, batch.segments)
@@ -330,11 +351,12 @@ def emitter_for(
     operator,
     layout: RunLayout,
     sums: GroupSums | None = None,
+    materialized: MaterializedRows | None = None,
 ) -> Emitter:
     if isinstance(operator, SessionOperator):
         return SessionEmitter(plan, operator, output)
     if operator is not None:
-        return KeyedEmitter(plan, operator, output, layout)
+        return KeyedEmitter(plan, operator, output, layout, materialized)
     if state is not None:
         return AggregateEmitter(plan, state, multisets, output, sums)
     return ProjectionEmitter(plan, output, layout)

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, DoubleType, FloatType, MapType, NumericType, StructType
 
 from jobs.changelog.columns import COUNT, WEIGHT
+from jobs.plan import StagePlan
 from jobs.plan.nodes import Deduplicate, GroupAggregate, Join
 from jobs.runtime.stream_jar import require_stream_jar
 from jobs.stream.keyed import LEFT, RIGHT, SIDE, GroupedRows, JoinedRows, TopRows
@@ -40,6 +41,16 @@ PHASE, COPIES = "__phase", "__w"  # LiveRows' output columns
 # results that grew with the data (tests/integration/test_spark_engine.py).
 BROADCAST_THRESHOLDS = ("spark.sql.autoBroadcastJoinThreshold", "spark.sql.adaptive.autoBroadcastJoinThreshold")
 BEFORE = 0  # LiveRows.BEFORE: a live row before the micro-batch (1: the micro-batch's change)
+
+
+def groups_recomputed(stage: StagePlan, engine: str) -> bool:
+    """Whether the stage's aggregate keeps its groups' rows in the keyed state (GroupsOnKeyedState)
+    rather than sums in Spark's streaming aggregation, which emits groups, not a difference: for
+    MIN / MAX / DISTINCT, and behind the upsert materializer."""
+    aggregate = stage.aggregate
+    if engine != "spark" or aggregate is None:
+        return False
+    return stage.materialize or not all(call.invertible for call in aggregate.aggregates)
 
 
 @contextmanager

@@ -89,6 +89,9 @@ def _buffer_names(ours: list[str], spark_names: list[str]) -> list[str]:
 
 
 def materializer_rows(spark: SparkSession, layout: RunLayout) -> DataFrame | None:
-    """The materializer's live rows after the last micro-batch (its newest state file)."""
+    """The materializer's live rows after the last micro-batch (its newest state file, or the
+    spark engine's table)."""
+    if layout.materializer_table.exists():
+        return spark.read.format("delta").load(str(layout.materializer_table)).drop(ORDINAL)
     files = sorted(layout.materializer.glob("state-*.parquet")) if layout.materializer.exists() else []
     return spark.read.parquet(str(files[-1])).drop(ORDINAL) if files else None

@@ -45,7 +45,13 @@ from jobs.stream.driver_input import DriverInput, driver_input
 from jobs.stream.driver_windows import WindowedInput, windowed_input
 from jobs.stream.group_sums import GroupSums
 from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, SessionOperator, tag_side
-from jobs.stream.keyed_state import DedupOnKeyedState, GroupsOnKeyedState, JoinOnKeyedState, KeyedStateOperator
+from jobs.stream.keyed_state import (
+    DedupOnKeyedState,
+    GroupsOnKeyedState,
+    JoinOnKeyedState,
+    KeyedStateOperator,
+    groups_recomputed,
+)
 from jobs.stream.source import changelog_stream, staged_input
 from jobs.stream.state_store import LOCKSTEP
 from jobs.stream.windows import stream_window_assign
@@ -118,7 +124,7 @@ def _window_assign(node: WindowAssign, ctx: Context) -> Streaming:
 def _group_aggregate(node: GroupAggregate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
     state = AggregateState.of(node, child.frame)
-    if ctx.on_keyed_state and not all(call.invertible for call in node.aggregates):
+    if groups_recomputed(ctx.stage, ctx.stage.spec.stream.engine):
         groups = GroupsOnKeyedState(node)
         return Streaming(groups.stream(ctx.spark, child.frame), operator=groups)
     if ctx.store == LOCKSTEP:

@@ -27,6 +27,7 @@ from jobs.spark_sql import first_content
 from jobs.stream.emitters import Emitter, emitter_for
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
 from jobs.stream.keyed_state import rows_stay_on_executors
+from jobs.stream.materialized_rows import MaterializedRows
 from jobs.stream.multiset import ValueMultisets
 from jobs.stream.offsets import committed_batches
 from jobs.stream.records import engine_marker, recorded_engine
@@ -66,7 +67,8 @@ def run_stage(
         _ensure_sink(sink, initial, stage, own)
         streaming = streaming_frame(stage.root.input, Context(spark, stage, own, store))
         output = spark_schema(spark, initial)
-        emitter = _emitter(stage, streaming, output, own, sink, initial)
+        materialized = _materialized_rows(spark, stage, own, output, sink) if on_keyed_state else None
+        emitter = _emitter(stage, streaming, output, own, sink, initial, materialized)
     if forget_unplanned_finds(own.checkpoint):
         progress.say("  the last run stopped between Spark's find of a segment and its micro-batch: found again")
     handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals, streaming.sums)
@@ -128,10 +130,29 @@ def _close_at_end_of_input(
     progress.say(f"  end of input (bounded source): {merged.inserted:,} open window(s) closed")
 
 
-def _emitter(stage: StagePlan, streaming, output, layout: RunLayout, sink: TableWriter, initial: pa.Table) -> Emitter:
+def _materialized_rows(
+    spark: SparkSession, stage: StagePlan, layout: RunLayout, output: StructType, sink: TableWriter
+) -> MaterializedRows | None:
+    """The spark engine's upsert materializer, when the sink needs one."""
+    if not (stage.materialize and stage.write_mode == "upsert"):
+        return None
+    return MaterializedRows(spark, layout.materializer_table, stage.sink_key, output, sink.app_id)
+
+
+def _emitter(
+    stage: StagePlan,
+    streaming,
+    output,
+    layout: RunLayout,
+    sink: TableWriter,
+    initial: pa.Table,
+    materialized: MaterializedRows | None = None,
+) -> Emitter:
     state = streaming.state
     multisets = ValueMultisets(layout.agg_values, state) if state and state.has_slots else None
-    emitter = emitter_for(stage, state, multisets, output, streaming.operator, layout, sums=streaming.sums)
+    emitter = emitter_for(
+        stage, state, multisets, output, streaming.operator, layout, sums=streaming.sums, materialized=materialized
+    )
     if stage.window is not None and stage.window.emit == "final":
         emitter = FinalWindowEmitter(emitter, layout.pending, stage.sink_key, sink.app_id)
         emitter.create_pending(initial)

@@ -10,7 +10,11 @@ state and aggregation state on executors across two workers, MERGEs and change f
 executors (the windows' end-of-input close by a writer of its own), and a stage reading another
 stage's feed. The group aggregate runs as the two-stage plan's second stage rather than as a
 query of its own; a join writes through the same upsert path as the deduplication, and is left
-to local mode."""
+to local mode.
+
+The spark engine (docs/engines.md) runs a MIN / MAX / COUNT DISTINCT aggregate, a join behind
+the upsert materializer and the two-stage plan on the cluster, with the local engine's sinks and
+verdicts."""
 
 from __future__ import annotations
 
@@ -43,19 +47,22 @@ def cluster(tmp_path_factory):
         yield running
 
 
-@pytest.fixture
-def queries(tmp_path):
-    folder = tmp_path / "queries"
+def query_folder(folder, names: list[str]):
     # Without the dimension tables (these queries look nothing up), neither demo serves them, so
     # the two can run at once (the service has a fixed port).
     shutil.copytree(
         ROOT / "conf" / "queries" / "data", folder / "data", ignore=shutil.ignore_patterns("generated", "dimensions")
     )
-    for name in QUERIES:
+    for name in names:
         spec = yaml.safe_load((ROOT / "conf" / "queries" / f"{name}.yaml").read_text())
         spec["stream"]["rows_per_batch"] = ROWS_PER_BATCH
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return folder
+
+
+@pytest.fixture
+def queries(tmp_path):
+    return query_folder(tmp_path / "queries", QUERIES)
 
 
 def applications(cluster: StandaloneCluster) -> list[dict]:
@@ -102,3 +109,41 @@ def test_queries_on_a_standalone_cluster_with_delta_spark_match_local_mode(clust
             tmp_path / "local" / name / "stream"
         ), name
         assert table_rows(tmp_path / "cluster" / name / "batch") == table_rows(tmp_path / "local" / name / "batch")
+
+
+# The spark engine: MIN / MAX / COUNT DISTINCT per group, a join behind the upsert materializer,
+# and deduplication then an aggregate (two stages, the second reading the first's feed).
+ON_SPARK_ENGINE = ["customer_stats", "seed_003_join", "seed_000_dedup"]
+
+
+def test_the_spark_engine_on_a_standalone_cluster_matches_the_local_engine(cluster, tmp_path):
+    queries = query_folder(tmp_path / "queries", ON_SPARK_ENGINE)
+    with ThreadPoolExecutor(2) as both:
+        local = both.submit(
+            lockstep, "demo", "--queries", queries, "--out", tmp_path / "local", "--quiet", cwd=tmp_path
+        )
+        on_cluster = both.submit(
+            lockstep,
+            "demo",
+            "--queries",
+            queries,
+            "--out",
+            tmp_path / "cluster",
+            "--quiet",
+            "--master",
+            cluster.url,
+            "--engine",
+            "spark",
+            cwd=tmp_path,
+            timeout=1200,
+        )
+        local, on_cluster = local.result(), on_cluster.result()
+    assert local.returncode == 0, local.stdout + local.stderr
+    assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
+    for name in ON_SPARK_ENGINE:
+        verdicts = [
+            json.loads((tmp_path / run / name / "report.json").read_text())["verdict"] for run in ("local", "cluster")
+        ]
+        assert verdicts == ["pass", "pass"], name
+        assert (tmp_path / "cluster" / name / "_state" / "engine").read_text().strip() == "spark"
+        assert table_rows(tmp_path / "cluster" / name / "stream") == table_rows(tmp_path / "local" / name / "stream")
