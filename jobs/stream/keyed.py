@@ -278,14 +278,16 @@ class GroupedRows:
     def __init__(self, node: GroupAggregate, columns: tuple[str, ...]):
         self._expand = Expand(columns)
         self._keys = _cols(node.group_keys)
-        self._aggregates = [_aggregate(call) for call in node.aggregates]
+        # GROUP BY without an aggregate call (SELECT DISTINCT-like) still aggregates something.
+        self._aggregates = [_aggregate(call) for call in node.aggregates] or [F.count(F.lit(1)).alias("__rows")]
+        self._output = _cols(node.output_names)
         self._difference = Difference(node.output_names)
 
     def difference(self, after: DataFrame, before: DataFrame) -> DataFrame:
         return self._difference(self._groups(after), self._groups(before))
 
     def _groups(self, rows: DataFrame) -> DataFrame:
-        return self._expand(rows).groupBy(*self._keys).agg(*self._aggregates)
+        return self._expand(rows).groupBy(*self._keys).agg(*self._aggregates).select(*self._output)
 
 
 class SessionOperator:

@@ -27,6 +27,11 @@ class Finding:
     reason: str = ""  # one line: what differs
 
     @property
+    def refused_by_engine(self) -> bool:
+        """lockstep refused the case because the chosen engine does not run its class yet."""
+        return self.reason.startswith("lockstep rejects") and "does not run" in self.reason
+
+    @property
     def kind(self) -> str:
         """A short signature of the failure, for shrinking (a smaller case must fail the same way):
         what went wrong, and for a rejection or a crash the message without its file and line."""

@@ -108,16 +108,11 @@ def _one(differential: Differential, case: Case, i: int, total: int, args) -> Fi
         print(f"{line}pass ({time.monotonic() - started:.1f} s)", flush=True)
         return finding
     print(f"{line}FAIL {finding.reason}", flush=True)
-    if args.shrink and not finding.reason.startswith("oracle") and not _not_on_engine(finding):
+    if args.shrink and not finding.reason.startswith("oracle") and not finding.refused_by_engine:
         small, small_finding = shrink(case, finding, lambda c: differential.check(c)[0], args.shrink_seconds)
         path = save_regression(small, differential.oracle.ask(small), small_finding, args.save)
         print(f"         shrunk to {small.size} rows: {path}", flush=True)
     return finding
-
-
-def _not_on_engine(finding: Finding) -> bool:
-    """lockstep refused the case because the chosen engine does not run its query class yet."""
-    return finding.reason.startswith("lockstep rejects") and "does not run" in finding.reason
 
 
 def _table(results: dict[str, list[tuple[str, Finding]]]) -> str:
@@ -127,7 +122,7 @@ def _table(results: dict[str, list[tuple[str, Finding]]]) -> str:
     for query_class in sorted(results):
         found = results[query_class]
         failing = [name for name, f in found if not f.passed]
-        refused = sum(_not_on_engine(f) for _, f in found)
+        refused = sum(f.refused_by_engine for _, f in found)
         shown = ", ".join(failing[:6]) + (f", ... ({len(failing)})" if len(failing) > 6 else "")
         lines.append(
             f"{query_class:<30} {len(found):>6} {len(found) - len(failing):>7} {len(failing):>7} {refused:>8}  {shown}"

@@ -1,8 +1,12 @@
 """lockstep against Flink SQL, in the test suite: every saved regression case (replayed against
 the Flink answer saved with it, no PyFlink needed) and a small fixed-seed sample of random cases
-against the live oracle (`make differential` runs hundreds)."""
+against the live oracle (`make differential` runs hundreds), each on both engines. A case of a
+class the spark engine does not run yet must be refused by it, naming what it does not run."""
 
 from __future__ import annotations
+
+import dataclasses
+import re
 
 import pytest
 
@@ -18,9 +22,16 @@ SAMPLE_ROWS = 200  # small cases: the sample runs on every `make test`
 SAMPLE = [(builder, SAMPLE_SEED + i) for i, builder in enumerate(BUILDERS)]
 
 
+ENGINES = ["local", "spark"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("regression", REGRESSIONS, ids=[r.path.stem for r in REGRESSIONS])
-def test_a_saved_case_agrees_with_flinks_saved_answer(spark, tmp_path, regression):
-    finding = compare(regression.case, run_lockstep(regression.case, tmp_path), regression.reference)
+def test_a_saved_case_agrees_with_flinks_saved_answer(spark, tmp_path, regression, engine):
+    case = dataclasses.replace(regression.case, engine=engine)
+    finding = compare(case, run_lockstep(case, tmp_path), regression.reference)
+    if refused_by_the_engine(finding):
+        return
     if regression.defect:
         assert not finding.passed, f"{regression.path.name} passes now: remove its defect mark ({regression.defect})"
         pytest.xfail(f"open defect: {regression.defect}")
@@ -34,8 +45,20 @@ def oracle(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("builder, seed", SAMPLE, ids=[f"{b}-{s}" for b, s in SAMPLE])
-def test_a_random_case_agrees_with_flink(spark, tmp_path, oracle, builder, seed):
-    case = generate(builder, seed, max_rows=SAMPLE_ROWS)
+def test_a_random_case_agrees_with_flink(spark, tmp_path, oracle, builder, seed, engine):
+    case = dataclasses.replace(generate(builder, seed, max_rows=SAMPLE_ROWS), engine=engine)
     finding = compare(case, run_lockstep(case, tmp_path), oracle.ask(case))
+    if refused_by_the_engine(finding):
+        return
     assert finding.passed, f"{case.name} ({case.size} rows): {finding.reason}"
+
+
+def refused_by_the_engine(finding) -> bool:
+    """The spark engine refused the case, naming a class it does not run yet (docs/engines.md):
+    only windows with final results and session windows may be."""
+    if not finding.refused_by_engine:
+        return False
+    assert re.search(r"does not run (session windows|windows with emit: final)", finding.reason), finding.reason
+    return True

@@ -31,16 +31,12 @@ QUERIES = {
         (PARTITION BY pId ORDER BY order_id DESC) AS rn FROM orders) WHERE rn <= 2""",
     "min_max_distinct": """SELECT pId, MIN(income) AS lo, MAX(income) AS hi,
         COUNT(DISTINCT income) AS incomes, COUNT(*) AS n FROM orders GROUP BY pId""",
-    "sums": "SELECT pId, SUM(income) AS total, COUNT(*) AS n, AVG(income) AS mean FROM orders GROUP BY pId",
-    "global_max": "SELECT MAX(income) AS hi, COUNT(*) AS n FROM orders",
     "inner_join": """SELECT o.order_id, o.income, p.name FROM orders o
         JOIN products p ON o.pId = p.pId""",
     "full_join": """SELECT o.order_id, o.income, p.pId AS product, p.name FROM orders o
         FULL JOIN products p ON o.pId = p.pId""",
     "anti_join": """SELECT p.pId, p.name FROM products p
         WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.pId = p.pId)""",
-    "join_then_max": """SELECT p.name, MAX(o.income) AS hi, COUNT(*) AS n FROM orders o
-        JOIN products p ON o.pId = p.pId GROUP BY p.name""",
 }
 
 
@@ -106,7 +102,12 @@ def spec_for(folder: Path, sql: str, engine: str, rows_per_batch: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("query", sorted(QUERIES))
+# The differential sample (tests/differential) runs every query class on both engines against
+# Flink; these compare the engines directly on the rest: a retract sink, an anti join, ranking.
+SIDE_BY_SIDE = ["min_max_distinct", "full_join", "anti_join", "top_2"]
+
+
+@pytest.mark.parametrize("query", SIDE_BY_SIDE)
 def test_the_spark_engine_writes_the_sink_the_local_engine_writes(spark, tmp_path, query):
     write_sources(tmp_path, seed=sorted(QUERIES).index(query), orders=60, products=9)
     local = run_both(spec_for(tmp_path, QUERIES[query], "local", 40), tmp_path / "runs")
