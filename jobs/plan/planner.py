@@ -85,9 +85,7 @@ def _not_on_spark_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> str 
         return "stream.state_ttl"
     for stage in stages:
         for node in stage.root.walk():
-            if isinstance(node, SessionAggregate):
-                return f"session windows ({describe_node(node)})"
-            if isinstance(node, WindowAggregate) and node.emit == "final":
+            if isinstance(node, (WindowAggregate, SessionAggregate)) and node.emit == "final":
                 return f"windows with emit: final ({describe_node(node)})"
         if stage.materialize and not any(node.stateful for node in stage.root.walk()):
             return f"the upsert materializer over a projection (sink key {', '.join(stage.sink_key)})"

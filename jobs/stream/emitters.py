@@ -39,7 +39,7 @@ from jobs.stream.driver_groups import finished_groups, finishes_on_driver
 from jobs.stream.driver_rows import copies_in_order, picked_columns, upsert_rows
 from jobs.stream.group_sums import GroupSums
 from jobs.stream.keyed import SessionOperator
-from jobs.stream.keyed_state import KeyedStateOperator
+from jobs.stream.keyed_state import KeyedStateOperator, SessionsOnKeyedState
 from jobs.stream.materialized_rows import MaterializedRows
 from jobs.stream.materializer import UpsertMaterializer
 from jobs.stream.multiset import ValueMultisets
@@ -303,10 +303,9 @@ class SessionEmitter:
     """Session windows: the sessions the operator re-formed, then the Calc above them, one row per
     sink key (an addition over a retraction). With emit: final, FinalWindowEmitter wraps it."""
 
-    reads_twice = False  # read once, by the net changes' toArrow: the rest works on driver rows
-
     def __init__(self, plan: StagePlan, operator, output: StructType):
         self.plan, self.operator, self.output = plan, operator, output
+        self.reads_twice = isinstance(operator, KeyedStateOperator)  # see KeyedEmitter
         above = plan.root.input
         self.post: Calc | None = above if isinstance(above, Calc) else None
         # Built once, reused by every micro-batch (each Column is a round trip to the JVM).
@@ -353,7 +352,7 @@ def emitter_for(
     sums: GroupSums | None = None,
     materialized: MaterializedRows | None = None,
 ) -> Emitter:
-    if isinstance(operator, SessionOperator):
+    if isinstance(operator, (SessionOperator, SessionsOnKeyedState)):
         return SessionEmitter(plan, operator, output)
     if operator is not None:
         return KeyedEmitter(plan, operator, output, layout, materialized)

@@ -290,15 +290,12 @@ class GroupedRows:
         return self._expand(rows).groupBy(*self._keys).agg(*self._aggregates).select(*self._output)
 
 
-class SessionOperator:
-    """Session windows: each touched key's sessions from its live rows, before and after the
-    micro-batch, by Spark's own session_window, so sessions grow, merge, shrink and split as in
-    the batch result."""
+class SessionRows:
+    """What session windows make of a key's rows (a frame of rows and their COUNT): its sessions
+    by Spark's own session_window, so sessions grow, merge, shrink and split as in the batch
+    result. The same for both engines."""
 
-    def __init__(self, node: SessionAggregate, state_dir: Path):
-        self.node = node
-        self.state = LiveState(state_dir / "input", node.group_keys)
-        self._net_changes = NetChanges(node.input.output_names)
+    def __init__(self, node: SessionAggregate):
         self._expand = Expand(node.input.output_names)
         self._session = F.session_window(F.col(f"`{node.window.time_col}`"), node.window.size_sql).alias("__session")
         self._keys = _cols(node.group_keys)
@@ -311,19 +308,31 @@ class SessionOperator:
         ]
         self._difference = Difference(node.output_names)
 
+    def difference(self, after: DataFrame, before: DataFrame) -> DataFrame:
+        return self._difference(self._sessions(after), self._sessions(before))
+
+    def _sessions(self, rows: DataFrame) -> DataFrame:
+        grouped = self._expand(rows).groupBy(self._session, *self._keys).agg(*self._aggregates)
+        return grouped.select(*self._selected)
+
+
+class SessionOperator:
+    """Session windows over lockstep's state: each touched key's sessions from its live rows,
+    before and after the micro-batch (SessionRows)."""
+
+    def __init__(self, node: SessionAggregate, state_dir: Path):
+        self.node = node
+        self.state = LiveState(state_dir / "input", node.group_keys)
+        self._net_changes = NetChanges(node.input.output_names)
+        self._sessions = SessionRows(node)
+
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         net = self._net_changes(delta)
         # No group keys: one key, every session.
         before = self.state.rows_before(batch_id, net if self.node.group_keys else None, net.schema)
         after = live_rows(pa.concat_tables([before, net]))
         self.state.record(net, batch_id)
-        return self._difference(
-            self._sessions(self.state.frame(spark, after)), self._sessions(self.state.frame(spark, before))
-        )
-
-    def _sessions(self, rows: DataFrame) -> DataFrame:
-        grouped = self._expand(rows).groupBy(self._session, *self._keys).agg(*self._aggregates)
-        return grouped.select(*self._selected)
+        return self._sessions.difference(self.state.frame(spark, after), self.state.frame(spark, before))
 
 
 def _aggregate(call: AggCall) -> Column:

@@ -31,9 +31,9 @@ from pyspark.sql.types import ArrayType, DataType, DoubleType, FloatType, MapTyp
 
 from jobs.changelog.columns import COUNT, WEIGHT
 from jobs.plan import StagePlan
-from jobs.plan.nodes import Deduplicate, GroupAggregate, Join
+from jobs.plan.nodes import Deduplicate, GroupAggregate, Join, SessionAggregate
 from jobs.runtime.stream_jar import require_stream_jar
-from jobs.stream.keyed import LEFT, RIGHT, SIDE, GroupedRows, JoinedRows, TopRows
+from jobs.stream.keyed import LEFT, RIGHT, SIDE, GroupedRows, JoinedRows, SessionRows, TopRows
 
 PHASE, COPIES = "__phase", "__w"  # LiveRows' output columns
 # A broadcast join collects its smaller side on the driver first: a MERGE's changes, a touched
@@ -164,7 +164,25 @@ class JoinOnKeyedState:
         return self._joined.difference(_sides(after), _sides(before))
 
 
-KeyedStateOperator = DedupOnKeyedState | GroupsOnKeyedState | JoinOnKeyedState
+class SessionsOnKeyedState:
+    """Session windows: each key's live rows in the keyed state, its sessions formed again when
+    touched."""
+
+    def __init__(self, node: SessionAggregate):
+        self.node = node
+        self.state = LiveRowsState(node.input.output_names)
+        self._sessions = SessionRows(node)
+
+    def stream(self, spark: SparkSession, changes: DataFrame) -> DataFrame:
+        keys = [F.col(f"`{k}`") for k in self.node.group_keys] or [F.lit(0)]  # no keys: one key, every session
+        return self.state.stream(spark, changes, keys)
+
+    def changes(self, spark: SparkSession, live: DataFrame, batch_id: int, segments=None) -> DataFrame:
+        before, after = self.state.before_after(live)
+        return self._sessions.difference(after, before)
+
+
+KeyedStateOperator = DedupOnKeyedState | GroupsOnKeyedState | JoinOnKeyedState | SessionsOnKeyedState
 
 
 def _join_key(left: str, right: str, left_type: DataType, right_type: DataType) -> Column:

@@ -50,6 +50,7 @@ from jobs.stream.keyed_state import (
     GroupsOnKeyedState,
     JoinOnKeyedState,
     KeyedStateOperator,
+    SessionsOnKeyedState,
     groups_recomputed,
 )
 from jobs.stream.source import changelog_stream, staged_input
@@ -148,6 +149,9 @@ def _deduplicate(node: Deduplicate, ctx: Context) -> Streaming:
 def _session_aggregate(node: SessionAggregate, ctx: Context) -> Streaming:
     child = streaming_frame(node.input, ctx)
     on_time = F.col(WATERMARK).isNull() | (F.col(f"`{node.window.time_col}`") > F.col(WATERMARK))
+    if ctx.on_keyed_state:
+        sessions = SessionsOnKeyedState(node)
+        return Streaming(sessions.stream(ctx.spark, child.frame.where(on_time)), operator=sessions)
     return Streaming(child.frame.where(on_time), operator=SessionOperator(node, ctx.layout.operator_state))
 
 
