@@ -10,8 +10,7 @@ from jobs.changelog.schema import unsafe_name_problem
 from jobs.errors import SpecError, SqlError
 from jobs.plan.annotations import Annotations
 from jobs.plan.builder import build_plan
-from jobs.plan.describe import describe_node
-from jobs.plan.nodes import SessionAggregate, Sink, WindowAggregate, WindowAssign
+from jobs.plan.nodes import SessionAggregate, Sink, WindowAssign
 from jobs.plan.passes import PASSES
 from jobs.plan.plan import Plan, StagePlan
 from jobs.plan.sql import non_deterministic_calls, parse_select
@@ -84,9 +83,6 @@ def _not_on_spark_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> str 
     if spec.stream.state_ttl is not None:
         return "stream.state_ttl"
     for stage in stages:
-        for node in stage.root.walk():
-            if isinstance(node, (WindowAggregate, SessionAggregate)) and node.emit == "final":
-                return f"windows with emit: final ({describe_node(node)})"
         if stage.materialize and not any(node.stateful for node in stage.root.walk()):
             return f"the upsert materializer over a projection (sink key {', '.join(stage.sink_key)})"
     return None

@@ -113,6 +113,14 @@ class AggregateEmitter:
         rows = self._touched(spark, frame, batch, hidden)
         return rows if isinstance(rows, pa.Table) else rows.toArrow()
 
+    def changed_frame(
+        self, spark: SparkSession, frame: DataFrame, batch: MicroBatch, hidden: tuple[str, ...] = ()
+    ) -> DataFrame:
+        """The touched groups as changed_rows has them, as a frame (the spark engine's open
+        windows table takes them so: final_windows.py)."""
+        rows = self._touched(spark, frame, batch, hidden)
+        return frame_of(spark, rows) if isinstance(rows, pa.Table) else rows
+
     def _touched(
         self, spark: SparkSession, frame: DataFrame, batch: MicroBatch, hidden: tuple[str, ...]
     ) -> pa.Table | DataFrame:
@@ -239,6 +247,13 @@ class ChangeRows:
         """Per sink key, the last change (arrival order), or an addition over a retraction."""
         return typed.withColumn("__last", self._latest).where("__last = 1").select(*self._tagged)
 
+    def net_per_key(self, rows: DataFrame, hidden: tuple[str, ...]) -> DataFrame:
+        """The upsert / delete rows of weighted rows, keeping the `hidden` columns (a window's end
+        for the spark engine's open windows table)."""
+        typed = rows.select(*self._selected, *[F.col(h) for h in hidden])
+        latest = typed.withColumn("__last", self._latest).where("__last = 1")
+        return latest.select(*self._names, *[F.col(h) for h in hidden], _tag())
+
 
 def _latest_first(key: list[Column], order: Column) -> Column:
     """1 for the row of its key that comes first in `order`."""
@@ -287,6 +302,19 @@ class KeyedEmitter:
     def after_sink_commit(self, batch: MicroBatch) -> None:
         self.rows.after_sink_commit(batch.id)
 
+    def changed_frame(
+        self, spark: SparkSession, delta: DataFrame, batch: MicroBatch, hidden: tuple[str, ...] = ()
+    ) -> DataFrame:
+        """The touched keys' rows tagged upsert / delete with the `hidden` columns: what the
+        spark engine's open windows table takes (final_windows.py), a window's groups being
+        recomputed on the keyed state."""
+        difference = self.operator.changes(spark, delta, batch.id, batch.segments)
+        if isinstance(difference, pa.Table):
+            difference = frame_of(spark, difference)
+        if self.post is not None:
+            difference = apply_calc(difference, self.post, [WEIGHT, *hidden])
+        return self.rows.net_per_key(difference, hidden)
+
     def changes(self, spark: SparkSession, delta: DataFrame, batch: MicroBatch) -> Changes:
         difference = self.operator.changes(spark, delta, batch.id, batch.segments)
         if isinstance(difference, pa.Table):  # computed on the driver: finished there if it can be
@@ -322,6 +350,11 @@ class SessionEmitter:
         self, spark: SparkSession, frame: DataFrame, batch: MicroBatch, hidden: tuple[str, ...] = ()
     ) -> pa.Table:
         return self.changed_groups(spark, frame, batch, hidden).toArrow()
+
+    def changed_frame(
+        self, spark: SparkSession, frame: DataFrame, batch: MicroBatch, hidden: tuple[str, ...] = ()
+    ) -> DataFrame:
+        return self.changed_groups(spark, frame, batch, hidden)
 
     def changed_groups(
         self, spark: SparkSession, frame: DataFrame, batch: MicroBatch, hidden: tuple[str, ...] = ()

@@ -25,6 +25,7 @@ from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
 from jobs.spark_sql import first_content
 from jobs.stream.emitters import Emitter, emitter_for
+from jobs.stream.final_windows import FinalWindowsTable
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
 from jobs.stream.keyed_state import rows_stay_on_executors
 from jobs.stream.materialized_rows import MaterializedRows
@@ -67,8 +68,7 @@ def run_stage(
         _ensure_sink(sink, initial, stage, own)
         streaming = streaming_frame(stage.root.input, Context(spark, stage, own, store))
         output = spark_schema(spark, initial)
-        materialized = _materialized_rows(spark, stage, own, output, sink) if on_keyed_state else None
-        emitter = _emitter(stage, streaming, output, own, sink, initial, materialized)
+        emitter = _emitter(stage, streaming, output, own, sink, initial, spark if on_keyed_state else None)
     if forget_unplanned_finds(own.checkpoint):
         progress.say("  the last run stopped between Spark's find of a segment and its micro-batch: found again")
     handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals, streaming.sums)
@@ -82,7 +82,7 @@ def run_stage(
         ),
     ):
         _run_query(streaming, stage, own, handler)
-        if isinstance(emitter, FinalWindowEmitter) and _bounded(stage):
+        if isinstance(emitter, (FinalWindowEmitter, FinalWindowsTable)) and _bounded(stage):
             _close_at_end_of_input(spark, emitter, stage, own, progress, totals)
 
 
@@ -110,7 +110,7 @@ def _bounded(stage: StagePlan) -> bool:
 
 def _close_at_end_of_input(
     spark: SparkSession,
-    emitter: FinalWindowEmitter,
+    emitter: FinalWindowEmitter | FinalWindowsTable,
     stage: StagePlan,
     layout: RunLayout,
     progress: Progress,
@@ -146,15 +146,21 @@ def _emitter(
     layout: RunLayout,
     sink: TableWriter,
     initial: pa.Table,
-    materialized: MaterializedRows | None = None,
+    keyed_state: SparkSession | None = None,
 ) -> Emitter:
+    """The stage's emitter; on the spark engine (`keyed_state`: its session) with its
+    materializer and open windows kept by Spark."""
     state = streaming.state
     multisets = ValueMultisets(layout.agg_values, state) if state and state.has_slots else None
+    materialized = _materialized_rows(keyed_state, stage, layout, output, sink) if keyed_state else None
     emitter = emitter_for(
         stage, state, multisets, output, streaming.operator, layout, sums=streaming.sums, materialized=materialized
     )
     if stage.window is not None and stage.window.emit == "final":
-        emitter = FinalWindowEmitter(emitter, layout.pending, stage.sink_key, sink.app_id)
+        if keyed_state is not None:
+            emitter = FinalWindowsTable(keyed_state, emitter, layout.pending, stage.sink_key, sink.app_id)
+        else:
+            emitter = FinalWindowEmitter(emitter, layout.pending, stage.sink_key, sink.app_id)
         emitter.create_pending(initial)
     return emitter
 

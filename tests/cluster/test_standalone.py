@@ -13,8 +13,8 @@ query of its own; a join writes through the same upsert path as the deduplicatio
 to local mode.
 
 The spark engine (docs/engines.md) runs a MIN / MAX / COUNT DISTINCT aggregate, a join behind
-the upsert materializer and the two-stage plan on the cluster, with the local engine's sinks and
-verdicts."""
+the upsert materializer, the two-stage plan and the windows on the cluster, with the local
+engine's sinks and verdicts."""
 
 from __future__ import annotations
 
@@ -112,8 +112,9 @@ def test_queries_on_a_standalone_cluster_with_delta_spark_match_local_mode(clust
 
 
 # The spark engine: MIN / MAX / COUNT DISTINCT per group, a join behind the upsert materializer,
-# and deduplication then an aggregate (two stages, the second reading the first's feed).
-ON_SPARK_ENGINE = ["customer_stats", "seed_003_join", "seed_000_dedup"]
+# deduplication then an aggregate (two stages, the second reading the first's feed), and
+# windows with final results.
+ON_SPARK_ENGINE = ["customer_stats", "seed_003_join", "seed_000_dedup", "seed_004_windows"]
 
 
 def test_the_spark_engine_on_a_standalone_cluster_matches_the_local_engine(cluster, tmp_path):

@@ -1,13 +1,10 @@
 """lockstep against Flink SQL, in the test suite: every saved regression case (replayed against
 the Flink answer saved with it, no PyFlink needed) and a small fixed-seed sample of random cases
-against the live oracle (`make differential` runs hundreds), each on both engines. A case of a
-class the spark engine does not run yet (windows with final results) must be refused by it,
-naming what it does not run."""
+against the live oracle (`make differential` runs hundreds), each on both engines."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import pytest
 
@@ -31,8 +28,6 @@ ENGINES = ["local", "spark"]
 def test_a_saved_case_agrees_with_flinks_saved_answer(spark, tmp_path, regression, engine):
     case = dataclasses.replace(regression.case, engine=engine)
     finding = compare(case, run_lockstep(case, tmp_path), regression.reference)
-    if refused_by_the_engine(finding):
-        return
     if regression.defect:
         assert not finding.passed, f"{regression.path.name} passes now: remove its defect mark ({regression.defect})"
         pytest.xfail(f"open defect: {regression.defect}")
@@ -51,15 +46,4 @@ def oracle(tmp_path_factory):
 def test_a_random_case_agrees_with_flink(spark, tmp_path, oracle, builder, seed, engine):
     case = dataclasses.replace(generate(builder, seed, max_rows=SAMPLE_ROWS), engine=engine)
     finding = compare(case, run_lockstep(case, tmp_path), oracle.ask(case))
-    if refused_by_the_engine(finding):
-        return
     assert finding.passed, f"{case.name} ({case.size} rows): {finding.reason}"
-
-
-def refused_by_the_engine(finding) -> bool:
-    """The spark engine refused the case, naming a class it does not run yet (docs/engines.md):
-    only windows with final results may be."""
-    if not finding.refused_by_engine:
-        return False
-    assert re.search(r"does not run windows with emit: final", finding.reason), finding.reason
-    return True
