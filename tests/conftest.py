@@ -87,8 +87,9 @@ def orders_spec(
     source: dict | None = None,
     stream: dict | None = None,
     name: str = "q",
+    more_sources: dict | None = None,
 ) -> Path:
-    """A spec over an `orders` changelog-json source read from folder/orders."""
+    """A spec over an `orders` changelog-json source read from folder/orders (and `more_sources`)."""
     spec = {
         "name": name,
         "sql": sql,
@@ -99,7 +100,8 @@ def orders_spec(
                 "schema": "order_id BIGINT, pId BIGINT, income BIGINT",
                 "primary_key": ["order_id"],
                 **(source or {}),
-            }
+            },
+            **(more_sources or {}),
         },
         "stream": {"rows_per_batch": rows_per_batch, **(stream or {})},
     }

@@ -14,34 +14,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.changelog.columns import DELETE, OP, UPSERT, WINDOW_END
 from jobs.runtime.delta import table_version
+from jobs.stream.windows import OpenWindows
 from jobs.stream.writers import Changes, MergeCounts, TableWriter
 from jobs.stream.writers.delta_spark import DeltaSparkWriter
 
 
-class FinalWindowsTable:
+class FinalWindowsTable(OpenWindows[DeltaSparkWriter]):
     """Wraps the aggregate's or the sessions' emitter, as FinalWindowEmitter does."""
 
     def __init__(self, spark: SparkSession, inner, pending_path: Path, key: tuple[str, ...], app_id: str):
-        self.spark, self.inner, self.path = spark, inner, str(pending_path)
-        self.pending = DeltaSparkWriter(spark, pending_path, key, f"{app_id}-pending")
-        self.closer = DeltaSparkWriter(spark, pending_path, key, f"{app_id}-pending-closed")
-        self.end_closer = DeltaSparkWriter(spark, pending_path, key, f"{app_id}-pending-end")
+        super().__init__(inner, lambda app: DeltaSparkWriter(spark, pending_path, key, app), app_id)
+        self.spark, self.path = spark, str(pending_path)
         self._closing: DataFrame | None = None
-
-    @property
-    def reads_twice(self) -> bool:
-        return self.inner.reads_twice
-
-    def create_pending(self, initial: pa.Table) -> None:
-        if not self.pending.exists():
-            marks = pa.array([None] * initial.num_rows, pa.timestamp("us", tz="UTC"))
-            self.pending.create(initial.append_column(WINDOW_END, marks), "lockstep open windows")
 
     def changes(self, spark: SparkSession, updated: DataFrame, batch) -> Changes:
         touched = self.inner.changed_frame(spark, updated, batch, hidden=(WINDOW_END,))

@@ -12,8 +12,10 @@ window moves to the sink, as an insert, once the watermark after a micro-batch p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,18 +36,19 @@ def stream_window_assign(df: DataFrame, node: WindowAssign) -> DataFrame:
     return assign_windows(df, node.window.spark_sql()).where(on_time())
 
 
-class FinalWindowEmitter:
-    """Wraps the aggregate's emitter: changes go to the pending table, closed windows
-    go to the sink (once), then leave the pending table. The pending table is the stream's state,
-    kept by delta-rs on the driver whichever writer writes the sink."""
+W = TypeVar("W", bound=TableWriter)
 
-    def __init__(self, inner, pending_path: Path, key: tuple[str, ...], app_id: str):
+
+class OpenWindows(Generic[W]):
+    """What both engines' `emit: final` share: the emitter they wrap, and the open windows table
+    with its three writers, each under its own application id (the touched windows, the windows
+    a micro-batch closes, the windows the end of a bounded input closes)."""
+
+    def __init__(self, inner, writer: Callable[[str], W], app_id: str):
         self.inner = inner
-        self.pending = DeltaRsWriter(pending_path, key, f"{app_id}-pending")
-        self.closer = DeltaRsWriter(pending_path, key, f"{app_id}-pending-closed")
-        self.end_closer = DeltaRsWriter(pending_path, key, f"{app_id}-pending-end")
-        self._closing: pa.Table | None = None
-        self._closing_all = False  # whether every open window closes with this micro-batch
+        self.pending = writer(f"{app_id}-pending")
+        self.closer = writer(f"{app_id}-pending-closed")
+        self.end_closer = writer(f"{app_id}-pending-end")
 
     @property
     def reads_twice(self) -> bool:
@@ -55,6 +58,17 @@ class FinalWindowEmitter:
         if not self.pending.exists():
             marks = pa.array([None] * initial.num_rows, pa.timestamp("us", tz="UTC"))
             self.pending.create(initial.append_column(WINDOW_END, marks), "lockstep open windows")
+
+
+class FinalWindowEmitter(OpenWindows[DeltaRsWriter]):
+    """Wraps the aggregate's emitter: changes go to the pending table, closed windows
+    go to the sink (once), then leave the pending table. The pending table is the stream's state,
+    kept by delta-rs on the driver whichever writer writes the sink."""
+
+    def __init__(self, inner, pending_path: Path, key: tuple[str, ...], app_id: str):
+        super().__init__(inner, lambda app: DeltaRsWriter(pending_path, key, app), app_id)
+        self._closing: pa.Table | None = None
+        self._closing_all = False  # whether every open window closes with this micro-batch
 
     def changes(self, spark: SparkSession, updated: DataFrame, batch) -> Changes:
         touched = self.inner.changed_rows(spark, updated, batch, hidden=(WINDOW_END,))

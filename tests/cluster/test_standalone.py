@@ -71,10 +71,11 @@ def applications(cluster: StandaloneCluster) -> list[dict]:
     return state.get("activeapps", []) + state.get("completedapps", [])
 
 
-def test_queries_on_a_standalone_cluster_with_delta_spark_match_local_mode(cluster, queries, tmp_path):
-    assert cluster.alive_workers() == 2
-    # Side by side (each writes its own --out folder): the cluster run's executors sit idle most
-    # of its time (about 65 of 200 s busy, the driver is the rest), room the local run can use.
+def demos_side_by_side(cluster: StandaloneCluster, queries, tmp_path, *cluster_options) -> None:
+    """`lockstep demo` over the queries locally (into tmp_path/local) and on the cluster with
+    `cluster_options` (into tmp_path/cluster); both must finish with every query passing. Side by
+    side: the cluster run's executors sit idle most of its time (about 65 of 200 s busy, the
+    driver is the rest), room the local run can use."""
     with ThreadPoolExecutor(2) as both:
         local = both.submit(
             lockstep, "demo", "--queries", queries, "--out", tmp_path / "local", "--quiet", cwd=tmp_path
@@ -89,8 +90,7 @@ def test_queries_on_a_standalone_cluster_with_delta_spark_match_local_mode(clust
             "--quiet",
             "--master",
             cluster.url,
-            "--writer",
-            "delta-spark",
+            *cluster_options,
             cwd=tmp_path,
             timeout=1200,
         )
@@ -98,12 +98,18 @@ def test_queries_on_a_standalone_cluster_with_delta_spark_match_local_mode(clust
     assert local.returncode == 0, local.stdout + local.stderr
     assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
 
+
+def verdicts(tmp_path, name: str) -> list[str]:
+    """The query's verdict in the local run and in the cluster run."""
+    return [json.loads((tmp_path / run / name / "report.json").read_text())["verdict"] for run in ("local", "cluster")]
+
+
+def test_queries_on_a_standalone_cluster_with_delta_spark_match_local_mode(cluster, queries, tmp_path):
+    assert cluster.alive_workers() == 2
+    demos_side_by_side(cluster, queries, tmp_path, "--writer", "delta-spark")
     assert [app["name"] for app in applications(cluster)] == ["lockstep"]  # it ran there, not locally
     for name in QUERIES:
-        verdicts = [
-            json.loads((tmp_path / run / name / "report.json").read_text())["verdict"] for run in ("local", "cluster")
-        ]
-        assert verdicts == ["pass", "pass"], name
+        assert verdicts(tmp_path, name) == ["pass", "pass"], name
         assert table_rows(tmp_path / "cluster" / name / "stream") == table_rows(tmp_path / "local" / name / "stream")
         assert feed_by_version(tmp_path / "cluster" / name / "stream") == feed_by_version(
             tmp_path / "local" / name / "stream"
@@ -118,33 +124,8 @@ ON_SPARK_ENGINE = ["customer_stats", "seed_003_join", "seed_000_dedup", "seed_00
 
 
 def test_the_spark_engine_on_a_standalone_cluster_matches_the_local_engine(cluster, tmp_path):
-    queries = query_folder(tmp_path / "queries", ON_SPARK_ENGINE)
-    with ThreadPoolExecutor(2) as both:
-        local = both.submit(
-            lockstep, "demo", "--queries", queries, "--out", tmp_path / "local", "--quiet", cwd=tmp_path
-        )
-        on_cluster = both.submit(
-            lockstep,
-            "demo",
-            "--queries",
-            queries,
-            "--out",
-            tmp_path / "cluster",
-            "--quiet",
-            "--master",
-            cluster.url,
-            "--engine",
-            "spark",
-            cwd=tmp_path,
-            timeout=1200,
-        )
-        local, on_cluster = local.result(), on_cluster.result()
-    assert local.returncode == 0, local.stdout + local.stderr
-    assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
+    demos_side_by_side(cluster, query_folder(tmp_path / "queries", ON_SPARK_ENGINE), tmp_path, "--engine", "spark")
     for name in ON_SPARK_ENGINE:
-        verdicts = [
-            json.loads((tmp_path / run / name / "report.json").read_text())["verdict"] for run in ("local", "cluster")
-        ]
-        assert verdicts == ["pass", "pass"], name
+        assert verdicts(tmp_path, name) == ["pass", "pass"], name
         assert (tmp_path / "cluster" / name / "_state" / "engine").read_text().strip() == "spark"
         assert table_rows(tmp_path / "cluster" / name / "stream") == table_rows(tmp_path / "local" / name / "stream")

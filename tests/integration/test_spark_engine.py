@@ -18,7 +18,7 @@ from jobs.spec import load_spec, with_engine
 from jobs.spec.model import Settings
 from jobs.stream.handler import FAULT_AFTER_COMMIT
 from jobs.stream.job import run_stream
-from tests.conftest import ROOT, write_changelog
+from tests.conftest import ROOT, orders_spec, write_changelog
 from tests.integration.conftest import run_both, same_rows, table_rows
 from tests.integration.test_cli import lockstep
 
@@ -76,30 +76,21 @@ def write_sources(folder: Path, seed: int, orders: int, products: int) -> None:
 def spec_for(folder: Path, sql: str, engine: str, rows_per_batch: int) -> Path:
     """The query over both sources; a full join's rows kept with their copy counts (a retract
     sink: its output has no key), every other join's behind the upsert materializer."""
-    spec = {
-        "name": f"q_{engine}",
-        "sql": sql,
-        "sources": {
-            "orders": {
-                "path": "orders",
-                "format": "changelog-json",
-                "schema": "order_id BIGINT, pId BIGINT, income BIGINT",
-                "primary_key": ["order_id"],
-            },
-            "products": {
-                "path": "products",
-                "format": "changelog-json",
-                "schema": "pId BIGINT, name STRING",
-                "primary_key": ["pId"],
-            },
-        },
-        "stream": {"rows_per_batch": rows_per_batch, "engine": engine},
+    products = {
+        "path": "products",
+        "format": "changelog-json",
+        "schema": "pId BIGINT, name STRING",
+        "primary_key": ["pId"],
     }
-    if "FULL JOIN" in sql:
-        spec["sink"] = {"changelog_mode": "retract"}
-    path = folder / f"q_{engine}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return orders_spec(
+        folder,
+        sql,
+        rows_per_batch=rows_per_batch,
+        sink={"changelog_mode": "retract"} if "FULL JOIN" in sql else None,
+        stream={"engine": engine},
+        name=f"q_{engine}",
+        more_sources={"products": products},
+    )
 
 
 # The differential sample (tests/differential) runs every query class on both engines against

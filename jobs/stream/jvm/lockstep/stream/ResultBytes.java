@@ -21,7 +21,6 @@ public final class ResultBytes extends SparkListener {
   private final AtomicLong tasks = new AtomicLong();
   private final Map<Integer, String> stageNames = new ConcurrentHashMap<>();
   private final Map<String, AtomicLong> bySite = new ConcurrentHashMap<>();
-  private final Map<String, String> details = new ConcurrentHashMap<>();
 
   public static ResultBytes listen(SparkContext context) {
     ResultBytes listener = new ResultBytes();
@@ -32,7 +31,6 @@ public final class ResultBytes extends SparkListener {
   @Override
   public void onStageSubmitted(SparkListenerStageSubmitted submitted) {
     stageNames.put(submitted.stageInfo().stageId(), submitted.stageInfo().name());
-    details.putIfAbsent(submitted.stageInfo().name(), submitted.stageInfo().details());
   }
 
   @Override
@@ -45,11 +43,6 @@ public final class ResultBytes extends SparkListener {
     tasks.incrementAndGet();
     String site = stageNames.getOrDefault(taskEnd.stageId(), "?");
     bySite.computeIfAbsent(site, name -> new AtomicLong()).addAndGet(metrics.resultSize());
-  }
-
-  /** Where Spark's stages of a call site were started from (the first such stage's trace). */
-  public String detailsOf(String site) {
-    return details.getOrDefault(site, "");
   }
 
   public long bytes() {
