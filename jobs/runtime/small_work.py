@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import cast
 
 from pyspark.sql import SparkSession
+
+from jobs.runtime.session_conf import settings_for
 
 SMALL_WORK_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}
 
@@ -25,12 +26,5 @@ def sized_for(spark: SparkSession, rows: int, threshold: int) -> Iterator[bool]:
     if rows >= threshold:
         yield False
         return
-    # Both keys have a built-in default, so get() returns a value; PySpark's Optional is for get(key, None).
-    saved = {key: cast(str, spark.conf.get(key)) for key in SMALL_WORK_CONF}
-    for key, value in SMALL_WORK_CONF.items():
-        spark.conf.set(key, value)
-    try:
+    with settings_for(spark, SMALL_WORK_CONF):
         yield True
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)

@@ -21,8 +21,7 @@ Spark's batch operator, the same one the batch job runs, instead of being kept i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -32,6 +31,7 @@ from pyspark.sql.types import ArrayType, DataType, DoubleType, FloatType, MapTyp
 from jobs.changelog.columns import COUNT, WEIGHT
 from jobs.plan import StagePlan
 from jobs.plan.nodes import Deduplicate, GroupAggregate, Join, SessionAggregate
+from jobs.runtime.session_conf import settings_for
 from jobs.runtime.stream_jar import require_stream_jar
 from jobs.stream.keyed import LEFT, RIGHT, SIDE, GroupedRows, JoinedRows, SessionRows, TopRows
 
@@ -53,20 +53,9 @@ def groups_recomputed(stage: StagePlan, engine: str) -> bool:
     return stage.materialize or not all(call.invertible for call in aggregate.aggregates)
 
 
-@contextmanager
-def rows_stay_on_executors(spark: SparkSession) -> Iterator[None]:
+def rows_stay_on_executors(spark: SparkSession) -> AbstractContextManager[None]:
     """Run the block (a stage's streaming query) without broadcast joins."""
-    saved = {name: spark.conf.get(name, None) for name in BROADCAST_THRESHOLDS}
-    for name in BROADCAST_THRESHOLDS:
-        spark.conf.set(name, "-1")
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                spark.conf.unset(name)
-            else:
-                spark.conf.set(name, value)
+    return settings_for(spark, dict.fromkeys(BROADCAST_THRESHOLDS, "-1"))
 
 
 class LiveRowsState:

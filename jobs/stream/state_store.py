@@ -27,6 +27,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs.runtime.progress import Progress
+from jobs.runtime.session_conf import settings_for
 from jobs.stream.offsets import recorded_conf
 
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
@@ -70,12 +71,5 @@ def state_store_for(
             aggregate_state.mkdir(parents=True, exist_ok=True)
         yield
         return
-    saved = spark.conf.get(PROVIDER_CONF, None)
-    spark.conf.set(PROVIDER_CONF, PROVIDERS.get(store, store))
-    try:
+    with settings_for(spark, {PROVIDER_CONF: PROVIDERS.get(store, store)}):
         yield
-    finally:
-        if saved is None:
-            spark.conf.unset(PROVIDER_CONF)
-        else:
-            spark.conf.set(PROVIDER_CONF, saved)
