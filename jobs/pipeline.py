@@ -59,7 +59,7 @@ class Pipeline:
         settings' when not given). writer, engine and master override the spec's sink writer and
         stream engine and the settings' Spark master."""
         settings = with_master(load_settings(settings_path), master)
-        spec = with_overrides(load_spec(spec_path), writer=writer, engine=engine)
+        spec = with_overrides(load_spec(spec_path), writer=writer, engine=engine, on_cluster=settings.spark.on_cluster)
         return cls.of(plan_query(spec), settings, runs_dir, progress)
 
     @classmethod

@@ -57,7 +57,7 @@ def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
             default=None,
             help="who runs the stateful operators: local (lockstep's state on the driver) or spark "
             "(Spark's keyed state on the executors; writes with delta-spark) (default: the "
-            "spec's stream.engine, else local)",
+            "spec's stream.engine, else spark on a cluster master and local on local[N])",
         )
     if name in ("run", "stream", "batch", "check", "rebuild", "demo"):
         command.add_argument(
@@ -118,7 +118,13 @@ def _pipeline(args):
     progress = Progress(quiet=args.quiet)  # its clock starts with the step
     settings = with_master(load_settings(args.settings), args.master)
     spec = load_spec(args.spec)
-    plan = plan_query(with_overrides(spec, writer=getattr(args, "writer", None), engine=getattr(args, "engine", None)))
+    spec = with_overrides(
+        spec,
+        writer=getattr(args, "writer", None),
+        engine=getattr(args, "engine", None),
+        on_cluster=settings.spark.on_cluster,
+    )
+    plan = plan_query(spec)
     runs_dir = getattr(args, "out", None)
     layout = RunLayout.for_query(Path(runs_dir or settings.runs_dir), plan.spec.name)
     log_jvm_to(layout.root.parent / LOGS / f"{layout.root.name}.spark.log")

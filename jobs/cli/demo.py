@@ -86,7 +86,12 @@ def _run_one(path: Path, settings, out: Path, progress: Progress, args, service)
     its own; one that fails later got it from the pipeline. Either way the others go on."""
     started = time.monotonic()
     try:
-        spec = _served_by(with_overrides(load_spec(path), writer=args.writer, engine=args.engine), service)
+        spec = _served_by(
+            with_overrides(
+                load_spec(path), writer=args.writer, engine=args.engine, on_cluster=settings.spark.on_cluster
+            ),
+            service,
+        )
         _generate_missing(spec, progress, args.generated_events)
         pipeline = Pipeline.of(plan_query(spec), settings, out, progress)
     except Exception as exc:

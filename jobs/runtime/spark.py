@@ -211,7 +211,7 @@ def _start(settings: SparkSettings | None, jit: str = ""):
         .config("spark.driver.extraJavaOptions", java_opts)
     )
     connector = with_stream_jar(connector_conf(connector_jars(), partitions=settings.shuffle_partitions))
-    local_fs = local_fs_conf(settings.extra, on_cluster=not settings.master.startswith("local"))
+    local_fs = local_fs_conf(settings.extra, on_cluster=settings.on_cluster)
     for key, value in {**connector, **_cluster_conf(settings), **settings.extra, **local_fs}.items():
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
@@ -226,7 +226,7 @@ def _cluster_conf(settings: SparkSettings) -> dict[str, str]:
     interpreter's path (PYSPARK_PYTHON, above) with lockstep importable. That holds when the
     workers see this machine's paths, as on one host or with the venv installed alike on every
     worker."""
-    if settings.master.startswith("local"):
+    if not settings.on_cluster:
         return {}
     root = str(Path(__file__).resolve().parents[2])
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)

@@ -172,9 +172,22 @@ def with_engine(spec: QuerySpec, engine: str | None) -> QuerySpec:
     return _revalidated(spec, stream=spec.stream.model_copy(update={"engine": engine}))
 
 
-def with_overrides(spec: QuerySpec, *, writer: str | None = None, engine: str | None = None) -> QuerySpec:
-    """The spec with the command line's --engine and --writer applied."""
-    return with_writer(with_engine(spec, engine), writer)
+def with_overrides(
+    spec: QuerySpec, *, writer: str | None = None, engine: str | None = None, on_cluster: bool = False
+) -> QuerySpec:
+    """The spec with the command line's --engine and --writer applied. With neither an --engine
+    nor a stream.engine in the spec, a cluster master (`on_cluster`) chooses the spark engine,
+    whose state lives on the executors; local otherwise."""
+    return with_writer(with_engine(spec, engine or _cluster_default(spec, writer, on_cluster)), writer)
+
+
+def _cluster_default(spec: QuerySpec, writer: str | None, on_cluster: bool) -> str | None:
+    """spark when the master is a cluster and nothing chose an engine or a driver-side writer
+    (delta-rs, which the spark engine cannot use: the writer chosen explicitly wins)."""
+    if not on_cluster or "engine" in spec.stream.model_fields_set:
+        return None
+    chosen_writer = writer or (spec.sink.writer if "writer" in spec.sink.model_fields_set else None)
+    return None if chosen_writer == "delta-rs" else "spark"
 
 
 def _revalidated(spec: QuerySpec, **sections: BaseModel) -> QuerySpec:

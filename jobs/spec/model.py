@@ -325,6 +325,11 @@ class SparkSettings(Strict):
     extra: dict[str, str] = {}
     """Any other Spark conf, e.g. {"spark.sql.ansi.enabled": "true"}."""
 
+    @property
+    def on_cluster(self) -> bool:
+        """The master runs executors of its own (spark://, yarn, k8s://), not local[N]."""
+        return not self.master.startswith("local")
+
 
 class CheckSettings(Strict):
     # Floating columns (AVG, SUM over DOUBLE) may differ in the last bits between an incremental

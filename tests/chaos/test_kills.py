@@ -62,7 +62,7 @@ TABLES = {
 }
 
 
-def _spec(folder: Path, rows: int = 40) -> Path:
+def dedup_then_distinct_spec(folder: Path, rows: int = 40) -> Path:
     """40 rows make 20 micro-batches, each through both stages: a long enough run to kill inside."""
     rng = random.Random(7)
     changes = [{"order_id": rng.randint(1, 12), "company": rng.choice("abc"), "seq": seq} for seq in range(rows)]
@@ -96,7 +96,7 @@ def _windows_spec(folder: Path, rows: int = 40) -> Path:
     return orders_spec(folder, WINDOWS, source=TIMED, sink={"emit": "final"})
 
 
-SPECS = {"dedup_then_distinct": _spec, "windows": _windows_spec}
+SPECS = {"dedup_then_distinct": dedup_then_distinct_spec, "windows": _windows_spec}
 
 
 def _stream(spec: Path, out: Path) -> subprocess.Popen:
@@ -109,7 +109,7 @@ def _stream(spec: Path, out: Path) -> subprocess.Popen:
     )
 
 
-def _tables(out: Path, tables: tuple[str, ...]) -> dict:
+def tables_and_feeds(out: Path, tables: tuple[str, ...]) -> dict:
     """Each table's rows and its change feed, as multisets (a MERGE writes a commit's rows in no
     fixed order)."""
     found = {}
@@ -124,7 +124,7 @@ def _tables(out: Path, tables: tuple[str, ...]) -> dict:
     return found
 
 
-def _committed(out: Path) -> int:
+def committed_batches(out: Path) -> int:
     """Micro-batches committed so far, over every stage's checkpoint."""
     return sum(1 for _ in out.glob("**/_state/checkpoint/commits/[0-9]*"))
 
@@ -135,8 +135,8 @@ def _kill_at_a_random_moment(process: subprocess.Popen, out: Path, rng: random.R
     micro-batch. The moment follows the run's progress, not the clock: a faster stream must not
     finish before its kill. False when the run ended first."""
     ahead = rng.randint(0, 6)
-    target = _committed(out) + ahead
-    while _committed(out) < target:
+    target = committed_batches(out) + ahead
+    while committed_batches(out) < target:
         if process.poll() is not None:
             return False
         time.sleep(0.02)
@@ -165,14 +165,14 @@ def test_kill_9_at_random_moments_changes_nothing_in_the_end(tmp_path, query):
     assert finish.wait(600) == 0, finish.stderr.read()
     assert clean.wait(600) == 0, clean.stderr.read()
     assert kills >= 1
-    assert _tables(tmp_path / "killed", TABLES[query]) == _tables(tmp_path / "clean", TABLES[query])
+    assert tables_and_feeds(tmp_path / "killed", TABLES[query]) == tables_and_feeds(tmp_path / "clean", TABLES[query])
 
 
 @pytest.mark.slow
 def test_two_writers_started_together_one_runs_and_one_is_refused(tmp_path):
     # The run lock is taken before the JVM starts (about 10 s), so the loser meets it even when the
     # winner has only four micro-batches to do.
-    spec = _spec(tmp_path, rows=8)
+    spec = dedup_then_distinct_spec(tmp_path, rows=8)
     clean = _stream(spec, tmp_path / "clean")  # the reference, in a folder of its own, meanwhile
     first, second = _stream(spec, tmp_path / "runs"), _stream(spec, tmp_path / "runs")
     codes = sorted([first.wait(600), second.wait(600)])
@@ -180,4 +180,4 @@ def test_two_writers_started_together_one_runs_and_one_is_refused(tmp_path):
     assert codes == [0, 2] and "the run folder is in use by pid" in refused.stderr.read()
     assert clean.wait(600) == 0
     tables = TABLES["dedup_then_distinct"]
-    assert _tables(tmp_path / "runs", tables) == _tables(tmp_path / "clean", tables)
+    assert tables_and_feeds(tmp_path / "runs", tables) == tables_and_feeds(tmp_path / "clean", tables)

@@ -12,9 +12,10 @@ stage's feed. The group aggregate runs as the two-stage plan's second stage rath
 query of its own; a join writes through the same upsert path as the deduplication, and is left
 to local mode.
 
-The spark engine (docs/engines.md) runs a MIN / MAX / COUNT DISTINCT aggregate, a join behind
-the upsert materializer, the two-stage plan and the windows on the cluster, with the local
-engine's sinks and verdicts."""
+The spark engine (docs/engines.md), which a cluster master chooses when nothing else does, runs a
+MIN / MAX / COUNT DISTINCT aggregate, a join behind the upsert materializer, the two-stage plan and
+the windows on the cluster, with the local engine's sinks and verdicts. tests/cluster/test_kills.py
+kills a worker and the driver in the middle of its runs."""
 
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ def verdicts(tmp_path, name: str) -> list[str]:
 
 def test_queries_on_a_standalone_cluster_with_delta_spark_match_local_mode(cluster, queries, tmp_path):
     assert cluster.alive_workers() == 2
-    demos_side_by_side(cluster, queries, tmp_path, "--writer", "delta-spark")
+    demos_side_by_side(cluster, queries, tmp_path, "--engine", "local", "--writer", "delta-spark")
     assert [app["name"] for app in applications(cluster)] == ["lockstep"]  # it ran there, not locally
     for name in QUERIES:
         assert verdicts(tmp_path, name) == ["pass", "pass"], name
@@ -124,7 +125,8 @@ ON_SPARK_ENGINE = ["customer_stats", "seed_003_join", "seed_000_dedup", "seed_00
 
 
 def test_the_spark_engine_on_a_standalone_cluster_matches_the_local_engine(cluster, tmp_path):
-    demos_side_by_side(cluster, query_folder(tmp_path / "queries", ON_SPARK_ENGINE), tmp_path, "--engine", "spark")
+    # No --engine: a cluster master chooses the spark engine.
+    demos_side_by_side(cluster, query_folder(tmp_path / "queries", ON_SPARK_ENGINE), tmp_path)
     for name in ON_SPARK_ENGINE:
         assert verdicts(tmp_path, name) == ["pass", "pass"], name
         assert (tmp_path / "cluster" / name / "_state" / "engine").read_text().strip() == "spark"

@@ -41,6 +41,23 @@ def _dies_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every live process under `pid`, children first found first."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended while we looked
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, frontier = [], [pid]
+    while frontier:
+        children = parents.get(frontier.pop(), [])
+        found += children
+        frontier += children
+    return found
+
+
 class StandaloneCluster:
     def __init__(self, workdir: Path, workers: int = 2, cores: int = 1, memory: str = "2g"):
         self.workdir, self.workers, self.cores, self.memory = workdir, workers, cores, memory
@@ -119,6 +136,21 @@ class StandaloneCluster:
                 preexec_fn=_dies_with_parent,
             )
         )
+
+    def kill_worker(self, n: int) -> None:
+        """kill -9 worker n and every process it started (its executors), as when a machine is
+        lost: nothing of theirs says goodbye to the master or the driver."""
+        worker = self.processes[1 + n]
+        for pid in [*_descendants(worker.pid), worker.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        worker.wait()
+
+    def executor_logs(self, n: int) -> list[Path]:
+        """The stderr of each executor worker n has run (work-dir/<app>/<executor>/stderr)."""
+        return sorted((self.workdir / f"worker-{n}").glob("*/*/stderr"))
 
     def alive_workers(self) -> int:
         try:

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from jobs.errors import SpecError
-from jobs.spec import load_settings, load_spec
+from jobs.spec import load_settings, load_spec, with_master, with_overrides
 from tests.conftest import write_spec
 
 VALID = """
@@ -148,3 +148,28 @@ def test_make_test_draws_the_same_hypothesis_examples_every_run():
     from hypothesis import settings
 
     assert settings.default.derandomize and settings.default.database is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "command_line", "on_cluster", "engine", "writer"),
+    [
+        ("", {}, False, "local", "delta-rs"),  # local[N]: the local engine
+        ("", {}, True, "spark", "delta-spark"),  # a cluster master: the spark engine, its writer
+        ("stream:\n  engine: local\n", {}, True, "local", "delta-rs"),  # the spec chose
+        ("", {"engine": "local"}, True, "local", "delta-rs"),  # the command chose
+        ("sink:\n  writer: delta-rs\n", {}, True, "local", "delta-rs"),  # a driver-side writer chosen
+        ("", {"writer": "delta-rs"}, True, "local", "delta-rs"),
+        ("", {"engine": "spark"}, False, "spark", "delta-spark"),  # spark anywhere, when asked
+    ],
+)
+def test_a_cluster_master_chooses_the_spark_engine_when_nothing_else_chose(
+    tmp_path, extra, command_line, on_cluster, engine, writer
+):
+    spec = with_overrides(load_spec(write_spec(tmp_path, VALID + extra)), on_cluster=on_cluster, **command_line)
+    assert (spec.stream.engine, spec.sink.writer) == (engine, writer)
+
+
+def test_a_settings_master_knows_whether_it_is_a_cluster(tmp_path):
+    masters = ["local[2]", "local", "spark://127.0.0.1:7077", "yarn", "k8s://https://host:6443"]
+    on_cluster = [with_master(load_settings(None), m).spark.on_cluster for m in masters]
+    assert on_cluster == [False, False, True, True, True]

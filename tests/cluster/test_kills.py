@@ -1,0 +1,136 @@
+"""kill -9 on a standalone cluster under the spark engine: a worker lost in the middle of a
+micro-batch (Spark runs its tasks again on the other worker, from the checkpointed state) and the
+driver killed between two micro-batches (then the same command again) each end with the sink, the
+intermediate stage and the verdict of an undisturbed run.
+
+The query is the chaos test's two stages, deduplication keeping the last row per key and then
+COUNT(DISTINCT): both keep keyed state on the executors. The undisturbed run is the local
+engine's on a local master, beside the cluster run (the engines' sinks are equal row for row:
+tests/cluster/test_standalone.py, tests/integration/test_spark_engine.py).
+
+Slow (a cluster, two runs on it and a rerun, about five minutes), and run by CI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.test_kills import TABLES, committed_batches, dedup_then_distinct_spec
+from tests.conftest import ROOT
+from tests.integration.conftest import table_rows
+from tests.integration.test_cli import LOCKSTEP
+from tests.support.standalone_cluster import StandaloneCluster
+
+pytestmark = pytest.mark.slow
+
+ROWS = 12  # six micro-batches per stage: room to kill inside the run, seconds each on the cluster
+TIMEOUT = 900
+STAGES = TABLES["dedup_then_distinct"]  # the sink and the first stage's table
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory) -> Path:
+    return dedup_then_distinct_spec(tmp_path_factory.mktemp("query"), rows=ROWS)
+
+
+@pytest.fixture(scope="module")
+def undisturbed(spec, tmp_path_factory):
+    """The undisturbed run's outcome, computed once, beside the first test's cluster run (on two
+    cores the two finish sooner together than one after the other)."""
+    out = tmp_path_factory.mktemp("undisturbed")
+    run = start_run(spec, out)
+    done: list[tuple] = []
+
+    def result() -> tuple:
+        if not done:
+            finished(run)
+            done.append(outcome(out))
+        return done[0]
+
+    yield result
+    if run.poll() is None:
+        run.kill()
+        run.wait()
+
+
+def start_run(spec: Path, out: Path, *options: str) -> subprocess.Popen:
+    """`lockstep run` (stream, batch, check) in the background."""
+    return subprocess.Popen(
+        [*LOCKSTEP, "run", str(spec), "--out", str(out), "--quiet", *options],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finished(run: subprocess.Popen) -> None:
+    assert run.wait(TIMEOUT) == 0, run.stderr.read()
+
+
+def outcome(out: Path) -> tuple:
+    """The verdict and every table's rows."""
+    verdict = json.loads((out / "q" / "report.json").read_text())["verdict"]
+    return verdict, [table_rows(out / table) for table in STAGES]
+
+
+def wait_for(condition, run: subprocess.Popen, what: str, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert run.poll() is None, f"the run ended before {what}: {run.stderr.read()}"
+        assert time.monotonic() < deadline, f"no {what} in {timeout} s"
+        time.sleep(0.05)
+
+
+def batches_in_flight(out: Path) -> int:
+    """Micro-batches whose offsets are written and whose commit is not, over the stages."""
+    return sum(
+        len(list(checkpoint.glob("offsets/[0-9]*"))) - len(list(checkpoint.glob("commits/[0-9]*")))
+        for checkpoint in out.glob("**/_state/checkpoint")
+    )
+
+
+def tasks_started(cluster: StandaloneCluster, worker: int) -> int:
+    return sum(log.read_text(errors="replace").count("Running task") for log in cluster.executor_logs(worker))
+
+
+def test_the_driver_killed_between_two_micro_batches_then_run_again_changes_nothing(
+    cluster, spec, undisturbed, tmp_path
+):
+    killed = start_run(spec, tmp_path / "killed", "--master", cluster.url)
+    wait_for(lambda: committed_batches(tmp_path / "killed") >= 2, killed, "second commit")
+    killed.send_signal(signal.SIGKILL)  # just after a commit, before the next offsets are used
+    killed.wait()
+    assert not (tmp_path / "killed" / "q" / "report.json").exists()
+    finished(start_run(spec, tmp_path / "killed", "--master", cluster.url))
+    assert (tmp_path / "killed" / "q" / "_state" / "engine").read_text().strip() == "spark"
+    assert outcome(tmp_path / "killed") == undisturbed()
+    assert undisturbed()[0] == "pass"
+
+
+def test_a_worker_lost_in_the_middle_of_a_micro_batch_changes_nothing(cluster, spec, undisturbed, tmp_path):
+    # Last in the module: the cluster goes on with one worker.
+    run = start_run(spec, tmp_path / "killed", "--master", cluster.url)
+    out = tmp_path / "killed"
+    wait_for(lambda: committed_batches(out) >= 2 and batches_in_flight(out) > 0, run, "micro-batch after two")
+    started = tasks_started(cluster, 1)
+    wait_for(lambda: tasks_started(cluster, 1) > started, run, "task on worker 1", timeout=60)
+    cluster.kill_worker(1)
+    finished(run)
+    assert cluster.alive_workers() == 1
+    driver_log = (out / "logs" / "q.spark.log").read_text(errors="replace")
+    assert "Lost executor" in driver_log  # the tasks it had ran again on worker 0
+    assert outcome(out) == undisturbed()
