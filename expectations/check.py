@@ -56,8 +56,8 @@ from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
 from jobs.runtime.spark import spark_session
 from jobs.spec.model import Settings
-from jobs.stream.keyed_state import groups_recomputed
 from jobs.stream.offsets import committed_batches
+from jobs.stream.operators.aggregate.on_spark_state import groups_recomputed
 from jobs.stream.records import aggregation_state, materializer_rows, micro_batches, recorded_engine
 
 

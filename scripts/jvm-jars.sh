@@ -4,7 +4,7 @@
 #   lockstep-local-fs.jar  Hadoop's local file system without child processes (jobs/runtime/jvm,
 #                          see jobs/runtime/local_fs.py)
 #   lockstep-stream.jar    the Spark engine's keyed state and the driver-bytes listener
-#                          (jobs/stream/jvm, see jobs/stream/keyed_state.py)
+#                          (jobs/stream/jvm, see jobs/stream/operators/keyed_state.py)
 # Needs javac (a JDK); without one, one line and exit 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."

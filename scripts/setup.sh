@@ -67,7 +67,7 @@ install_venv .venv pyproject.toml constraints.txt -- -c constraints.txt -e '.[ai
 scripts/delta-jars.sh .venv
 # lockstep's Java classes, built against this pyspark's jars into .venv/jars: the Hadoop local file
 # system without a `chmod` child process per file (jobs/runtime/local_fs.py), and the Spark engine's
-# keyed state (jobs/stream/keyed_state.py).
+# keyed state (jobs/stream/operators/keyed_state.py).
 scripts/jvm-jars.sh .venv
 # The Flink oracle lives apart: PyFlink pins older pandas, pyarrow and numpy than lockstep's.
 install_venv .venv-flink constraints-flink.txt -- -c constraints-flink.txt apache-flink==2.3.0

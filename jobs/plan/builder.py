@@ -400,7 +400,7 @@ class _Relations:
         rn < N + 1 (Top-N), taken into the operator as its limit; the SELECT keeps the rest of
         its WHERE. Every such conjunct holds for each row the operator emits (its rows rank at
         most the smallest N), so a filter left with only them would compute nothing, and a
-        SELECT that only picks columns is finished on the driver (driver_rows.py)."""
+        SELECT that only picks columns is finished on the driver (jobs/stream/operators/driver_rows.py)."""
         where = select.args.get("where")
         conjuncts = _conjuncts(where.this) if where is not None else []
         limits = [n for n in (_row_number_limit(c, node.row_number) for c in conjuncts) if n is not None]

@@ -121,7 +121,8 @@ class RunLayout:
 
     @property
     def materializer_table(self) -> Path:
-        """The spark engine's materializer: a Delta table of the live rows (materialized_rows.py)."""
+        """The spark engine's materializer: a Delta table of the live rows
+        (jobs/stream/operators/materialize/on_spark_state.py)."""
         return self.state / "materializer_table"
 
     def app_id(self, query: str) -> str:

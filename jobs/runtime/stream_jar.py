@@ -1,4 +1,4 @@
-"""lockstep's own Spark classes: the Spark engine's keyed state (jobs/stream/keyed_state.py) and the
+"""lockstep's own Spark classes: the Spark engine's keyed state (jobs/stream/operators/keyed_state.py) and the
 listener that sums the bytes tasks return to the driver. scripts/jvm-jars.sh builds them from
 jobs/stream/jvm/ into the venv's jars/ folder; they reach the driver and every executor through
 spark.jars, as the connector's jars do.

@@ -1,18 +1,18 @@
 """Emitters: what one micro-batch emits into the stage's table, one kind per query shape, all
 behind the Emitter protocol the foreachBatch handler calls.
 
-- A group aggregate: the new state of every touched group (group_sums.py's, or Spark's update
+- A group aggregate: the new state of every touched group (operators/aggregate/group_sums.py's, or Spark's update
   output) is finalised (SUM from its sums, AVG as a ratio, MIN/MAX recomputed from the value multisets),
   HAVING and the SELECT expressions are applied, and a group with no live rows left (or one that
   stops passing HAVING) becomes a delete.
 - A projection: the rows that passed the filter; per sink key the last change in the micro-batch
   decides: an addition upserts its image, a retraction deletes the key.
-- A deduplication or a join: the operator's difference for the touched keys (see keyed.py), then
+- A deduplication or a join: the operator's difference for the touched keys (see operators/), then
   the Calc above it; per sink key an added row upserts, a key with only retractions is deleted.
 
 A retract sink takes the net copies gained or lost per row instead; a sink behind the upsert
-materializer takes the rows in arrival order through it (see materializer.py). With windows that
-emit final results, FinalWindowEmitter (windows.py) wraps the aggregate's emitter.
+materializer takes the rows in arrival order through it (operators/materialize/). With windows that
+emit final results, FinalWindowEmitter (operators/window/windows.py) wraps the aggregate's emitter.
 """
 
 from __future__ import annotations
@@ -33,16 +33,17 @@ from jobs.plan import StagePlan
 from jobs.plan.nodes import Calc
 from jobs.runtime.arrow_frames import frame_of
 from jobs.runtime.layout import RunLayout
-from jobs.stream.aggregate import AggregateState, finalize, result_columns
-from jobs.stream.calc import apply_calc, projections
-from jobs.stream.driver_groups import finished_groups, finishes_on_driver
-from jobs.stream.driver_rows import copies_in_order, picked_columns, upsert_rows
-from jobs.stream.group_sums import GroupSums
-from jobs.stream.keyed import SessionOperator
-from jobs.stream.keyed_state import KeyedStateOperator, SessionsOnKeyedState
-from jobs.stream.materialized_rows import MaterializedRows
-from jobs.stream.materializer import UpsertMaterializer
-from jobs.stream.multiset import ValueMultisets
+from jobs.stream.operators.aggregate.driver_groups import finished_groups, finishes_on_driver
+from jobs.stream.operators.aggregate.group_sums import GroupSums
+from jobs.stream.operators.aggregate.multiset import ValueMultisets
+from jobs.stream.operators.aggregate.streaming import AggregateState, finalize, result_columns
+from jobs.stream.operators.calc import apply_calc, projections
+from jobs.stream.operators.driver_rows import copies_in_order, picked_columns, upsert_rows
+from jobs.stream.operators.keyed_operators import KeyedStateOperator
+from jobs.stream.operators.materialize.on_lockstep_state import UpsertMaterializer
+from jobs.stream.operators.materialize.on_spark_state import MaterializedRows
+from jobs.stream.operators.session.on_lockstep_state import SessionOperator
+from jobs.stream.operators.session.on_spark_state import SessionsOnKeyedState
 from jobs.stream.writers import Changes
 
 
@@ -117,7 +118,7 @@ class AggregateEmitter:
         self, spark: SparkSession, frame: DataFrame, batch: MicroBatch, hidden: tuple[str, ...] = ()
     ) -> DataFrame:
         """The touched groups as changed_rows has them, as a frame (the spark engine's open
-        windows table takes them so: final_windows.py)."""
+        windows table takes them so: operators/window/on_spark_state.py)."""
         rows = self._touched(spark, frame, batch, hidden)
         return frame_of(spark, rows) if isinstance(rows, pa.Table) else rows
 
@@ -208,9 +209,9 @@ class ChangeRows:
                 .agg(F.sum(WEIGHT).cast("bigint").alias(COUNT))
                 .where(F.col(COUNT) != 0)
             )
-        if self.materialized is not None:  # the spark engine's, on the executors (materialized_rows.py)
+        if self.materialized is not None:  # the spark engine's, on the executors (materialize/on_spark_state.py)
             return Changes(frame=self.materialized.apply(typed, batch_id))
-        if self.materializer is not None:  # ordered, stateful, on the driver (materializer.py)
+        if self.materializer is not None:  # ordered, stateful, on the driver (materialize/on_lockstep_state.py)
             return Changes(rows=self.materializer.apply(self._in_order(typed), batch_id))
         return Changes(frame=self._net_per_key(typed))
 
@@ -220,7 +221,7 @@ class ChangeRows:
 
     def on_driver(self, difference: pa.Table, post: Calc | None, batch_id: int) -> Changes | None:
         """The upsert rows of a difference on the driver, when only picking columns is left to
-        do (driver_rows.py), through the materializer if the sink has one; None when Spark must
+        do (operators/driver_rows.py), through the materializer if the sink has one; None when Spark must
         compute the rest."""
         if self.plan.write_mode != "upsert" or self.ordered_by:
             return None
@@ -306,7 +307,7 @@ class KeyedEmitter:
         self, spark: SparkSession, delta: DataFrame, batch: MicroBatch, hidden: tuple[str, ...] = ()
     ) -> DataFrame:
         """The touched keys' rows tagged upsert / delete with the `hidden` columns: what the
-        spark engine's open windows table takes (final_windows.py), a window's groups being
+        spark engine's open windows table takes (operators/window/on_spark_state.py), a window's groups being
         recomputed on the keyed state."""
         difference = self.operator.changes(spark, delta, batch.id, batch.segments)
         if isinstance(difference, pa.Table):

@@ -16,7 +16,6 @@ from jobs.plan import StagePlan
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.stream.emitters import Emitter, MicroBatch
-from jobs.stream.group_sums import GroupSums
 from jobs.stream.offsets import (
     batch_segments,
     batch_timestamp_ms,
@@ -25,6 +24,7 @@ from jobs.stream.offsets import (
     logged_files,
     read_up_to,
 )
+from jobs.stream.operators.aggregate.group_sums import GroupSums
 from jobs.stream.source import staged_input
 from jobs.stream.writers import TableWriter
 

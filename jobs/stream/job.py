@@ -24,11 +24,11 @@ from jobs.runtime.progress import Progress, counts
 from jobs.runtime.spark import spark_session, start_in_background
 from jobs.spec.model import Settings
 from jobs.stream.handler import StreamCounts
+from jobs.stream.operators.window.windows import write_late_events
 from jobs.stream.point import consistency_point
 from jobs.stream.relocate import follow_moved_run_folder
 from jobs.stream.source import stage_sources, staged_input
 from jobs.stream.stage import run_stage
-from jobs.stream.windows import write_late_events
 
 
 @dataclass

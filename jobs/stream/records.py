@@ -14,9 +14,9 @@ from jobs.changelog.columns import ORDINAL
 from jobs.plan.nodes import GroupAggregate
 from jobs.runtime.arrow_frames import frame_of
 from jobs.runtime.layout import RunLayout
-from jobs.stream.aggregate import AggregateState, state_value_names
-from jobs.stream.group_sums import groups_now
 from jobs.stream.offsets import committed_batches
+from jobs.stream.operators.aggregate.group_sums import groups_now
+from jobs.stream.operators.aggregate.streaming import AggregateState, state_value_names
 
 
 def engine_marker(layout: RunLayout):
@@ -53,7 +53,7 @@ def micro_batches(layout: RunLayout, last_batch: int | None) -> list[dict]:
 def aggregation_state(spark: SparkSession, aggregate: GroupAggregate, layout: RunLayout) -> DataFrame:
     """The aggregation state after the last micro-batch, as Spark's state reader shows it: a key
     struct (the group, and the value slot) and a value struct (the count and the sums), named as
-    lockstep names them; lockstep's own state (group_sums.py) or Spark's."""
+    lockstep names them; lockstep's own state (operators/aggregate/group_sums.py) or Spark's."""
     if layout.aggregate_state.exists():
         return _own_state(spark, aggregate, layout)
     _ = spark.streams.active  # starts the state store coordinator the state reader talks to

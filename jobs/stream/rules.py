@@ -3,7 +3,7 @@
 A stage's streaming query is its plan up to and including its stateful operator, built bottom-up:
 each rule turns its node into a frame over its inputs' frames. The stateful operator decides
 what a micro-batch does: a group aggregate leaves the frame as the rows and hands its state to the
-emitter (group_sums.py), or, with one of Spark's state stores, runs on Spark's own streaming
+emitter (operators/aggregate/group_sums.py), or, with one of Spark's state stores, runs on Spark's own streaming
 aggregation (its state rides along); a deduplication or a join leaves the frame as the changes and hands an operator to
 the emitter, which recomputes the touched keys per micro-batch. A Calc above a stateful
 operator is applied per micro-batch by the emitter, not here.
@@ -39,23 +39,23 @@ from jobs.plan.nodes import (
     WindowAssign,
 )
 from jobs.runtime.layout import RunLayout
-from jobs.stream.aggregate import AggregateState, streaming_aggregate
-from jobs.stream.calc import apply_calc
-from jobs.stream.driver_input import DriverInput, driver_input
-from jobs.stream.driver_windows import WindowedInput, windowed_input
-from jobs.stream.group_sums import GroupSums
-from jobs.stream.keyed import LEFT, RIGHT, DedupOperator, JoinOperator, SessionOperator, tag_side
-from jobs.stream.keyed_state import (
-    DedupOnKeyedState,
-    GroupsOnKeyedState,
-    JoinOnKeyedState,
-    KeyedStateOperator,
-    SessionsOnKeyedState,
-    groups_recomputed,
-)
+from jobs.stream.operators.aggregate.group_sums import GroupSums
+from jobs.stream.operators.aggregate.on_spark_state import GroupsOnKeyedState, groups_recomputed
+from jobs.stream.operators.aggregate.state_store import LOCKSTEP
+from jobs.stream.operators.aggregate.streaming import AggregateState, streaming_aggregate
+from jobs.stream.operators.calc import apply_calc
+from jobs.stream.operators.deduplicate.on_lockstep_state import DedupOperator
+from jobs.stream.operators.deduplicate.on_spark_state import DedupOnKeyedState
+from jobs.stream.operators.driver_input import DriverInput, driver_input
+from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, tag_side
+from jobs.stream.operators.join.on_lockstep_state import JoinOperator
+from jobs.stream.operators.join.on_spark_state import JoinOnKeyedState
+from jobs.stream.operators.keyed_operators import KeyedStateOperator
+from jobs.stream.operators.session.on_lockstep_state import SessionOperator
+from jobs.stream.operators.session.on_spark_state import SessionsOnKeyedState
+from jobs.stream.operators.window.driver_windows import WindowedInput, windowed_input
+from jobs.stream.operators.window.windows import stream_window_assign
 from jobs.stream.source import changelog_stream, staged_input
-from jobs.stream.state_store import LOCKSTEP
-from jobs.stream.windows import stream_window_assign
 
 
 @dataclass

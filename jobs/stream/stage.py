@@ -25,17 +25,17 @@ from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
 from jobs.spark_sql import first_content
 from jobs.stream.emitters import Emitter, emitter_for
-from jobs.stream.final_windows import FinalWindowsTable
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
-from jobs.stream.keyed_state import rows_stay_on_executors
-from jobs.stream.materialized_rows import MaterializedRows
-from jobs.stream.multiset import ValueMultisets
 from jobs.stream.offsets import committed_batches
+from jobs.stream.operators.aggregate.multiset import ValueMultisets
+from jobs.stream.operators.aggregate.state_store import state_store_for, store_in_effect
+from jobs.stream.operators.keyed_state import rows_stay_on_executors
+from jobs.stream.operators.materialize.on_spark_state import MaterializedRows
+from jobs.stream.operators.window.on_spark_state import FinalWindowsTable
+from jobs.stream.operators.window.windows import FinalWindowEmitter
 from jobs.stream.records import engine_marker, recorded_engine
 from jobs.stream.rules import Context, Streaming, streaming_frame
 from jobs.stream.spark_logs import forget_unplanned_finds
-from jobs.stream.state_store import state_store_for, store_in_effect
-from jobs.stream.windows import FinalWindowEmitter
 from jobs.stream.writers import TableWriter, open_writer
 
 

@@ -1,4 +1,4 @@
-"""lockstep's own state on its own (jobs/stream/live_state.py), no Spark: what a fold costs.
+"""lockstep's own state on its own (jobs/stream/state/live_state.py), no Spark: what a fold costs.
 
 1. A large state: --groups groups of a group aggregate's sums (SUM and COUNT), then eight logs of
    1 % of them; the fold of those logs, its seconds and the peak memory of the process that runs
@@ -26,9 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.changelog.columns import COUNT, TOUCHED, WINDOW_END, WINDOW_START
-from jobs.stream.group_sums import windows_first
-from jobs.stream.live_state import COMPACT_EVERY, LiveState
-from jobs.stream.row_counts import summed_per_group
+from jobs.stream.operators.aggregate.group_sums import windows_first
+from jobs.stream.state.live_state import COMPACT_EVERY, LiveState
+from jobs.stream.state.row_counts import summed_per_group
 
 HOUR_US = 3_600_000_000
 

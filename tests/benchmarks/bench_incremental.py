@@ -37,7 +37,7 @@ from jobs.spec.model import StateStore
 from tests.benchmarks.race import WORK, logged_batches
 
 SQL = "SELECT pId, SUM(income) AS total, COUNT(*) AS orders FROM orders GROUP BY pId"
-# --with-max: a MAX beside them, which keeps every group's live values (jobs/stream/multiset.py).
+# --with-max: a MAX beside them, which keeps every group's live values (jobs/stream/operators/aggregate/multiset.py).
 SQL_WITH_MAX = "SELECT pId, SUM(income) AS total, COUNT(*) AS orders, MAX(income) AS top FROM orders GROUP BY pId"
 
 

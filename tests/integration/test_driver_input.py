@@ -1,5 +1,5 @@
 """A keyed operator's input read on the driver from the staged segment files
-(jobs/stream/driver_input.py) must be the rows Spark's stream hands over for the same files: the
+(jobs/stream/operators/driver_input.py) must be the rows Spark's stream hands over for the same files: the
 same values in the same Spark types, each with its weight (+1 for +I and +U, -1 for -U and -D);
 and only a staged changelog, or a SELECT that picks its columns, is read that way."""
 
@@ -14,7 +14,7 @@ from jobs.changelog.frames import weight
 from jobs.changelog.staging import StagedChangelog, stage_source
 from jobs.plan.nodes import Calc, ChangelogSource
 from jobs.spec.model import SourceSpec, StreamSpec
-from jobs.stream.driver_input import driver_input
+from jobs.stream.operators.driver_input import driver_input
 from jobs.stream.source import changelog_stream
 from tests.conftest import write_changelog
 

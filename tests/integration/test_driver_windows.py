@@ -1,4 +1,4 @@
-"""Windows assigned on the driver (jobs/stream/driver_windows.py) must be Spark's window(): the
+"""Windows assigned on the driver (jobs/stream/operators/window/driver_windows.py) must be Spark's window(): the
 same (row, window) pairs, the late ones left out as the stream's Spark path leaves them out, for
 tumbling and hopping windows (a slide that does not divide the size too), times before 1970,
 on window boundaries and missing."""
@@ -13,7 +13,7 @@ from jobs.changelog.columns import COUNT, WATERMARK, WINDOW_END, WINDOW_START
 from jobs.changelog.frames import assign_windows, on_time
 from jobs.plan.nodes import WindowSpec
 from jobs.runtime.arrow_frames import frame_of
-from jobs.stream.driver_windows import on_time_windows
+from jobs.stream.operators.window.driver_windows import on_time_windows
 from tests.strategies import examples
 
 WINDOWS = [

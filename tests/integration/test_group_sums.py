@@ -1,4 +1,4 @@
-"""lockstep's own aggregation state (jobs/stream/group_sums.py): per micro-batch the touched
+"""lockstep's own aggregation state (jobs/stream/operators/aggregate/group_sums.py): per micro-batch the touched
 groups' sums after it, exactly as Spark's streaming aggregation held them (a model of running
 sums here), types included; groups whose rows were all retracted leave the state when it is
 folded; with a state TTL, idle groups are forgotten as Flink forgets them; and a micro-batch's
@@ -21,13 +21,19 @@ from jobs.changelog.columns import COUNT, SLOT, TOUCHED, WEIGHT, WINDOW_END, WIN
 from jobs.errors import InputError
 from jobs.plan.nodes import AggCall
 from jobs.runtime.arrow_frames import frame_of
-from jobs.stream.aggregate import AggregateState, nonnull_column, state_columns, streaming_aggregate, sum_column
-from jobs.stream.driver_groups import finished_groups, finishes_on_driver
-from jobs.stream.driver_sums import sums_on_driver
-from jobs.stream.group_sums import GroupSums, groups_now
-from jobs.stream.live_state import COMPACT_EVERY, PART_ROWS
-from jobs.stream.row_counts import SumOverflow, summed_per_group
-from jobs.stream.snapshot_parts import Snapshot
+from jobs.stream.operators.aggregate.driver_groups import finished_groups, finishes_on_driver
+from jobs.stream.operators.aggregate.driver_sums import sums_on_driver
+from jobs.stream.operators.aggregate.group_sums import GroupSums, groups_now
+from jobs.stream.operators.aggregate.streaming import (
+    AggregateState,
+    nonnull_column,
+    state_columns,
+    streaming_aggregate,
+    sum_column,
+)
+from jobs.stream.state.live_state import COMPACT_EVERY, PART_ROWS
+from jobs.stream.state.row_counts import SumOverflow, summed_per_group
+from jobs.stream.state.snapshot_parts import Snapshot
 from tests.strategies import examples
 
 CALLS = [AggCall("SUM", "d", False, "total"), AggCall("COUNT", "i", False, "n"), AggCall("COUNT", None, False, "rows")]
@@ -396,8 +402,8 @@ def test_the_driver_finishes_min_max_and_distinct_as_spark_finalises_them(spark,
 
     from jobs.plan import plan_query
     from jobs.spec import load_spec
-    from jobs.stream.aggregate import finalize
     from jobs.stream.emitters import AggregateEmitter
+    from jobs.stream.operators.aggregate.streaming import finalize
     from tests.conftest import orders_spec
 
     spec = orders_spec(tmp_path, SLOTS_SQL, source={"schema": "order_id BIGINT, pId BIGINT, income DOUBLE, qty INT"})

@@ -4,7 +4,8 @@ as Spark's grouping would cancel them (-0.0 as 0.0, NaN as NaN), or the state wo
 changelog deleted."""
 
 from jobs.changelog.columns import COUNT, WEIGHT
-from jobs.stream.keyed import LEFT, RIGHT, SIDE, NetChanges, per_side, tag_side
+from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, SIDE, per_side, tag_side
+from jobs.stream.operators.weighted_rows import NetChanges
 
 LEFT_COLS, RIGHT_COLS = ("k", "v"), ("k", "name")
 

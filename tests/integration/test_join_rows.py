@@ -1,4 +1,4 @@
-"""A join computed on the driver (jobs/stream/join_rows.py) must give the difference Spark's join
+"""A join computed on the driver (jobs/stream/operators/join/join_rows.py) must give the difference Spark's join
 gives on the same live rows, column types included: inner, outer, semi and anti joins, null keys
 (which match nothing), binary keys, rows with several copies; and it must leave
 to Spark the joins Arrow does not compute as Spark does."""
@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Join
 from jobs.runtime.arrow_frames import frame_of
-from jobs.stream.join_rows import joined, joins_on_driver
-from jobs.stream.keyed import JoinedRows
-from jobs.stream.row_counts import difference, live_rows
+from jobs.stream.operators.join.join_rows import joined, joins_on_driver
+from jobs.stream.operators.join.joined_rows import JoinedRows
+from jobs.stream.state.row_counts import difference, live_rows
 
 LEFT = pa.schema([("id", pa.int64()), ("k", pa.string()), ("v", pa.float64()), ("b", pa.binary()), (COUNT, pa.int64())])
 RIGHT = pa.schema(

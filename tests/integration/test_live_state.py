@@ -1,4 +1,4 @@
-"""A keyed operator's state (jobs/stream/live_state.py): compacted snapshots plus short logs give
+"""A keyed operator's state (jobs/stream/state/live_state.py): compacted snapshots plus short logs give
 the same live rows as the whole history, stay bounded on disk, and a replayed micro-batch reads
 what it read the first time."""
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from jobs.changelog.columns import COUNT
-from jobs.stream.live_state import COMPACT_EVERY, LiveState
+from jobs.stream.state.live_state import COMPACT_EVERY, LiveState
 
 
 def _net(rng: random.Random, live: Counter) -> Counter:

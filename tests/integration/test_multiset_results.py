@@ -1,4 +1,4 @@
-"""MIN / MAX / COUNT(DISTINCT) recomputed on the driver (jobs/stream/multiset.py) must be what
+"""MIN / MAX / COUNT(DISTINCT) recomputed on the driver (jobs/stream/operators/aggregate/multiset.py) must be what
 Spark's aggregation computes over the same live values, column types included, or the stream
 would write other results than the batch job; and the driver takes only what it computes
 exactly (no floating MIN / MAX: Arrow skips NaN, Spark orders it above every number)."""
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from jobs.changelog.columns import COUNT, SLOT
 from jobs.plan.nodes import AggCall
-from jobs.stream.aggregate import AggregateState, recompute, value_column
-from jobs.stream.multiset import driver_results, exact_on_driver
+from jobs.stream.operators.aggregate.multiset import driver_results, exact_on_driver
+from jobs.stream.operators.aggregate.streaming import AggregateState, recompute, value_column
 from tests.strategies import examples
 
 CALLS = [

@@ -1,4 +1,4 @@
-"""A keyed operator sums its net changes and live rows on the driver (jobs/stream/row_counts.py):
+"""A keyed operator sums its net changes and live rows on the driver (jobs/stream/state/row_counts.py):
 the sums must be the ones Spark's aggregation computes on the same rows, or the stream would keep
 a row the batch does not (a -0.0 and a 0.0 that cancel in Spark, say) and the two would drift."""
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT
-from jobs.stream.row_counts import live_rows, net_rows
+from jobs.stream.state.row_counts import live_rows, net_rows
 from tests.strategies import examples
 
 DDL = (

@@ -1,4 +1,4 @@
-"""A keyed state's snapshot in parts of key ranges (jobs/stream/snapshot_parts.py): folded one
+"""A keyed state's snapshot in parts of key ranges (jobs/stream/state/snapshot_parts.py): folded one
 part at a time, it holds the live rows of the whole history; every part holds only keys of its
 range; a part no log touches is kept as it was; a reader of touched keys opens only their parts."""
 
@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.changelog.columns import COUNT
-from jobs.stream.live_state import COMPACT_EVERY, LiveState
-from jobs.stream.row_counts import live_rows
-from jobs.stream.snapshot_parts import Snapshot, fold_parts, part_of
+from jobs.stream.state.live_state import COMPACT_EVERY, LiveState
+from jobs.stream.state.row_counts import live_rows
+from jobs.stream.state.snapshot_parts import Snapshot, fold_parts, part_of
 
 SCHEMA = pa.schema([("k", pa.float64()), ("s", pa.string()), ("v", pa.int64()), (COUNT, pa.int64())])
 KEYS = ("k", "s")

@@ -13,9 +13,9 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
-from jobs.stream.group_sums import groups_now
 from jobs.stream.job import run_stream
-from jobs.stream.state_store import recorded_store, store_in_effect
+from jobs.stream.operators.aggregate.group_sums import groups_now
+from jobs.stream.operators.aggregate.state_store import recorded_store, store_in_effect
 from tests.conftest import change, orders_spec, write_changelog
 from tests.integration.conftest import feed_steps, run_both, same_rows, table_rows
 

@@ -1,4 +1,4 @@
-"""A deduplication's or Top-N's ranking on the driver (jobs/stream/top_rows.py) must keep the rows
+"""A deduplication's or Top-N's ranking on the driver (jobs/stream/operators/deduplicate/top_rows.py) must keep the rows
 Spark's ROW_NUMBER() window keeps, with the same row numbers, types and weights, or the stream
 would write other rows than the batch job; and it must leave to Spark what Arrow does not order
 as Spark does (NaN, nested values)."""
@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Deduplicate
 from jobs.runtime.arrow_frames import frame_of
-from jobs.stream.keyed import TopRows
-from jobs.stream.row_counts import difference, live_rows
-from jobs.stream.top_rows import ranks_on_driver, top_rows
+from jobs.stream.operators.deduplicate.ranked_rows import TopRows
+from jobs.stream.operators.deduplicate.top_rows import ranks_on_driver, top_rows
+from jobs.stream.state.row_counts import difference, live_rows
 from tests.strategies import examples
 
 COLUMNS = ("k", "h", "o", "s", "d", "t", "x")

@@ -1,4 +1,4 @@
-"""A difference finished on the driver (jobs/stream/driver_rows.py): per sink key one row, the
+"""A difference finished on the driver (jobs/stream/operators/driver_rows.py): per sink key one row, the
 addition over a retraction, as ChangeRows does in Spark, or the upsert materializer's input (each
 row once per unit of weight, retractions first); only SELECTs that pick columns, and only columns
 already of the sink's types, are finished there."""
@@ -13,7 +13,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from jobs.changelog.columns import DELETE, OP, UPSERT, WEIGHT
 from jobs.plan.nodes import Calc
-from jobs.stream.driver_rows import copies_in_order, picked_columns, upsert_rows
+from jobs.stream.operators.driver_rows import copies_in_order, picked_columns, upsert_rows
 
 OUTPUT = StructType([StructField("id", LongType()), StructField("name", StringType())])
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from jobs.changelog.columns import DELETE, OP, UPSERT, WEIGHT
 from jobs.errors import RunStateError
-from jobs.stream.materializer import UpsertMaterializer
+from jobs.stream.operators.materialize.on_lockstep_state import UpsertMaterializer
 
 # Seed 003: s1 JOIN s2 ON s1.level = s2.id, written to a sink keyed by s1.id. s1's row 1 moves
 # from level 10 to level 20, so the join retracts A1 and adds B1: different rows, one sink key.

@@ -1,4 +1,4 @@
-"""The value multisets of MIN / MAX / DISTINCT aggregates (jobs/stream/multiset.py): Spark's new
+"""The value multisets of MIN / MAX / DISTINCT aggregates (jobs/stream/operators/aggregate/multiset.py): Spark's new
 counts laid over the touched groups' live values give the values after the micro-batch, and the
 logged change is exactly what turns the one into the other, so that the keyed state read in the
 next micro-batch holds what Spark's own counts say."""
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from jobs.changelog.columns import COUNT, SLOT
 from jobs.errors import RunStateError
-from jobs.stream.multiset import overlay, refuse_old_layout
+from jobs.stream.operators.aggregate.multiset import overlay, refuse_old_layout
 from tests.strategies import examples
 
 SCHEMA = pa.schema([("g", pa.string()), (SLOT, pa.int32()), ("v", pa.float64()), (COUNT, pa.int64())])

@@ -1,6 +1,6 @@
 """A regular join's rows before and after a micro-batch, computed on the driver.
 
-The touched keys' live rows of both inputs are on the driver already (keyed.py). Joining them
+The touched keys' live rows of both inputs are on the driver already (operators/). Joining them
 there with Arrow, rather than sending both sides twice to Spark for two shuffled joins and a
 difference aggregation, leaves Spark only the difference. A live row stands for its count of
 copies, so a joined row stands for the product of its two rows' counts (a null-padded or semi /
@@ -9,7 +9,7 @@ anti join row for its own row's count): no row is expanded into copies.
 The join must be Spark's: an equality of keys of one type on both sides, where a null never
 matches (Arrow's hash join, as SQL's `=`), and no extra condition. Keys of different types
 (Spark would cast one side), floating keys (NaN matches NaN in Spark's join) and nested keys are
-joined by Spark (keyed.py), as is a join with an extra condition.
+joined by Spark (operators/), as is a join with an extra condition.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Join
-from jobs.stream.row_counts import compares_as_spark
+from jobs.stream.state.row_counts import compares_as_spark
 
 _ARROW_KIND = {
     "inner": "inner",

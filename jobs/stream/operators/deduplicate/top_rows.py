@@ -1,16 +1,16 @@
 """A deduplication's or a Top-N's ranking, and its difference, computed on the driver.
 
-The touched keys' live rows before and after a micro-batch are on the driver already (keyed.py).
+The touched keys' live rows before and after a micro-batch are on the driver already (operators/).
 Ranking them there with Arrow, rather than sending both sets to Spark for a ROW_NUMBER() window,
 two shuffles and a difference aggregation, leaves Spark only the (much smaller) difference: in
 the race's deduplication that Spark job was 7.6 s of a 9.6 s micro-batch of 300,000 rows.
 
-The ranking must be Spark's: rows of one key (compared as Spark groups them, row_counts.py)
+The ranking must be Spark's: rows of one key (compared as Spark groups them, state/row_counts.py)
 ordered by the ordering columns, all in one direction, ascending with nulls first or descending
 with nulls last (Spark's defaults), the first `limit` kept. Arrow orders integers, decimals,
 strings (byte by byte, as Spark's default collation), booleans, dates, timestamps and binary as
 Spark does; floating values only without NaN (Arrow puts NaN beside the nulls, Spark above every
-number), nested values not at all. Rows that hold anything else are ranked by Spark (keyed.py).
+number), nested values not at all. Rows that hold anything else are ranked by Spark (operators/).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from jobs.changelog.columns import COUNT
 from jobs.plan.nodes import Deduplicate
-from jobs.stream.row_counts import compares_as_spark, row_codes, spark_normalized
+from jobs.stream.state.row_counts import compares_as_spark, row_codes, spark_normalized
 
 _KEY = "__key"
 

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.changelog.schema import all_nullable
-from jobs.stream.row_counts import row_codes, spark_normalized
+from jobs.stream.state.row_counts import row_codes, spark_normalized
 
 BOUNDS = "_bounds.parquet"  # the leading underscore: Arrow's and Spark's folder readers skip it
 # Rows per row group of a part: a reader skips the groups whose first key column holds none of

@@ -1,8 +1,8 @@
 """A group aggregate's state kept by lockstep (`stream.state_store: lockstep`, the default).
 
-Per group, the state is the sums aggregate.py defines (__count, __n<j>, __s<j>; per value slot
+Per group, the state is the sums streaming.py defines (__count, __n<j>, __s<j>; per value slot
 for MIN / MAX / DISTINCT aggregates), kept as a keyed state of a compacted snapshot and short
-logs (live_state.py) instead of in Spark's streaming aggregation. Per micro-batch:
+logs (state/live_state.py) instead of in Spark's streaming aggregation. Per micro-batch:
 
     partial = the micro-batch's sums per group         on the driver from its staged files
                                                         (driver_sums.py), else one stateless
@@ -22,11 +22,11 @@ Spark's timestamp of the micro-batch (recorded in its offset log), so a replayed
 forgets what its first attempt forgot. A group whose changes in a micro-batch only retract rows
 of a forgotten state is left alone, as Flink ignores a retraction without state, and counted.
 
-A window's state is sorted by window first: its snapshot's parts (snapshot_parts.py) are ranges of
+A window's state is sorted by window first: its snapshot's parts (state/snapshot_parts.py) are ranges of
 windows in time, and a fold rewrites the parts of the open windows only; the closed windows' parts
 are kept as they are, so their cost does not grow with the history (they stay in the state).
 
-Exactly-once is live_state.py's: micro-batch b reads the state before b, and a replayed b logs
+Exactly-once is state/live_state.py's: micro-batch b reads the state before b, and a replayed b logs
 the same partial again.
 """
 
@@ -47,12 +47,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.changelog.columns import COUNT, TOUCHED, WINDOW_END, WINDOW_START
 from jobs.errors import InputError
-from jobs.stream.aggregate import AggregateState, nonnull_column, streaming_aggregate, sum_column
-from jobs.stream.driver_input import DriverInput
-from jobs.stream.driver_sums import sums_on_driver
-from jobs.stream.driver_windows import WindowedInput
-from jobs.stream.live_state import PART_ROWS, LiveState
-from jobs.stream.row_counts import SumOverflow, keys_among, summed_per_group
+from jobs.stream.operators.aggregate.driver_sums import sums_on_driver
+from jobs.stream.operators.aggregate.streaming import AggregateState, nonnull_column, streaming_aggregate, sum_column
+from jobs.stream.operators.driver_input import DriverInput
+from jobs.stream.operators.window.driver_windows import WindowedInput
+from jobs.stream.state.live_state import PART_ROWS, LiveState
+from jobs.stream.state.row_counts import SumOverflow, keys_among, summed_per_group
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class GroupSums:
         self, rows: DataFrame, batch_id: int, now_ms: int = 0, segments: Mapping[str, Sequence[Path]] | None = None
     ) -> pa.Table:
         """The touched groups' sums after the micro-batch `rows` (what Spark's update output
-        held, aggregate.py); `now_ms` is the micro-batch's time (state TTL), `segments` its
+        held, streaming.py); `now_ms` is the micro-batch's time (state TTL), `segments` its
         staged files."""
         self._forgetting = Forgetting(self.ttl, now_ms)
         partial = self._partial(rows, now_ms, segments)

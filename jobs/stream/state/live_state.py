@@ -29,8 +29,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.runtime.arrow_frames import frame_of
-from jobs.stream.row_counts import keys_among, live_rows
-from jobs.stream.snapshot_parts import Snapshot, fold_parts
+from jobs.stream.state.row_counts import keys_among, live_rows
+from jobs.stream.state.snapshot_parts import Snapshot, fold_parts
 
 # Logs folded into a snapshot: more logs make each micro-batch read more small files, fewer make
 # the snapshot be rewritten more often.

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from jobs.changelog.columns import DELETE, OP, UPSERT, WINDOW_END
 from jobs.runtime.delta import table_version
-from jobs.stream.windows import OpenWindows
+from jobs.stream.operators.window.windows import OpenWindows
 from jobs.stream.writers import Changes, MergeCounts, TableWriter
 from jobs.stream.writers.delta_spark import DeltaSparkWriter
 

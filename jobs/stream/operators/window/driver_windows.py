@@ -1,6 +1,6 @@
 """A windowed aggregate's input read on the driver: each row once per window it falls in.
 
-Where a tumbling or hopping window aggregate reads a staged changelog's columns (driver_input.py),
+Where a tumbling or hopping window aggregate reads a staged changelog's columns (operators/driver_input.py),
 its micro-batch's rows are assigned to their windows on the driver, in microseconds, as Spark's
 `window(ts, size[, slide])` assigns them: the latest window start at or before ts is
 ts - (ts mod slide) (the remainder taken non-negative, so times before 1970 fall as Spark's do),
@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 
 from jobs.changelog.columns import COUNT, WATERMARK, WINDOW_END, WINDOW_START
 from jobs.plan.nodes import WindowAssign, WindowSpec
-from jobs.stream.driver_input import DriverInput, driver_input
+from jobs.stream.operators.driver_input import DriverInput, driver_input
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """A keyed operator's difference made into the sink's upsert rows on the driver, when it is there.
 
-A deduplication's or a join's difference is computed on the driver (top_rows.py, join_rows.py).
+A deduplication's or a join's difference is computed on the driver
+(deduplicate/top_rows.py, join/join_rows.py).
 When the SELECT above the operator only picks and renames columns, and the columns already have
 the sink's types, nothing is left for Spark to compute: the rows are picked, and per sink key the
 addition wins over a retraction, as emitters.ChangeRows does in Spark. Sending the difference to
@@ -19,8 +20,8 @@ from pyspark.sql.types import StructType
 
 from jobs.changelog.columns import COUNT, DELETE, OP, UPSERT, WEIGHT
 from jobs.plan.nodes import Calc
-from jobs.stream.calc import picked_columns as calc_picks
-from jobs.stream.row_counts import row_codes, spark_normalized
+from jobs.stream.operators.calc import picked_columns as calc_picks
+from jobs.stream.state.row_counts import row_codes, spark_normalized
 
 
 def picked_columns(rows: pa.Table, calc: Calc | None, names: tuple[str, ...]) -> list[str] | None:

@@ -33,7 +33,7 @@ def compares_as_spark(t: pa.DataType) -> bool:
     decimals, strings (byte by byte, Spark's default collation), booleans, dates, timestamps and
     binary. Not floating values (Arrow sorts NaN beside the nulls and its min / max skip it;
     Spark orders NaN above every number), not nested ones (Arrow has no order for them). The
-    driver ranks (top_rows.py), joins (join_rows.py) and takes MIN / MAX (multiset.py) of such
+    driver ranks (operators/deduplicate/top_rows.py), joins (operators/join/join_rows.py) and takes MIN / MAX (operators/aggregate/multiset.py) of such
     values; anything else goes to Spark."""
     return (
         pa.types.is_integer(t)

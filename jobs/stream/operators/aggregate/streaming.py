@@ -21,7 +21,7 @@ from pyspark.sql.types import DataType, DecimalType, IntegerType
 
 from jobs.changelog.columns import COUNT, SLOT, WEIGHT
 from jobs.plan.nodes import AggCall, GroupAggregate
-from jobs.stream.calc import null_safe_equal
+from jobs.stream.operators.calc import null_safe_equal
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,14 @@
 
 Spark's streaming aggregation counts each (group, slot, value); its update output gives the new
 count of every value touched in a micro-batch. The live values themselves are kept in a keyed
-state of their own (live_state.py: a snapshot sorted by group, short logs of net changes, zero
+state of their own (state/live_state.py: a snapshot sorted by group, short logs of net changes, zero
 counts dropped when they are folded), so that a micro-batch reads the values of the groups it
 touches and nothing else. Per micro-batch: the touched groups' values before it, overlaid with
 Spark's new counts, are the values after it, from which the groups' MIN / MAX / DISTINCT results
 are recomputed (on the driver where Arrow computes exactly what Spark would, else in Spark); the
 difference (new count less old) is logged as the micro-batch's net change.
 
-Exactly-once: micro-batch b reads the state before b, as live_state.py keeps it; a replayed b
+Exactly-once: micro-batch b reads the state before b, as state/live_state.py keeps it; a replayed b
 gets the same counts from Spark (its state is the one before b) and logs the same change again.
 """
 
@@ -24,9 +24,9 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.changelog.columns import COUNT, SLOT
 from jobs.changelog.schema import all_nullable
 from jobs.errors import RunStateError
-from jobs.stream.aggregate import AggregateState, recompute, value_column
-from jobs.stream.live_state import LiveState
-from jobs.stream.row_counts import compares_as_spark, row_codes, spark_normalized
+from jobs.stream.operators.aggregate.streaming import AggregateState, recompute, value_column
+from jobs.stream.state.live_state import LiveState
+from jobs.stream.state.row_counts import compares_as_spark, row_codes, spark_normalized
 
 
 class ValueMultisets:

@@ -22,9 +22,9 @@ from pyspark.sql.types import DecimalType, StructType
 
 from jobs.changelog.columns import COUNT, DELETE, OP, SLOT, UPSERT
 from jobs.plan.nodes import AggCall, Calc
-from jobs.stream.aggregate import AggregateState, nonnull_column, sum_column
-from jobs.stream.driver_rows import picked_columns
-from jobs.stream.row_counts import key_positions
+from jobs.stream.operators.aggregate.streaming import AggregateState, nonnull_column, sum_column
+from jobs.stream.operators.driver_rows import picked_columns
+from jobs.stream.state.row_counts import key_positions
 
 
 def finishes_on_driver(state: AggregateState, post: Calc | None) -> bool:

@@ -1,7 +1,7 @@
 """The upsert materializer on the spark engine: each sink key's live rows as a Delta table, read,
 changed and written by Spark on the executors.
 
-The semantics are the local materializer's (materializer.py, Flink's SinkUpsertMaterializer): a
+The semantics are the local materializer's (on_lockstep_state.py, Flink's SinkUpsertMaterializer): a
 sink key keeps the rows it has alive in the order they were added; a retraction removes the most
 recently added identical row; the key's value is the most recently added row still alive, and a
 key with none is deleted. Here a micro-batch's input is an operator's difference, which has no
@@ -57,7 +57,7 @@ class MaterializedRows:
         """`typed`: the sink's columns and WEIGHT (copies gained or lost). Returns one row per
         touched sink key, its newest live row tagged upsert, or the key tagged delete."""
         copies = typed.withColumn(WEIGHT, F.explode(F.array_repeat(F.signum(WEIGHT), F.abs(WEIGHT).cast("int"))))
-        touched = copies.select(*_cols(self.key)).distinct()
+        touched = copies.select(*cols(self.key)).distinct()
         version = table_version(str(self.path))
         before = self.spark.read.format("delta").option("versionAsOf", version).load(str(self.path))
         before = _joined(before, touched, self.key, "left_semi")
@@ -75,24 +75,24 @@ class MaterializedRows:
 
     def _gone(self, before: DataFrame, retractions: DataFrame) -> DataFrame:
         """The live copies the retractions remove: of each identical row, the newest ones."""
-        counts = retractions.groupBy(*_cols(self.names)).agg(F.count(F.lit(1)).alias("__retracted"))
-        newest_first = F.row_number().over(Window.partitionBy(*_cols(self.names)).orderBy(F.col(ORDINAL).desc()))
+        counts = retractions.groupBy(*cols(self.names)).agg(F.count(F.lit(1)).alias("__retracted"))
+        newest_first = F.row_number().over(Window.partitionBy(*cols(self.names)).orderBy(F.col(ORDINAL).desc()))
         matched = _joined(before.withColumn("__newest", newest_first), counts, self.names, "inner")
         removed = matched.where(F.col("__newest") <= F.col("__retracted"))
-        return removed.select(*_cols((*self.names, ORDINAL)))
+        return removed.select(*cols((*self.names, ORDINAL)))
 
     def _added(self, additions: DataFrame, batch_id: int) -> DataFrame:
-        rank = F.row_number().over(Window.partitionBy(*_cols(self.key)).orderBy(*_cols(self.names)))
+        rank = F.row_number().over(Window.partitionBy(*cols(self.key)).orderBy(*cols(self.names)))
         ordinal = (F.lit(batch_id * BATCH_SHIFT).cast("bigint") + rank).alias(ORDINAL)
-        return additions.select(*_cols(self.names), ordinal)
+        return additions.select(*cols(self.names), ordinal)
 
     def _newest(self, after: DataFrame, touched: DataFrame) -> DataFrame:
         """Per touched key, its newest live row (upsert), else the key alone (delete)."""
-        newest = F.row_number().over(Window.partitionBy(*_cols(self.key)).orderBy(F.col(ORDINAL).desc()))
-        upserts = after.withColumn("__newest", newest).where(F.col("__newest") == 1).select(*_cols(self.names))
+        newest = F.row_number().over(Window.partitionBy(*cols(self.key)).orderBy(F.col(ORDINAL).desc()))
+        upserts = after.withColumn("__newest", newest).where(F.col("__newest") == 1).select(*cols(self.names))
         deleted = _joined(touched, upserts, self.key, "left_anti")
         nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in after.schema.fields if f.name in self.others]
-        deletes = deleted.select(*_cols(self.key), *nulls).select(*_cols(self.names))
+        deletes = deleted.select(*cols(self.key), *nulls).select(*cols(self.names))
         return upserts.withColumn(OP, F.lit(UPSERT)).unionByName(deletes.withColumn(OP, F.lit(DELETE)))
 
     @property
@@ -100,7 +100,7 @@ class MaterializedRows:
         return tuple(n for n in self.names if n not in self.key)
 
 
-def _cols(names) -> list[Column]:
+def cols(names) -> list[Column]:
     return [F.col(f"`{n}`") for n in names]
 
 

@@ -1,4 +1,4 @@
-"""A micro-batch's sums per group computed on the driver, from the rows driver_input.py reads.
+"""A micro-batch's sums per group computed on the driver, from the rows operators/driver_input.py reads.
 
 Where a group aggregate's input is a staged changelog (or a SELECT that only picks its columns),
 the micro-batch's partial sums (group_sums.py) need no Spark job: the rows are read by Arrow and
@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.changelog.columns import COUNT, SLOT, TOUCHED
-from jobs.stream.aggregate import AggregateState, state_columns, value_column
-from jobs.stream.row_counts import SumOverflow, summed_per_group
+from jobs.stream.operators.aggregate.streaming import AggregateState, state_columns, value_column
+from jobs.stream.state.row_counts import SumOverflow, summed_per_group
 
 
 def sums_on_driver(rows: pa.Table, state: AggregateState, schema: pa.Schema, now_ms: int) -> pa.Table:

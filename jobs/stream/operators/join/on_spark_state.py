@@ -1,0 +1,59 @@
+"""Regular joins on the spark engine: each join key's rows of both sides in one Spark keyed state
+(operators/keyed_state.py).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, NumericType
+
+from jobs.changelog.columns import COUNT
+from jobs.plan.nodes import Join
+from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, SIDE, JoinedRows
+from jobs.stream.operators.keyed_state import LiveRowsState
+
+
+class JoinOnKeyedState:
+    """A regular join: each join key's rows of both sides in one keyed state, so a change on
+    either side finds the other side's rows of its key."""
+
+    def __init__(self, node: Join, left_types: dict[str, DataType], right_types: dict[str, DataType]):
+        self.node = node
+        self.state = LiveRowsState((SIDE, LEFT, RIGHT))
+        self._keys = [
+            _join_key(left, right, left_types[left], right_types[right])
+            for left, right in zip(node.left_keys, node.right_keys)
+        ]
+        self._joined = JoinedRows(node)
+
+    def stream(self, spark: SparkSession, tagged: DataFrame) -> DataFrame:
+        """The state over both sides' changes, tagged (keyed.tag_side) and unioned."""
+        return self.state.stream(spark, tagged, self._keys or [F.lit(0)])
+
+    def changes(self, spark: SparkSession, live: DataFrame, batch_id: int, segments=None) -> DataFrame:
+        before, after = self.state.before_after(live)
+        return self._joined.difference(_sides(after), _sides(before))
+
+
+def _join_key(left: str, right: str, left_type: DataType, right_type: DataType) -> Column:
+    """One join key column for both sides' rows. Keys that join must land in one state key; two
+    that do not may share one (the join is recomputed on the key's rows). Numbers of two types
+    are compared as doubles, which may only put more rows together; keys of unlike other types
+    share one constant key."""
+    left_col, right_col = F.col(LEFT).getField(left), F.col(RIGHT).getField(right)
+    if left_type == right_type:
+        value = F.when(F.col(SIDE) == LEFT, left_col).otherwise(right_col)
+    elif isinstance(left_type, NumericType) and isinstance(right_type, NumericType):
+        value = F.when(F.col(SIDE) == LEFT, left_col.cast("double")).otherwise(right_col.cast("double"))
+    else:
+        value = F.lit(0)
+    return value
+
+
+def _sides(rows: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(left rows, right rows), each side's struct as its columns, with COUNT."""
+    side = F.col(SIDE)
+    left = rows.where(side == LEFT).select(f"{LEFT}.*", COUNT)
+    right = rows.where(side == RIGHT).select(f"{RIGHT}.*", COUNT)
+    return left, right

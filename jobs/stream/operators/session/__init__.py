@@ -1,0 +1,1 @@
+"""Session windows: the shared session function, the local and the spark implementation."""

@@ -1,0 +1,1 @@
+"""Tumbling and hopping windows: assignment, and final results on the local and the spark engine."""
