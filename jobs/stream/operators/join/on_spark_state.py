@@ -28,7 +28,7 @@ class JoinOnKeyedState:
         self._joined = JoinedRows(node)
 
     def stream(self, spark: SparkSession, tagged: DataFrame) -> DataFrame:
-        """The state over both sides' changes, tagged (keyed.tag_side) and unioned."""
+        """The state over both sides' changes, tagged (joined_rows.tag_side) and unioned."""
         return self.state.stream(spark, tagged, self._keys or [F.lit(0)])
 
     def changes(self, spark: SparkSession, live: DataFrame, batch_id: int, segments=None) -> DataFrame:
