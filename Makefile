@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast lint format golden differential property chaos bench race airflow lock clean
+.PHONY: setup demo test test-fast lint format golden differential property chaos bench bench-cluster race airflow lock clean
 
 # make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
 # STATE_STORE=memory|rocksdb: the same cases with one of Spark's state stores (stream.state_store;
@@ -76,6 +76,12 @@ bench: setup
 # stream step and Flink SQL side by side on the same changelog files.
 race: setup
 	$(BIN)/python -m tests.benchmarks.race $(RACE_ARGS)
+
+# make bench-cluster BENCH_CLUSTER_ARGS="--sizes 200000,800000": both engines at two sizes, the
+# spark engine on a standalone cluster (a master and two workers on this machine); time, marginal
+# rate, the driver's and the executors' peak memory, the bytes returned to the driver.
+bench-cluster: setup
+	$(BIN)/python -m tests.benchmarks.bench_cluster $(BENCH_CLUSTER_ARGS)
 
 airflow: setup
 	scripts/airflow.sh
