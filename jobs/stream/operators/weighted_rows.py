@@ -4,6 +4,8 @@ weighted rows (Difference)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -52,5 +54,6 @@ class Difference:
         return both.groupBy(*self._rows).agg(self._weight).where(self._changed)
 
 
-def cols(names: tuple[str, ...]) -> list[Column]:
+def cols(names: Iterable[str]) -> list[Column]:
+    """The named columns, quoted (a name may hold any character)."""
     return [F.col(f"`{n}`") for n in names]

@@ -28,13 +28,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 
 from jobs.changelog.columns import DELETE, OP, ORDINAL, UPSERT, WEIGHT
 from jobs.runtime.delta import table_version
+from jobs.stream.operators.weighted_rows import cols
 from jobs.stream.writers import Changes
 from jobs.stream.writers.delta_spark import DeltaSparkWriter
 
@@ -98,10 +99,6 @@ class MaterializedRows:
     @property
     def others(self) -> tuple[str, ...]:
         return tuple(n for n in self.names if n not in self.key)
-
-
-def cols(names) -> list[Column]:
-    return [F.col(f"`{n}`") for n in names]
 
 
 def _joined(left: DataFrame, right: DataFrame, names, how: str) -> DataFrame:
