@@ -97,10 +97,11 @@ def run_one(folder: Path, query_name: str, engine: str, cluster: StandaloneClust
     where = ["--master", cluster.url] if engine == "spark" else ["--master", "local[2]"]
     command = [sys.executable, "-m", "jobs.cli.main", "--settings", str(settings_file(folder, events))]
     command += ["stream", str(spec), "--out", str(runs), "--engine", engine, *where]
-    executors = PeakExecutorMemory([p.pid for p in cluster.processes[1:]])
-    executors.start()
+    executors = PeakExecutorMemory([p.pid for p in cluster.processes[1:]]) if engine == "spark" else None
+    if executors:
+        executors.start()
     figures = measure(command, folder / f"lockstep-{engine}", dict(os.environ))
-    figures["executors_mib"] = round(executors.stop() / 2**20) if engine == "spark" else None
+    figures["executors_mib"] = round(executors.stop() / 2**20) if executors else None
     figures["result_bytes"] = result_bytes(events) if figures["exit"] == 0 else None
     return figures
 

@@ -12,6 +12,7 @@ Every JVM gets a parent-death signal, so a test process killed outright takes it
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -23,6 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pyspark
 
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -39,23 +41,6 @@ def free_port() -> int:
 
 def _dies_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every live process under `pid`, children first found first."""
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended while we looked
-        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, frontier = [], [pid]
-    while frontier:
-        children = parents.get(frontier.pop(), [])
-        found += children
-        frontier += children
-    return found
 
 
 class StandaloneCluster:
@@ -141,11 +126,9 @@ class StandaloneCluster:
         """kill -9 worker n and every process it started (its executors), as when a machine is
         lost: nothing of theirs says goodbye to the master or the driver."""
         worker = self.processes[1 + n]
-        for pid in [*_descendants(worker.pid), worker.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        for process in [*psutil.Process(worker.pid).children(recursive=True), psutil.Process(worker.pid)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
         worker.wait()
 
     def executor_logs(self, n: int) -> list[Path]:

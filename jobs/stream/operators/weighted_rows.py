@@ -13,6 +13,10 @@ from pyspark.sql import functions as F
 from jobs.changelog.columns import COUNT, WEIGHT
 from jobs.stream.state.row_counts import net_rows
 
+# Each Column below, and in the operators' *_rows.py functions, is built once per operator and
+# reused by every micro-batch: building one is a round trip to the JVM, and a micro-batch of a
+# few rows spent more time building its plan (about 150 ms for a deduplication) than running it.
+
 
 class NetChanges:
     """The micro-batch's rows of `columns`, each with its weight as COUNT, brought to the driver

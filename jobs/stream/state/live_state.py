@@ -154,10 +154,7 @@ class LiveState:
         return self._numbered(_LOG)
 
     def _numbered(self, pattern: re.Pattern) -> list[int]:
-        if not self.directory.exists():
-            return []
-        names = (pattern.fullmatch(p.name) for p in self.directory.iterdir())
-        return sorted(int(m.group(1)) for m in names if m)
+        return numbered_files(self.directory, pattern)
 
     def _log_path(self, batch_id: int) -> Path:
         return self.directory / f"batch-{batch_id:012d}.parquet"
@@ -245,3 +242,12 @@ def _with_keys(rows: pa.Table, wanted: pa.Table | None) -> pa.Table:
     if wanted is None or rows.num_rows == 0:
         return rows
     return rows.filter(pa.array(keys_among(rows, wanted, tuple(wanted.column_names))))
+
+
+def numbered_files(directory: Path, pattern: re.Pattern) -> list[int]:
+    """The numbers of `directory`'s files whose names match `pattern` (its one group: a
+    micro-batch or snapshot number), in order; none when the directory is not there yet."""
+    if not directory.exists():
+        return []
+    names = (pattern.fullmatch(p.name) for p in directory.iterdir())
+    return sorted(int(m.group(1)) for m in names if m)

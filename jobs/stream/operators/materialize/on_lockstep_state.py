@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from jobs.changelog.columns import DELETE, OP, ORDINAL, UPSERT, WEIGHT
 from jobs.changelog.live_rowwise import python_values
 from jobs.errors import RunStateError
+from jobs.stream.state.live_state import numbered_files
 
 # Each live row's place in the saved state: one sequence over all keys, so loading the rows
 # in this order rebuilds every key's list as it was.
@@ -202,10 +203,7 @@ class UpsertMaterializer:
                 self._state_path(old).unlink(missing_ok=True)
 
     def _saved_batches(self) -> list[int]:
-        if not self.state_dir.exists():
-            return []
-        names = (_STATE_FILE.fullmatch(p.name) for p in self.state_dir.iterdir())
-        return sorted(int(m.group(1)) for m in names if m)
+        return numbered_files(self.state_dir, _STATE_FILE)
 
     def _state_path(self, batch_id: int) -> Path:
         return self.state_dir / f"state-{batch_id:012d}.parquet"
