@@ -86,10 +86,12 @@ def _write_changelog(source: Source, folder: Path) -> None:
         (folder / f"{number:03d}.json").write_text("".join(line + "\n" for line in lines[start:end]))
 
 
-def run_lockstep(case: Case, folder: Path) -> LockstepOutcome:
+def run_lockstep(case: Case, folder: Path, settings: Settings | None = None) -> LockstepOutcome:
     spec_path = write_case(case, folder)
     try:
-        pipeline = Pipeline.of(plan_query(load_spec(spec_path)), Settings(), folder / "runs", Progress(quiet=True))
+        pipeline = Pipeline.of(
+            plan_query(load_spec(spec_path)), settings or Settings(), folder / "runs", Progress(quiet=True)
+        )
         report = pipeline.run()
     except LockstepError as exc:
         return LockstepOutcome(error=str(exc))

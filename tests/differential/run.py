@@ -1,18 +1,23 @@
 """`make differential`: random cases, lockstep against Flink SQL.
 
     python -m tests.differential.run [--n 300] [--seed 1] [--classes window,join] [--no-shrink]
-        [--state-store lockstep|memory|rocksdb] [--engine local|spark]
+        [--state-store lockstep|memory|rocksdb] [--engine local|spark] [--cluster]
 
 Case i is built by the builders in turn (generate.BUILDERS) from seed*100000 + i, so a run is
 the same on every machine and a failure is named by its builder and seed (`window-100012`).
 Each case runs through lockstep (`run`: stream, batch, check) and through Flink; a failing case
 is shrunk and saved under tests/differential/regressions/ (the test suite replays those without
 Flink). The run ends with a table per query class and the line `N passed, M failed`.
+
+With --cluster, lockstep runs on a Spark standalone cluster started for the run (a master and two
+workers on 127.0.0.1, tests/support/standalone_cluster.py), the spark engine unless --engine says
+otherwise: the same cases and the same oracle as on local[2].
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import tempfile
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import get_args
 
 from jobs.runtime.spark import stop_session
-from jobs.spec.model import Engine, StateStore
+from jobs.spec.model import Engine, Settings, SparkSettings, StateStore
 from tests.differential.case import Case
 from tests.differential.compare import Finding, compare
 from tests.differential.generate import BUILDERS, generate
@@ -30,6 +35,7 @@ from tests.differential.lockstep_side import run_lockstep
 from tests.differential.oracle import FlinkOracle
 from tests.differential.saved import load_regressions, refresh_reference, save_regression
 from tests.differential.shrink import shrink
+from tests.support.standalone_cluster import StandaloneCluster
 
 # Spark's driver keeps each query's bookkeeping (the SQL tab's plan metrics, six figures of objects
 # after a few dozen cases) until its SparkContext stops: a fresh session every --restart-every cases
@@ -40,14 +46,14 @@ RESTART_EVERY = 50
 
 
 class Differential:
-    """Runs cases against one Flink oracle, in one working folder."""
+    """Runs cases against one Flink oracle, in one working folder, with one Spark master."""
 
-    def __init__(self, oracle: FlinkOracle, workdir: Path):
-        self.oracle, self.workdir = oracle, workdir
+    def __init__(self, oracle: FlinkOracle, workdir: Path, settings: Settings):
+        self.oracle, self.workdir, self.settings = oracle, workdir, settings
 
     def check(self, case: Case) -> tuple[Finding, dict]:
         reference = self.oracle.ask(case)
-        lockstep = run_lockstep(case, self.workdir / "lockstep")
+        lockstep = run_lockstep(case, self.workdir / "lockstep", self.settings)
         return compare(case, lockstep, reference), reference
 
 
@@ -60,21 +66,34 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"differential: {exc}", file=sys.stderr)
         return 2
+    engine = args.engine or ("spark" if args.cluster else "local")
     started = time.monotonic()
     results: dict[str, list[tuple[str, Finding]]] = defaultdict(list)
-    with tempfile.TemporaryDirectory(prefix="lockstep-differential-") as tmp, FlinkOracle(Path(tmp)) as oracle:
-        differential = Differential(oracle, Path(tmp))
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lockstep-differential-")))
+        oracle = stack.enter_context(FlinkOracle(tmp))
+        differential = Differential(oracle, tmp, _settings(stack, tmp, args.cluster))
         for i, (builder, seed) in enumerate(cases):
             if i and i % args.restart_every == 0:
                 stop_session()
             case = generate(builder, seed, args.max_rows)
-            case = dataclasses.replace(case, state_store=args.state_store, engine=args.engine)
+            case = dataclasses.replace(case, state_store=args.state_store, engine=engine)
             finding = _one(differential, case, i, len(cases), args)
             results[case.query_class].append((case.name, finding))
     print(_table(results))
     failed = sum(not f.passed for found in results.values() for _, f in found)
     print(f"\n{len(cases) - failed} passed, {failed} failed ({time.monotonic() - started:.0f} s)")
     return 0 if failed == 0 else 1
+
+
+def _settings(stack: contextlib.ExitStack, tmp: Path, cluster: bool) -> Settings:
+    """local[2], or the master of a standalone cluster that lives as long as `stack`."""
+    if not cluster:
+        return Settings()
+    running = stack.enter_context(StandaloneCluster(tmp / "cluster", workers=2))
+    stack.callback(stop_session)  # the session's executors go before the cluster does
+    print(f"differential: a standalone cluster at {running.url}, two workers", flush=True)
+    return Settings(spark=SparkSettings(master=running.url))
 
 
 def _refresh() -> int:
@@ -148,8 +167,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--engine",
         choices=get_args(Engine),
-        default="local",
-        help="the cases' stream.engine: who runs the stateful operators (default local)",
+        default=None,
+        help="the cases' stream.engine: who runs the stateful operators (default local; spark with --cluster)",
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run lockstep on a Spark standalone cluster started for the run (two workers on 127.0.0.1)",
     )
     parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="report failures without shrinking")
     parser.add_argument("--shrink-seconds", type=float, default=600, help="time to shrink one failure (default 600)")
