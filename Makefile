@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast lint format golden differential property chaos bench bench-cluster race airflow lock clean
+.PHONY: setup demo test test-fast lint format golden differential property chaos bench bench-cluster cluster-queries race airflow lock clean
 
 # make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
 # STATE_STORE=memory|rocksdb: the same cases with one of Spark's state stores (stream.state_store;
@@ -11,7 +11,9 @@ N ?= 300
 SEED ?= 1
 STATE_STORE ?= lockstep
 # ENGINE=spark: the same cases on the spark engine (stream.engine; docs/engines.md).
-ENGINE ?= local
+# CLUSTER=1: lockstep on a standalone cluster started for the run (spark engine unless ENGINE says).
+ENGINE ?=
+CLUSTER ?=
 
 setup:
 	@scripts/setup.sh
@@ -40,7 +42,8 @@ golden: setup
 	$(BIN)/python -m tests.golden.update
 
 differential: setup
-	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED) --state-store $(STATE_STORE) --engine $(ENGINE)
+	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED) --state-store $(STATE_STORE) \
+		$(if $(ENGINE),--engine $(ENGINE)) $(if $(CLUSTER),--cluster)
 
 # make property SCALE=10 SEED=n: the stream-equals-batch properties (aggregates, joins, windows) on
 # ten times the examples make test runs, drawn at random from SEED (a new one each run unless
@@ -82,6 +85,11 @@ race: setup
 # rate, the driver's and the executors' peak memory, the bytes returned to the driver.
 bench-cluster: setup
 	$(BIN)/python -m tests.benchmarks.bench_cluster $(BENCH_CLUSTER_ARGS)
+
+# make cluster-queries: every demo query on a standalone cluster under the spark engine, against
+# the local engine (tests/cluster/every_query.py); the generator's classes: make differential CLUSTER=1.
+cluster-queries: setup
+	$(BIN)/python -m tests.cluster.every_query
 
 airflow: setup
 	scripts/airflow.sh
