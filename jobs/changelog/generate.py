@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,8 +32,16 @@ def generate_changelog(
     seed: int = 7,
 ) -> int:
     """Write the changelog into `folder` (replacing what is there); return the number of rows."""
-    rows = list(_changes(events, groups, update_share, delete_share, random.Random(seed)))
+    rows = list(order_changes(events, groups, update_share=update_share, delete_share=delete_share, seed=seed))
     return write_parts(folder, rows, files)
+
+
+def order_changes(
+    events: int, groups: int, *, update_share: float = 0.25, delete_share: float = 0.15, seed: int = 7
+) -> Iterator[dict]:
+    """The changelog's rows one at a time, for a writer that streams them (the same rows as
+    generate_changelog's for the same arguments)."""
+    return _changes(events, groups, update_share, delete_share, random.Random(seed))
 
 
 def write_parts(folder: Path, rows: list[dict], files: int) -> int:

@@ -15,10 +15,13 @@ its input and state on the driver itself, so its tasks return little). Per class
 the marginal rate between the two sizes. The spark engine's point is the driver column: its peak
 should not grow with the state between the sizes.
 
-    python -m tests.benchmarks.bench_cluster [--sizes 200000,800000] [--classes group_aggregate,inner_join]
+    python -m tests.benchmarks.bench_cluster [--sizes 200000,800000] [--keys 20000,80000]
+        [--classes group_aggregate,inner_join]
 
 Sizes are logical events per source (race.py); the orders changelog of N events has about 1.25 N
-rows and N/10 products. Writes the figures to state/bench-cluster/bench-cluster.json.
+rows, over N/10 products unless --keys says how many. The sink's rows are printed beside: for the
+group aggregate, the live keys (one row per product with live orders). Writes the figures to
+state/bench-cluster/bench-cluster.json.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 
 import psutil
 import yaml
+from deltalake import DeltaTable
 
 from tests.benchmarks.memory import SAMPLE_SECONDS, process_memory
 from tests.benchmarks.race import CLASSES, lockstep_spec, machine, measure, print_header, write_inputs
@@ -103,7 +107,13 @@ def run_one(folder: Path, query_name: str, engine: str, cluster: StandaloneClust
     figures = measure(command, folder / f"lockstep-{engine}", dict(os.environ))
     figures["executors_mib"] = round(executors.stop() / 2**20) if executors else None
     figures["result_bytes"] = result_bytes(events) if figures["exit"] == 0 else None
+    figures["sink_rows"] = sink_rows(runs / f"race_{query_name}" / "stream") if figures["exit"] == 0 else None
     return figures
+
+
+def sink_rows(table: Path) -> int:
+    """The sink table's rows, from the Delta log's file statistics (nothing read)."""
+    return sum(DeltaTable(str(table)).get_add_actions(flatten=True).column("num_records").to_pylist())
 
 
 def marginal(small: dict, large: dict) -> float | None:
@@ -115,7 +125,7 @@ def marginal(small: dict, large: dict) -> float | None:
 def print_table(rows: list[dict]) -> None:
     print(
         f"\n{'class':<16} {'engine':<6} {'rows':>11} {'seconds':>8} {'rows/s':>8} {'marginal':>9} "
-        f"{'driver MiB':>10} {'executors MiB':>13} {'bytes to driver':>16}"
+        f"{'driver MiB':>10} {'executors MiB':>13} {'bytes to driver':>16} {'sink rows':>10}"
     )
     for row in rows:
         run = row["run"]
@@ -124,9 +134,10 @@ def print_table(rows: list[dict]) -> None:
         rate_m = f"{row['marginal']:,.0f}" if row.get("marginal") else "-"
         executors = f"{run['executors_mib']:,}" if run["executors_mib"] is not None else "-"
         sent = f"{run['result_bytes']:,}" if run["result_bytes"] is not None else "-"
+        sink = f"{run['sink_rows']:,}" if run["sink_rows"] is not None else "-"
         print(
             f"{row['class']:<16} {row['engine']:<6} {row['rows']:>11,} {seconds:>8} {rate:>8} {rate_m:>9} "
-            f"{run['peak_mib']:>10,} {executors:>13} {sent:>16}"
+            f"{run['peak_mib']:>10,} {executors:>13} {sent:>16} {sink:>10}"
         )
         if run["exit"] != 0:
             print(f"  {row['engine']} failed: {run['error']}")
@@ -134,13 +145,17 @@ def print_table(rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.keys and len(args.keys) != len(args.sizes):
+        print("bench-cluster: --keys takes one number per size", file=sys.stderr)
+        return 2
     print_header(machine())
     rows = []
     with StandaloneCluster(WORK / "cluster", workers=2) as cluster:
         for name in args.classes:
-            for size in args.sizes:
-                folder = WORK / f"{name}-{size}"
-                changelog_rows = write_inputs(folder, CLASSES[name], size)
+            for size, keys in zip(args.sizes, args.keys or [max(size // 10, 10) for size in args.sizes]):
+                folder = WORK / f"{name}-{size}-{keys}"
+                print(f"bench-cluster: writing {name}'s input, {size:,} events over {keys:,} keys", flush=True)
+                changelog_rows = write_inputs(folder, CLASSES[name], size, keys)
                 for engine in ENGINES:
                     print(f"bench-cluster: {name} {changelog_rows:,} rows, engine {engine}", flush=True)
                     run = run_one(folder, name, engine, cluster)
@@ -164,6 +179,12 @@ def _parser() -> argparse.ArgumentParser:
         type=lambda text: [int(n) for n in text.split(",")],
         default=[200_000, 800_000],
         help="logical events per source, smallest first (default 200000,800000)",
+    )
+    parser.add_argument(
+        "--keys",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=None,
+        help="products (group keys, join keys) at each size (default a tenth of each size)",
     )
     parser.add_argument(
         "--classes",

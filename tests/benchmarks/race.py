@@ -38,7 +38,6 @@ rows). Prints the date, the machine and one table; writes the figures to state/r
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import platform
@@ -46,9 +45,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -57,11 +56,11 @@ import psutil
 import yaml
 from deltalake import DeltaTable
 
-from jobs.changelog.generate import TIMED_SCHEMA, generate_changelog
+from jobs.changelog.generate import TIMED_SCHEMA, order_changes
 from jobs.spec.load import load_settings
 from tests.benchmarks.bench_stream import DEDUP_SQL, GROUP_SQL, JOIN_SQL, LEFT_JOIN_SQL, WINDOW_SQL
 from tests.benchmarks.memory import SAMPLE_SECONDS, tree_memory
-from tests.benchmarks.workloads import ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, generate_order_events, generate_products
+from tests.benchmarks.workloads import ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, order_events, product_changes
 from tests.differential.compare import column_difference, row_difference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,49 +144,42 @@ def primary_key(query: QueryClass, source: str) -> list[str]:
 # -- inputs: generated once per source and size, the files both engines read ---------------------
 
 
-def write_inputs(folder: Path, query: QueryClass, size: int) -> int:
-    """Write the class's source files into `folder` unless they are there; return changelog rows."""
-    return sum(_write_source(folder, source, size) for source in query.sources)
+def write_inputs(folder: Path, query: QueryClass, size: int, keys: int | None = None) -> int:
+    """Write the class's source files into `folder` unless they are there; return changelog rows.
+    `keys`: products (orders' pId and products' pId draw from them); default a tenth of `size`."""
+    return sum(_write_source(folder, source, size, keys or max(size // 10, 10)) for source in query.sources)
 
 
-def _write_source(folder: Path, source: str, size: int) -> int:
+def _write_source(folder: Path, source: str, size: int, keys: int) -> int:
     # One file per source: a changelog is ordered, and Flink reads several files of a folder in
-    # parallel, in no set order, which would let a key's delete overtake its insert.
+    # parallel, in no set order, which would let a key's delete overtake its insert. Written a
+    # line at a time: the cluster benchmark's sources are tens of millions of rows.
     data, rows_file = folder / source / "part-00000.json", folder / f"{source}.rows"
     if not rows_file.exists():
-        lines, rows = source_lines(source, size)
         data.parent.mkdir(parents=True, exist_ok=True)
-        data.write_text("\n".join(lines) + "\n")
+        rows = 0
+        with data.open("w") as out:
+            for line, count in source_lines(source, size, keys):
+                out.write(line + "\n")
+                rows += count
         rows_file.write_text(str(rows))  # last: its presence says the data file is whole
     return int(rows_file.read_text())
 
 
-@functools.cache
-def source_lines(source: str, size: int) -> tuple[list[str], int]:
-    """A source's lines and changelog rows for `size` logical events (several classes share them)."""
-    keys = max(size // 10, 10)  # orders' pId and products' pId draw from the same keys
-    with tempfile.TemporaryDirectory() as raw:
-        if source == "orders":
-            generate_changelog(Path(raw), events=size, groups=keys)
-        elif source == "products":
-            generate_products(Path(raw), events=max(size // 2, 1), keys=keys)
-        else:
-            generate_order_events(Path(raw), events=size, orders=max(size // 4, 1))
-        rows = [
-            json.loads(line)
-            for part in sorted(Path(raw).glob("part-*.json"))
-            for line in part.read_text().splitlines()
-            if line
-        ]
-    if SOURCES[source].format == "json":
-        return [json.dumps(row, separators=(",", ":")) for row in rows], len(rows)
-    return debezium_lines(rows), len(rows)
+def source_lines(source: str, size: int, keys: int) -> Iterator[tuple[str, int]]:
+    """A source's lines for `size` logical events, each with the changelog rows it holds."""
+    if source == "orders":
+        return debezium_lines(order_changes(size, keys))
+    if source == "products":
+        return debezium_lines(product_changes(max(size // 2, 1), keys))
+    return ((json.dumps(row, separators=(",", ":")), 1) for row in order_events(size, max(size // 4, 1)))
 
 
-def debezium_lines(changes: list[dict]) -> list[str]:
-    """changelog-json rows as Debezium lines: +I is "c", -D is "d", and a -U with the +U right
-    after it (the generators write them adjacent) is one "u" line with both images."""
-    lines, before = [], None
+def debezium_lines(changes: Iterable[dict]) -> Iterator[tuple[str, int]]:
+    """changelog-json rows as Debezium lines, each with its changelog rows: +I is "c", -D is "d",
+    and a -U with the +U right after it (the generators write them adjacent) is one "u" line with
+    both images."""
+    before = None
     for change in changes:
         row = {k: v for k, v in change.items() if k != "op"}
         op = change["op"]
@@ -196,10 +188,9 @@ def debezium_lines(changes: list[dict]) -> list[str]:
         if op == "-U":
             before = row
             continue
-        image = {"+I": (None, row, "c"), "+U": (before, row, "u"), "-D": (row, None, "d")}[op]
-        lines.append(json.dumps({"before": image[0], "after": image[1], "op": image[2]}, separators=(",", ":")))
+        image = {"+I": (None, row, "c", 1), "+U": (before, row, "u", 2), "-D": (row, None, "d", 1)}[op]
+        yield json.dumps({"before": image[0], "after": image[1], "op": image[2]}, separators=(",", ":")), image[3]
         before = None
-    return lines
 
 
 # -- the two engines' descriptions of the same query --------------------------------------------

@@ -13,6 +13,7 @@ jobs/changelog/generate.py, whose orders changelog is the join's left side).
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 from jobs.changelog.generate import write_parts
@@ -32,22 +33,26 @@ def generate_products(
     seed: int = 11,
 ) -> int:
     """Write the products changelog into `folder` (replacing its parts); return the row count."""
-    changes = _product_changes(events, keys, delete_share, random.Random(seed))
-    return write_parts(folder, list(changes), files)
+    return write_parts(folder, list(product_changes(events, keys, delete_share, seed)), files)
 
 
 def generate_order_events(
     folder: Path, *, events: int = 200_000, orders: int = 50_000, files: int = 10, seed: int = 13
 ) -> int:
     """Write the order events into `folder` (replacing its parts); return the row count."""
+    return write_parts(folder, order_events(events, orders, seed), files)
+
+
+def order_events(events: int, orders: int, seed: int = 13) -> list[dict]:
     rng = random.Random(seed)
     ids = list(range(orders)) + [rng.randrange(orders) for _ in range(events - orders)]
     rng.shuffle(ids)
-    rows = [{"order_id": order_id, "company": rng.choice(COMPANIES), "seq": seq} for seq, order_id in enumerate(ids)]
-    return write_parts(folder, rows, files)
+    return [{"order_id": order_id, "company": rng.choice(COMPANIES), "seq": seq} for seq, order_id in enumerate(ids)]
 
 
-def _product_changes(events: int, keys: int, delete_share: float, rng: random.Random):
+def product_changes(events: int, keys: int, delete_share: float = 0.2, seed: int = 11) -> Iterator[dict]:
+    """The products changelog's rows one at a time (generate_products writes the same)."""
+    rng = random.Random(seed)
     live: dict[int, str] = {}
     for number in range(events):
         key = rng.randrange(keys)
