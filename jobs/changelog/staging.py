@@ -8,7 +8,9 @@ Layout under the run's state folder, per source:
     manifest.json                     what has been staged; rewritten atomically last (the commit point)
     segments/seg-<first seq>.parquet  one micro-batch of rows each (see segments.py)
     pending/                          segments of a staging run not committed yet
-    live-<generation>.parquet         the live rows after that run (see live.py)
+    live-<generation>.parquet         the live rows after that run (see live.py); past a million
+                                      rows a folder of parts split by key (live_parts.py)
+    live-pending/                     parts a staging run rewrote, until its commit moves them
 
 The staged rows are cut into segments (the spec's `stream.rows_per_batch` rows, or when that is
 unset about `stream.megabytes_per_batch` of rows), and each segment is one micro-batch: Spark's
@@ -25,6 +27,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
@@ -50,6 +53,7 @@ from jobs.errors import InputError, RunStateError, place
 from jobs.spec.model import SourceSpec, StreamSpec
 
 HIDDEN_PREFIXES = (".", "_")
+LIVE_PENDING = "live-pending"
 # Rows validated at a time. The protocol check passes over the whole live state once per call, so
 # it takes a few parse blocks together rather than each alone (on the race's 6 M-row file, 11
 # calls cost 2.7 s more than one); a parse block's rows are a small part of its JSON's bytes.
@@ -195,7 +199,8 @@ def stage_source(
         pieces = _version_pieces(spark, name, spec, schema, manifest)
     else:
         pieces = _file_pieces(name, spec, schema, manifest, until)
-    live = LiveRows(schema, spec.primary_key)
+    live = LiveRows(schema, spec.primary_key, spill=directory / LIVE_PENDING)
+    live.clear_spill()
     if manifest["live_state"]:
         live.load(directory / manifest["live_state"])
     result = StageResult(source=name, total_rows=manifest["rows"])
@@ -204,6 +209,7 @@ def stage_source(
         entries = [_stage_piece(piece, spec, live, writer, result) for piece in pieces]
     except BaseException:
         writer.discard()
+        live.clear_spill()
         raise
 
     def commit() -> None:
@@ -377,8 +383,7 @@ def _write_generation(
     append_quarantine(quarantine, result.quarantined, app_id=f"lockstep-staging-{result.source}", version=generation)
     if anomalies is not None:
         append_quarantine(anomalies, result.anomalies, app_id=f"lockstep-anomalies-{result.source}", version=generation)
-    live_file = f"live-{generation:06d}.parquet"
-    live.save(directory / live_file)
+    live_file = live.save(directory / f"live-{generation:06d}").name
     previous_live = manifest["live_state"]
     if segments and manifest["event_time"]:
         manifest["max_event_time"] = segments[-1]["max_event_time"]
@@ -392,8 +397,17 @@ def _write_generation(
         absent_fields=manifest.get("absent_fields", 0) + result.absent_fields,
     )
     _write_json_atomically(directory / "manifest.json", manifest)
+    live.clear_spill()
     if previous_live and previous_live != live_file:
-        (directory / previous_live).unlink(missing_ok=True)
+        _remove(directory / previous_live)
+
+
+def _remove(path: Path) -> None:
+    """A file or a folder (a state split into parts)."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def raise_watermark_floor(directory: Path, micros: int) -> None:

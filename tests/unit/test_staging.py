@@ -4,7 +4,7 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.changelog import formats, staging
+from jobs.changelog import formats, live, staging
 from jobs.changelog.quarantine import read_quarantine
 from jobs.changelog.segments import PENDING, SEGMENTS
 from jobs.changelog.staging import StagedChangelog, stage_source
@@ -307,3 +307,29 @@ def test_what_a_crashed_staging_left_is_cleared_by_the_next(tmp_path):
     names = sorted(p.name for p in (tmp_path / "staged" / SEGMENTS).iterdir())
     assert names[: len(listed)] == listed and "seg-000000000900.parquet" not in names
     assert names == sorted(s["file"].split("/")[-1] for s in StagedChangelog(tmp_path / "staged").segments())
+
+
+def test_a_state_past_its_part_size_is_staged_in_parts_with_the_same_rows_and_errors(tmp_path, monkeypatch):
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    for folder in (whole, split):
+        write_changelog(folder / "orders", "a.json", [change("+I", n, n % 3, 5) for n in range(12)])
+    stage(whole, source(whole))
+    monkeypatch.setattr(live, "PART_ROWS", 2)
+    stage(split, source(split))
+    manifest = json.loads((split / "staged" / "manifest.json").read_text())
+    assert manifest["live_state"] == "live-000001" and (split / "staged" / "live-000001").is_dir()
+    later = [change("-U", 4, 1, 5), change("+U", 4, 2, 6), change("-D", 7, 1, 5), change("+I", 20, 1, 1)]
+    for folder in (whole, split):
+        write_changelog(folder / "orders", "b.json", later)
+    stage(whole, source(whole))
+    stage(split, source(split))
+    read = [StagedChangelog(folder / "staged").read(0, 16).drop_columns(["__file"]) for folder in (whole, split)]
+    assert read[0].equals(read[1])
+    assert sorted(p.name for p in (split / "staged").iterdir() if p.name.startswith("live")) == ["live-000002"]
+    for folder in (whole, split):  # 7 was deleted in b.json: deleting it again names the line
+        write_changelog(folder / "orders", "c.json", [change("+I", 21, 0, 1), change("-D", 7, 1, 5)])
+    for folder in (whole, split):
+        with pytest.raises(InputError, match=r"c.json:2: -D for key \(order_id=7\), which was never inserted"):
+            stage(folder, source(folder))
+    assert not (split / "staged" / staging.LIVE_PENDING).exists()
+    assert (split / "staged" / "live-000002").is_dir()  # the committed state, untouched
