@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass
 from datetime import date
 
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType
@@ -50,11 +49,12 @@ from jobs.plan import Plan, StagePlan
 from jobs.plan.explain import explain
 from jobs.plan.nodes import GroupAggregate
 from jobs.point import ConsistencyPoint, read_point
-from jobs.runtime.delta import CHANGE_TYPE, change_feed_frame, read_change_feed, read_snapshot
+from jobs.runtime.delta import CHANGE_TYPE
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
 from jobs.runtime.spark import spark_session
+from jobs.runtime.tables import tables_for
 from jobs.spec.model import Settings
 from jobs.stream.offsets import committed_batches
 from jobs.stream.operators.aggregate.on_spark_state import groups_recomputed
@@ -117,7 +117,8 @@ def _check(
     counts = {"stream_rows": sides.stream.count(), "batch_rows": sides.batch.count()}
     outcomes = _validate_all(layout, specs, data, counts, settings.check.sample_rows, progress)
     # A past date's stage tables as they were then; the current point's as they are.
-    stages = compare_stages(spark, plan, layout, point.stage_versions if past else None, plan.spec.sink.through_spark)
+    tables = tables_for(plan.spec.sink.writer)
+    stages = compare_stages(spark, plan, layout, tables, point.stage_versions if past else None)
     evidence = Evidence(spark, plan, layout, point, sides.cols, sides.windows, stages, materializer)
     report = Report(
         query=plan.spec.name,
@@ -163,9 +164,9 @@ def _check(
 
 def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint, settings: Settings) -> Sides:
     # Each expectation is a query or two over these: cached once, scanned from memory after.
-    through_spark = plan.spec.sink.through_spark
-    sink = read_snapshot(spark, layout.stream, point.sink_version, through_spark=through_spark).cache()
-    batch = read_snapshot(spark, layout.batch, through_spark=through_spark)
+    tables = tables_for(plan.spec.sink.writer)
+    sink = tables.read(spark, layout.stream, point.sink_version).cache()
+    batch = tables.read(spark, layout.batch)
     if plan.write_mode == "retract":
         batch = _as_multiset(batch)
     batch = batch.cache()
@@ -239,16 +240,9 @@ def _validate_one(
 
 
 def _change_feed(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> DataFrame:
-    """The sink's change feed up to the consistency point: read by Delta's Spark connector when
-    delta-spark writes the sink; else by delta-rs, handed to Spark as a Parquet file
-    (createDataFrame from Arrow is far slower at this size)."""
-    if plan.spec.sink.through_spark:
-        return change_feed_frame(spark, layout.stream, 0, point.sink_version)
-    feed = read_change_feed(layout.stream, 0, point.sink_version)
-    path = layout.state / "check" / "change_feed.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(feed, path)
-    return spark.read.parquet(str(path))
+    """The sink's change feed up to the consistency point, read as its writer reads it."""
+    scratch = layout.state / "check" / "change_feed.parquet"
+    return tables_for(plan.spec.sink.writer).change_feed(spark, layout.stream, point.sink_version, scratch)
 
 
 def _ordered_feed(spark: SparkSession, feed: DataFrame, cols: Columns) -> DataFrame:

@@ -13,24 +13,24 @@ from pyspark.sql import functions as F
 from expectations.report.model import StageFigures
 from jobs.changelog.columns import COUNT
 from jobs.plan import Plan, StagePlan
-from jobs.runtime.delta import read_snapshot
 from jobs.runtime.layout import RunLayout
+from jobs.runtime.tables import WholeTables
 
 
 def compare_stages(
     spark: SparkSession,
     plan: Plan,
     layout: RunLayout,
+    tables: WholeTables,
     versions: dict[str, int] | None = None,
-    through_spark: bool = False,
 ) -> StageFigures | None:
     """versions: each stage table's Delta version at the consistency point (None: the latest);
-    through_spark: read the tables with Delta's Spark connector (the delta-spark writer's)."""
+    tables: how the run's writer reads them."""
     stages = plan.intermediate_stages
     if not stages:
         return None
     found = [
-        _compare(spark, stage, layout.for_stage(stage.name), (versions or {}).get(stage.name), through_spark)
+        _compare(spark, stage, layout.for_stage(stage.name), (versions or {}).get(stage.name), tables)
         for stage in stages
     ]
     first = next((s["stage"] for s in found if not s["agrees"]), None)
@@ -38,10 +38,10 @@ def compare_stages(
 
 
 def _compare(
-    spark: SparkSession, stage: StagePlan, layout: RunLayout, version: int | None, through_spark: bool
+    spark: SparkSession, stage: StagePlan, layout: RunLayout, version: int | None, tables: WholeTables
 ) -> dict:
-    stream = _rows(read_snapshot(spark, layout.stream, version, through_spark=through_spark))
-    batch = read_snapshot(spark, layout.batch, through_spark=through_spark)
+    stream = _rows(tables.read(spark, layout.stream, version))
+    batch = tables.read(spark, layout.batch)
     columns = [F.col(f"`{c}`") for c in batch.columns]
     stream = stream.select(*columns)
     missing = batch.exceptAll(stream).count()

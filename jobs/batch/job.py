@@ -7,14 +7,9 @@ image of every live key, for a keyless one every live copy.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from datetime import date
-
-from deltalake import write_deltalake
-from deltalake.transaction import CommitProperties
-from pyspark.sql import DataFrame
 
 from jobs.changelog.delta_source import consumed_version, table_as_of
 from jobs.changelog.frames import source_snapshot
@@ -22,11 +17,11 @@ from jobs.changelog.staging import StagedChangelog
 from jobs.lookup.tables import lookup_tables
 from jobs.plan import Plan
 from jobs.point import FINGERPRINT_KEY, ConsistencyPoint, read_point
-from jobs.runtime.delta_connector import require_connector
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
 from jobs.runtime.spark import spark_session
+from jobs.runtime.tables import tables_for
 from jobs.spark_sql import run_sql
 from jobs.spec.model import Settings
 
@@ -70,7 +65,7 @@ def _write_results(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint
         table.write.mode("overwrite").parquet(str(layout.lookup_answers(name, "batch")))
     snapshots.update(lookups)
     metadata = {FINGERPRINT_KEY: point.fingerprint()}
-    write = _write_through_spark if plan.spec.sink.through_spark else _write_from_driver
+    write = tables_for(plan.spec.sink.writer).overwrite
     rows = write(run_sql(spark, plan, snapshots), layout.batch, metadata)
     for stage in plan.intermediate_stages:
         # Each intermediate stage's batch equivalent, for the check to find the first stage
@@ -95,34 +90,3 @@ def _source_table(spark, plan: Plan, name: str, layout: RunLayout, consumed: int
             f"({'rows were set aside' if staged.manifest['quarantined'] else 'the stream stopped inside a version'})"
         )
     return source_snapshot(spark, staged, consumed)
-
-
-def _write_from_driver(result: DataFrame, path, metadata: dict) -> int:
-    """delta-rs: the result collected as Arrow and written by the driver."""
-    table = result.toArrow()
-    write_deltalake(
-        str(path),
-        table,
-        mode="overwrite",
-        schema_mode="overwrite",
-        commit_properties=CommitProperties(custom_metadata=metadata),
-    )
-    return table.num_rows
-
-
-def _write_through_spark(result: DataFrame, path, metadata: dict) -> int:
-    """Delta's Spark connector: the result written by the executors (the fingerprint rides in
-    the commit's userMetadata)."""
-    require_connector(result.sparkSession, "the delta-spark writer")
-    result = result.persist()
-    try:
-        (
-            result.write.format("delta")
-            .mode("overwrite")
-            .option("overwriteSchema", "true")
-            .option("userMetadata", json.dumps(metadata))
-            .save(str(path))
-        )
-        return result.count()
-    finally:
-        result.unpersist()

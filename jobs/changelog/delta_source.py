@@ -37,7 +37,7 @@ from jobs.runtime.delta import (
     change_data_feed_on,
     change_feed_frame,
     is_delta_table,
-    read_snapshot,
+    read_with_connector,
     table_version,
 )
 from jobs.runtime.delta_connector import require_connector
@@ -128,7 +128,7 @@ def check_table(name: str, spec: SourceSpec) -> None:
 
 
 def _snapshot(spark: SparkSession, spec: SourceSpec, schema: SourceSchema, version: int) -> ParsedFile:
-    rows = read_snapshot(spark, spec.path, version, through_spark=True)
+    rows = read_with_connector(spark, spec.path, version)
     table = _typed(rows.select(*[f"`{c}`" for c in schema.names]).toArrow(), schema, spec.path, version)
     kinds = pa.array(np.full(table.num_rows, int(RowKind.INSERT), np.int8))
     return _parsed(_ordered(table, kinds, spec.primary_key))
@@ -198,5 +198,5 @@ def consumed_version(manifest: dict, consumed: int) -> int | None:
 
 def table_as_of(spark: SparkSession, spec: SourceSpec, schema: SourceSchema, version: int):
     """The Delta table at `version` (time travel), as the declared columns and types."""
-    rows = read_snapshot(spark, spec.path, version, through_spark=True)
+    rows = read_with_connector(spark, spec.path, version)
     return rows.select(*[rows[f"`{c.name}`"].cast(c.spark_type).alias(c.name) for c in schema.columns])

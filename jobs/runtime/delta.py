@@ -1,10 +1,11 @@
 """Reading Delta tables: snapshots and change data feeds, into Spark or Arrow.
 
-Two readers, following the writer of the run (`sink.writer`):
+Two readers; a run's sink writer chooses between them (tables.py, `tables_for`):
 - delta-rs (the default): the log is read on the driver; a snapshot is its Parquet file list
   handed to spark.read.parquet, a change feed comes back as Arrow.
-- Delta's Spark connector (with the delta-spark writer): spark.read.format("delta") with time
-  travel and readChangeFeed, planned and read on the executors.
+- Delta's Spark connector (with the delta-spark writer, and for Delta sources):
+  spark.read.format("delta") with time travel and readChangeFeed, planned and read on the
+  executors.
 The log-only questions (the latest version, a writer's last transaction) are answered by delta-rs
 for both: they read no data.
 """
@@ -44,17 +45,19 @@ def change_data_feed_on(path: Path | str) -> bool:
     return str(configuration.get(CHANGE_DATA_FEED, "false")).lower() == "true"
 
 
-def read_snapshot(
-    spark: SparkSession, path: Path, version: int | None = None, *, through_spark: bool = False
-) -> DataFrame:
-    if through_spark:
-        reader = spark.read.format("delta")
-        return (reader.option("versionAsOf", version) if version is not None else reader).load(str(path))
+def read_snapshot(spark: SparkSession, path: Path, version: int | None = None) -> DataFrame:
+    """The table (at `version`) as its Parquet files, listed by delta-rs."""
     table = DeltaTable(str(path), version=version)
     files = table.file_uris()
     if files:
         return spark.read.parquet(*files)
     return frame_of(spark, table.to_pyarrow_table())
+
+
+def read_with_connector(spark: SparkSession, path: Path | str, version: int | None = None) -> DataFrame:
+    """The table (at `version`) through Delta's Spark connector."""
+    reader = spark.read.format("delta")
+    return (reader.option("versionAsOf", version) if version is not None else reader).load(str(path))
 
 
 def read_change_feed(path: Path, starting_version: int = 0, ending_version: int | None = None) -> pa.Table:

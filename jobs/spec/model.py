@@ -123,11 +123,6 @@ class SinkSpec(Strict):
     driver (fastest on one machine), or delta-spark, Delta's Spark connector on the executors.
     --writer overrides it."""
 
-    @property
-    def through_spark(self) -> bool:
-        """The tables are written, and their feeds read, by Delta's Spark connector."""
-        return self.writer == "delta-spark"
-
 
 class CacheSpec(Strict):
     max_rows: int = Field(default=0, ge=0)

@@ -23,6 +23,7 @@ from jobs.plan.nodes import ChangelogSource
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
+from jobs.runtime.tables import tables_for
 from jobs.spark_sql import first_content
 from jobs.stream.emitters import Emitter, emitter_for
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
@@ -167,8 +168,8 @@ def _emitter(
 
 def _stage_feeds(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> None:
     """Stage the change data feed of every earlier stage this one reads (`layout`: the query's),
-    through Spark when the stage tables are written by delta-spark."""
-    through = spark if stage.spec.sink.through_spark else None
+    through Spark when the stage tables' writer reads with Delta's connector."""
+    through = spark if tables_for(stage.spec.sink.writer).uses_connector else None
     for node in stage.stage_inputs:
         stage_change_feed(
             layout.stage_table(node.table),

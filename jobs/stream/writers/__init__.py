@@ -10,6 +10,8 @@ Two implementations of one protocol, chosen by the spec's `sink.writer` (or `--w
 Both create the table with its change data feed on, commit each micro-batch under a transaction
 (application id, micro-batch id) so a replayed micro-batch changes nothing, and write nothing for
 a micro-batch without changes: the same table, version for version, whichever writes it.
+How the run's tables are read and written whole follows the same setting
+(jobs/runtime/tables.py, `tables_for`).
 """
 
 from __future__ import annotations
