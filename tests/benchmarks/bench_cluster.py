@@ -39,7 +39,7 @@ import yaml
 from deltalake import DeltaTable
 
 from tests.benchmarks.memory import SAMPLE_SECONDS, process_memory
-from tests.benchmarks.race import CLASSES, lockstep_spec, machine, measure, print_header, write_inputs
+from tests.benchmarks.race import CLASSES, lockstep_spec, machine, measure, write_inputs
 from tests.conftest import ROOT
 from tests.support.standalone_cluster import StandaloneCluster
 
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.keys and len(args.keys) != len(args.sizes):
         print("bench-cluster: --keys takes one number per size", file=sys.stderr)
         return 2
-    print_header(machine())
+    _print_header(machine())
     rows = []
     with StandaloneCluster(WORK / "cluster", workers=2) as cluster:
         for name in args.classes:
@@ -169,6 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows)
     print(f"\nfigures: {WORK / 'bench-cluster.json'}")
     return 0 if all(r["run"]["exit"] == 0 for r in rows) else 1
+
+
+def _print_header(info: dict) -> None:
+    print(
+        f"bench-cluster on {info['date']}: {info['host']}, {info['cores']} cores ({info['cpu']}), "
+        f"{info['memory_gib']:g} GiB memory; the spark engine on a standalone cluster of two workers "
+        f"(one core, 2 GiB each), the local engine on local[2]; whole processes timed",
+        flush=True,
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
