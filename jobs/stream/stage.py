@@ -35,7 +35,7 @@ from jobs.stream.operators.materialize.on_spark_state import MaterializedRows
 from jobs.stream.operators.window.on_spark_state import FinalWindowsTable
 from jobs.stream.operators.window.windows import FinalWindowEmitter
 from jobs.stream.records import engine_marker, recorded_engine
-from jobs.stream.rules import Context, Streaming, streaming_frame
+from jobs.stream.rules import Streaming, context, streaming_frame
 from jobs.stream.spark_logs import forget_unplanned_finds
 from jobs.stream.writers import TableWriter, open_writer
 
@@ -67,7 +67,7 @@ def run_stage(
         initial = with_sink_columns(first_content(spark, plan, stage), stage)
         sink = open_writer(stage.spec.sink.writer, spark, own.stream, write_key(stage, initial), own.app_id(stage.name))
         _ensure_sink(sink, initial, stage, own)
-        streaming = streaming_frame(stage.root.input, Context(spark, stage, own, store))
+        streaming = streaming_frame(stage.root.input, context(spark, stage, own, store))
         output = spark_schema(spark, initial)
         emitter = _emitter(stage, streaming, output, own, sink, initial, spark if on_keyed_state else None)
     if forget_unplanned_finds(own.checkpoint):

@@ -26,7 +26,9 @@ An operator on the local engine keeps its state in lockstep's files through jobs
 (live_state.py: a keyed input's live rows); on the spark engine in Spark's keyed state on the
 executors (keyed_state.py, RocksDB). Both apply the same function to a key's rows before and
 after a micro-batch (the *_rows.py module of the folder), so they give the same result.
-jobs/stream/rules.py picks the implementation for each plan node.
+Each operator folder's rule.py turns its plan node into the streaming frame and picks the
+engine's implementation (frames.py: what a rule makes and is given); jobs/stream/rules.py finds
+them, beside the stateless nodes' rules.
 
 How the keyed operators (deduplication, Top-N, joins, sessions, MIN/MAX/DISTINCT aggregates)
 handle retractions: recompute the touched keys, emit the difference.

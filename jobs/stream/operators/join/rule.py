@@ -1,0 +1,36 @@
+"""A join's streaming rule: both sides' changes in one frame, each tagged with its side and
+carrying the other side's row type, with the operator that joins the touched keys' live rows,
+on Spark's keyed state or lockstep's."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from jobs.plan.nodes import Join
+from jobs.stream.operators.driver_input import driver_input
+from jobs.stream.operators.frames import Context, Streaming
+from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, tag_side
+from jobs.stream.operators.join.on_lockstep_state import JoinOperator
+from jobs.stream.operators.join.on_spark_state import JoinOnKeyedState
+
+
+def join(node: Join, ctx: Context) -> Streaming:
+    left = ctx.frame(node.left).frame
+    right = ctx.frame(node.right).frame
+    left_names, right_names = node.left.output_names, node.right.output_names
+    tagged = tag_side(left, LEFT, left_names, RIGHT, _struct_ddl(right, right_names))
+    tagged = tagged.unionByName(tag_side(right, RIGHT, right_names, LEFT, _struct_ddl(left, left_names)))
+    if ctx.on_keyed_state:
+        types = ({f.name: f.dataType for f in side.schema.fields} for side in (left, right))
+        joined = JoinOnKeyedState(node, *types)
+        return Streaming(joined.stream(ctx.spark, tagged), operator=joined)
+    left_direct, right_direct = driver_input(node.left, left.schema), driver_input(node.right, right.schema)
+    direct = (left_direct, right_direct) if left_direct and right_direct else None
+    return Streaming(tagged, operator=JoinOperator(node, ctx.layout.operator_state, direct))
+
+
+def _struct_ddl(frame: DataFrame, names: tuple[str, ...]) -> str:
+    return ", ".join(f"`{n}`: {frame.schema[n].dataType.simpleString()}" for n in names)
+
+
+RULES = {Join: join}
