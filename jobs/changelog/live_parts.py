@@ -99,8 +99,10 @@ class LiveParts:
 
     def save(self, folder: Path) -> None:
         """The parts as folder/part-<i>.parquet: this run's moved, a committed one's linked (its
-        generation stays whole until the manifest names the new one)."""
-        folder.mkdir(parents=True, exist_ok=True)
+        generation stays whole until the manifest names the new one). A folder of the same name
+        is what a run that crashed before its manifest left: never the committed state."""
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
         for i, path in enumerate(self.files):
             target = folder / f"part-{i:05d}.parquet"
             if path.parent == self.spill:

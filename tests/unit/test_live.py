@@ -206,6 +206,8 @@ def test_a_split_state_saves_as_a_folder_of_parts_and_a_later_run_continues_from
     assert {path.name: path.read_bytes() for path in saved.iterdir()} == committed  # until it commits
     assert sorted(r["order_id"] for r in later.table().to_pylist()) == [0, 1, 2, 4, 5, 6, 7, 8, 9, 11]
     assert later.check(changes([(I, (n, 0, 0)) for n in range(30, 38)])) == []  # 18 rows: 16 parts
+    (tmp_path / "live-000002").mkdir()  # what a crash before the manifest left: not read as parts
+    (tmp_path / "live-000002" / "part-00099.parquet").write_bytes(b"stale")
     again = later.save(tmp_path / "live-000002")
     assert len(list(again.glob("part-*.parquet"))) == 16 and len(later) == 18
     assert {path.name: path.read_bytes() for path in saved.iterdir()} == committed  # linked, not moved
