@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -67,11 +68,7 @@ class LiveParts:
     def split(cls, table: pa.Table, columns: list[str], parts: int, spill: Path) -> LiveParts:
         """The state held in memory until now, written as `parts` parts."""
         spill.mkdir(parents=True, exist_ok=True)  # before the first part lands in it
-        where = key_hashes(table, columns) % np.uint64(parts)
-        files = []
-        for i in range(parts):
-            files.append(_write(table.take(np.flatnonzero(where == i)), spill / f"{parts}-{i:05d}.parquet"))
-        return cls(spill, files)
+        return cls(spill, _write_parts(table, columns, parts, range(parts), spill))
 
     def __len__(self) -> int:
         return len(self.files)
@@ -85,13 +82,9 @@ class LiveParts:
 
     def double(self, columns: list[str], schema: pa.Schema) -> None:
         """Twice as many parts: each old part's rows split between i and i + n."""
-        n, old = len(self.files), list(self.files)
-        new: list[Path] = [Path()] * (2 * n)
-        for i, path in enumerate(old):
-            table = pq.read_table(path).cast(schema)
-            upper = (key_hashes(table, columns) % np.uint64(2 * n)) >= n
-            new[i] = _write(table.filter(pa.array(~upper)), self.spill / f"{2 * n}-{i:05d}.parquet")
-            new[i + n] = _write(table.filter(pa.array(upper)), self.spill / f"{2 * n}-{i + n:05d}.parquet")
+        n, new = len(self.files), [Path()] * (2 * len(self.files))
+        for i, path in enumerate(list(self.files)):
+            new[i], new[i + n] = _write_parts(pq.read_table(path).cast(schema), columns, 2 * n, (i, i + n), self.spill)
             if path.parent == self.spill:
                 path.unlink()
         self.files = new
@@ -114,6 +107,12 @@ class LiveParts:
     @staticmethod
     def of(folder: Path, spill: Path) -> LiveParts:
         return LiveParts(spill, sorted(folder.glob("part-*.parquet")))
+
+
+def _write_parts(table: pa.Table, columns: list[str], parts: int, wanted: Iterable[int], spill: Path) -> list[Path]:
+    """The rows of `table` that fall in each of the parts `wanted` (of `parts`), one file each."""
+    where = key_hashes(table, columns) % np.uint64(parts)
+    return [_write(table.take(np.flatnonzero(where == i)), spill / f"{parts}-{i:05d}.parquet") for i in wanted]
 
 
 def _write(table: pa.Table, path: Path) -> Path:
