@@ -21,6 +21,17 @@ class LockstepError(Exception):
         self.excerpt = getattr(where, "excerpt", None)  # lines to print under the message
         super().__init__(f"{where}: {message}" if where else message)
 
+    def __reduce__(self):
+        # A Spark task returns its error as a value (jobs/stream/staging_tasks.py): the copy
+        # must keep the message and its place, whatever the subclass's own arguments are.
+        return (_rebuilt, (type(self), self.message, self.where))
+
+
+def _rebuilt(kind: type[LockstepError], message: str, where: str | None) -> LockstepError:
+    error = kind.__new__(kind)
+    LockstepError.__init__(error, message, where=where)
+    return error
+
 
 class SpecError(LockstepError):
     """The query spec or settings file is invalid (unknown key, wrong type, bad value)."""

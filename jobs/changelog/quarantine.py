@@ -27,12 +27,16 @@ SCHEMA = pa.schema(
 )
 
 
-def append_quarantine(path: Path, rows: Sequence, *, app_id: str, version: int) -> None:
-    if not rows:
+def quarantine_table(rows: Sequence) -> pa.Table:
+    """Bad rows (with source, file, line, reason and raw attributes) as the table's rows."""
+    return pa.Table.from_pylist([vars(r) for r in rows], schema=SCHEMA)
+
+
+def append_quarantine(path: Path, table: pa.Table, *, app_id: str, version: int) -> None:
+    if table.num_rows == 0:
         return
     if _already_committed(path, app_id, version):
         return
-    table = pa.Table.from_pylist([vars(r) for r in rows], schema=SCHEMA)
     write_deltalake(
         str(path),
         table,

@@ -96,16 +96,10 @@ class SegmentWriter:
         self.rest = rows if self.rest is None else pa.concat_tables([self.rest, rows])
         self._cut(self.rest, self.rows_per_batch, final=False)
 
-    def finish(self) -> list[dict]:
-        """Write the last segment and move every segment into segments/: their manifest entries."""
+    def close(self) -> list[dict]:
+        """Write the last segment (still in pending/): every segment's manifest entry."""
         if self.rest is not None and self.rows_per_batch is not None:  # the first rows set both
             self._cut(self.rest, self.rows_per_batch, final=True)
-        target = self.directory / SEGMENTS
-        target.mkdir(parents=True, exist_ok=True)
-        for entry in self.written:
-            name = Path(entry["file"]).name
-            os.replace(self.directory / PENDING / name, target / name)  # keeps the ordinal mtime
-        self.discard()
         return self.written
 
     def discard(self) -> None:
@@ -138,6 +132,15 @@ class SegmentWriter:
         put_in_order(path, self.ordinal)
         self.written.append({"file": f"{SEGMENTS}/{path.name}", **entry})
         self.ordinal += 1
+
+
+def move_to_segments(directory: Path, written: list[dict]) -> None:
+    """The commit's part: a closed writer's segments from pending/ into segments/."""
+    target = directory / SEGMENTS
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in written:
+        name = Path(entry["file"]).name
+        os.replace(directory / PENDING / name, target / name)  # keeps the ordinal mtime
 
 
 def clear_uncommitted(directory: Path, manifest: dict) -> None:

@@ -7,10 +7,11 @@ reads it up to the consistency point. Each row gets `__seq`, its position in the
 Layout under the run's state folder, per source:
     manifest.json                     what has been staged; rewritten atomically last (the commit point)
     segments/seg-<first seq>.parquet  one micro-batch of rows each (see segments.py)
-    pending/                          segments of a staging run not committed yet
+    pending/                          a staging run not committed yet: its segments, its bad rows,
+                                      and generation.json, the manifest its commit writes
     live-<generation>.parquet         the live rows after that run (see live.py); past a million
                                       rows a folder of parts split by key (live_parts.py)
-    live-pending/                     parts a staging run rewrote, until its commit moves them
+    live-pending/                     parts a staging run rewrote, until it prepares its generation
 
 The staged rows are cut into segments (the spec's `stream.rows_per_batch` rows, or when that is
 unset about `stream.megabytes_per_batch` of rows), and each segment is one micro-batch: Spark's
@@ -18,11 +19,17 @@ own Parquet stream source reads them one file per trigger. Files are parsed a bl
 the rows are checked and handed to their segments a few blocks (CHECK_ROWS rows) at a time, so a
 file of millions of rows is never in memory whole; the next block is parsed meanwhile (read_ahead.py).
 
+Staging prepares its run on disk (the next generation's live rows under a name the manifest does
+not list yet, the rest in pending/) and a commit makes it current: a few renames, the bad rows
+appended, the manifest. The commit needs nothing the staging process held, so a source can be
+staged in one process and committed from another (jobs/stream/staging_tasks.py: Spark tasks).
+
 A file already staged must not change: appending to a changelog means adding files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -45,15 +52,24 @@ from jobs.changelog.columns import FILE, KIND, LINE, SEQ, WATERMARK
 from jobs.changelog.delta_source import new_versions, row_text
 from jobs.changelog.formats import BadRow, ParsedFile, joined, parse_blocks
 from jobs.changelog.live import LiveRows
-from jobs.changelog.quarantine import append_quarantine
+from jobs.changelog.quarantine import append_quarantine, quarantine_table
 from jobs.changelog.read_ahead import read_ahead
 from jobs.changelog.schema import SourceSchema, parse_schema
-from jobs.changelog.segments import SEGMENTS, SegmentWriter, Watermark, clear_uncommitted
+from jobs.changelog.segments import (
+    PENDING,
+    SEGMENTS,
+    SegmentWriter,
+    Watermark,
+    clear_uncommitted,
+    move_to_segments,
+)
 from jobs.errors import InputError, RunStateError, place
 from jobs.spec.model import SourceSpec, StreamSpec
 
 HIDDEN_PREFIXES = (".", "_")
 LIVE_PENDING = "live-pending"
+GENERATION = "generation.json"  # in pending/: what a prepared run's commit writes as its manifest
+QUARANTINED, ANOMALIES = "quarantined.parquet", "anomalies.parquet"  # in pending/: its bad rows
 # Rows validated at a time. The protocol check passes over the whole live state once per call, so
 # it takes a few parse blocks together rather than each alone (on the race's 6 M-row file, 11
 # calls cost 2.7 s more than one); a parse block's rows are a small part of its JSON's bytes.
@@ -78,6 +94,12 @@ class StageResult:
     quarantined: list[Quarantined] = field(default_factory=list)
     anomalies: list[Quarantined] = field(default_factory=list)  # kept by `on_bad_rows: keep`
     absent_fields: int = 0  # rows staged with a nullable field missing from their JSON (as NULL)
+    quarantined_rows: int = 0  # len(quarantined), also once the rows are left out (counted())
+    anomaly_rows: int = 0
+
+    def counted(self) -> StageResult:
+        """The result without its bad rows, only their counts (they are in the prepared run)."""
+        return dataclasses.replace(self, quarantined=[], anomalies=[])
 
 
 class StagedChangelog:
@@ -184,17 +206,19 @@ def stage_source(
     spark: SparkSession | None = None,
 ) -> tuple[StageResult, Callable[[], None]]:
     """Parse and validate the source's new files (of the partitions up to `until`, for a
-    partitioned source) or, for a Delta source, its new versions (read with `spark`); return the
-    result and a commit function.
+    partitioned source) or, for a Delta source, its new versions (read with `spark`), and prepare
+    them as the next generation; return the result and the function that commits it.
 
-    Nothing the stream reads is written until the commit function is called, so a bad row in
-    fail mode leaves the run folder as it was (the segments written so far wait in pending/).
+    Nothing the stream reads changes until the commit, so a bad row in fail mode leaves the run
+    folder as it was. The commit needs nothing this process holds (commit_staged): a source can
+    be staged in one process and committed from another (jobs/stream/staging_tasks.py).
     """
     schema = parse_schema(spec.schema_ddl, where=f"source {name}: schema")
     directory.mkdir(parents=True, exist_ok=True)
     manifest = _read_manifest(directory) or _new_manifest(name, spec)
     _check_same_source(manifest, name, spec, directory)
     clear_uncommitted(directory, manifest)
+    _clear_unlisted_live(directory, manifest)
     if spec.format == "delta":
         pieces = _version_pieces(spark, name, spec, schema, manifest)
     else:
@@ -207,16 +231,13 @@ def stage_source(
     writer = SegmentWriter(directory, len(manifest["segments"]), batch_size, Watermark.of(manifest))
     try:
         entries = [_stage_piece(piece, spec, live, writer, result) for piece in pieces]
+        if entries:
+            _prepare_generation(directory, manifest, writer.close(), entries, live, result)
     except BaseException:
         writer.discard()
         live.clear_spill()
         raise
-
-    def commit() -> None:
-        if entries:
-            _write_generation(directory, manifest, writer.finish(), entries, live, result, (quarantine, anomalies))
-
-    return result, commit
+    return result, functools.partial(commit_staged, directory, quarantine, anomalies)
 
 
 def _stage_piece(piece: _Piece, spec: SourceSpec, live: LiveRows, writer: SegmentWriter, result: StageResult) -> dict:
@@ -229,6 +250,7 @@ def _stage_piece(piece: _Piece, spec: SourceSpec, live: LiveRows, writer: Segmen
             raise InputError(bad[0].reason, where=place(piece.where, bad[0].line))
         result.quarantined += [Quarantined(result.source, piece.name, b.line, b.reason, b.raw) for b in bad]
         result.anomalies += [Quarantined(result.source, piece.name, b.line, b.reason, b.raw) for b in kept]
+        result.quarantined_rows, result.anomaly_rows = len(result.quarantined), len(result.anomalies)
         start = result.total_rows
         rows = rows.append_column(SEQ, pa.array(np.arange(start, start + rows.num_rows, dtype=np.int64)))
         rows = rows.append_column(FILE, pa.repeat(pa.scalar(piece.name, pa.string()), rows.num_rows))
@@ -369,25 +391,28 @@ def _fill_raw(bad: list[BadRow], piece: _Piece) -> list[BadRow]:
     return [b if b.raw else BadRow(b.line, b.reason, text.get(b.line, "")) for b in bad]
 
 
-def _write_generation(
+def _prepare_generation(
     directory: Path,
     manifest: dict,
     segments: list[dict],
     file_entries: list[dict],
     live: LiveRows,
     result: StageResult,
-    tables: tuple[Path, Path | None],
 ) -> None:
+    """Everything the commit makes current, written beside the committed state: the live rows as
+    the next generation (a name the manifest does not list yet), and in pending/ the bad rows and
+    the next manifest (GENERATION), with the segments already there."""
     generation = manifest["generation"] + 1
-    quarantine, anomalies = tables
-    append_quarantine(quarantine, result.quarantined, app_id=f"lockstep-staging-{result.source}", version=generation)
-    if anomalies is not None:
-        append_quarantine(anomalies, result.anomalies, app_id=f"lockstep-anomalies-{result.source}", version=generation)
+    pending = directory / PENDING
+    pending.mkdir(parents=True, exist_ok=True)
+    pq.write_table(quarantine_table(result.quarantined), pending / QUARANTINED)
+    pq.write_table(quarantine_table(result.anomalies), pending / ANOMALIES)
     live_file = live.save(directory / f"live-{generation:06d}").name
-    previous_live = manifest["live_state"]
+    live.clear_spill()
+    following = dict(manifest)
     if segments and manifest["event_time"]:
-        manifest["max_event_time"] = segments[-1]["max_event_time"]
-    manifest.update(
+        following["max_event_time"] = segments[-1]["max_event_time"]
+    following.update(
         generation=generation,
         rows=result.total_rows,
         live_state=live_file,
@@ -396,10 +421,41 @@ def _write_generation(
         quarantined=manifest["quarantined"] + len(result.quarantined),
         absent_fields=manifest.get("absent_fields", 0) + result.absent_fields,
     )
+    previous = manifest["live_state"]
+    prepared = {"source": result.source, "manifest": following, "segments": segments, "previous_live": previous}
+    _write_json_atomically(pending / GENERATION, prepared)
+
+
+def commit_staged(directory: Path, quarantine: Path, anomalies: Path | None) -> None:
+    """Make the prepared staging run in `directory` the committed one (nothing, if it staged
+    nothing new): its bad rows appended to the quarantine and anomalies tables (idempotent per
+    generation), its segments moved where the stream reads them, then the manifest, the commit
+    point. A crash before the manifest leaves the last generation committed; the next staging
+    run clears what this one left."""
+    prepared_file = directory / PENDING / GENERATION
+    if not prepared_file.exists():
+        return
+    prepared = json.loads(prepared_file.read_text())
+    manifest, source = prepared["manifest"], prepared["source"]
+    generation = manifest["generation"]
+    bad = pq.read_table(directory / PENDING / QUARANTINED)
+    append_quarantine(quarantine, bad, app_id=f"lockstep-staging-{source}", version=generation)
+    if anomalies is not None:
+        kept = pq.read_table(directory / PENDING / ANOMALIES)
+        append_quarantine(anomalies, kept, app_id=f"lockstep-anomalies-{source}", version=generation)
+    move_to_segments(directory, prepared["segments"])
     _write_json_atomically(directory / "manifest.json", manifest)
-    live.clear_spill()
-    if previous_live and previous_live != live_file:
-        _remove(directory / previous_live)
+    shutil.rmtree(directory / PENDING, ignore_errors=True)
+    previous = prepared["previous_live"]
+    if previous and previous != manifest["live_state"]:
+        _remove(directory / previous)
+
+
+def _clear_unlisted_live(directory: Path, manifest: dict) -> None:
+    """Live state a run prepared but never committed (the manifest names the committed one)."""
+    for path in directory.glob("live-*"):
+        if path.name not in (manifest["live_state"], LIVE_PENDING):
+            _remove(path)
 
 
 def _remove(path: Path) -> None:

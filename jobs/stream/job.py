@@ -73,14 +73,16 @@ def run_stream(
         progress.say(f"the run folder moved to {layout.root}: {moved} checkpoint log(s) now name it")
     # Spark starts in the background while the folder sources are staged (a bad row still fails
     # at once; the 6 M-row race's staging and start took 17 s and 6 s one after the other), but
-    # before a Delta source, which is read through it.
+    # before a Delta source, which is read through it, and under the spark engine, whose
+    # executors stage the folder sources.
     delta_sources = {name: s for name, s in plan.spec.sources.items() if s.format == "delta"}
     for name, source in delta_sources.items():
         check_table(name, source)
-    early = spark_session(settings.spark) if delta_sources else None  # quiet: an unreadable table is one line
+    as_tasks = plan.spec.stream.engine == "spark"  # the sources staged by the executors
+    early = spark_session(settings.spark) if delta_sources or as_tasks else None  # quiet: one line if it fails
     start_in_background(settings.spark, plan.spec)
     with memory_returned():
-        staged = stage_sources(plan, layout, progress, until=logical_date, spark=early)
+        staged = stage_sources(plan, layout, progress, until=logical_date, spark=early, as_tasks=as_tasks)
     spark = spark_session(settings.spark, progress)
     sink_counts = StreamCounts()
     started = time.monotonic()

@@ -9,44 +9,66 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.columns import KIND, SEQ, WATERMARK, WEIGHT
 from jobs.changelog.frames import weight
-from jobs.changelog.staging import StagedChangelog, StageResult, stage_source
+from jobs.changelog.staging import StagedChangelog, StageResult
 from jobs.plan import Plan
 from jobs.plan.nodes import StagedInput
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
+from jobs.stream.staging_tasks import StagingJob, commit_as_tasks, stage_as_tasks
 
 
 def stage_sources(
-    plan: Plan, layout: RunLayout, progress: Progress, until: date | None = None, spark: SparkSession | None = None
+    plan: Plan,
+    layout: RunLayout,
+    progress: Progress,
+    until: date | None = None,
+    spark: SparkSession | None = None,
+    as_tasks: bool = False,
 ) -> list[StageResult]:
     """Validate every source's new files (a Delta source's new versions, read with `spark`)
-    first, then commit them all: a bad row in one source leaves the whole run folder untouched."""
-    pending = [
-        stage_source(
+    first, then commit them all: a bad row in one source leaves the whole run folder untouched.
+    With `as_tasks` (the spark engine) the folder sources are staged and committed by Spark tasks
+    on the executors (staging_tasks.py), so their rows never pass through this process."""
+    jobs = [
+        StagingJob(
             t,
             plan.spec.sources[t],
             layout.staged(t),
             layout.quarantine,
-            batch_size=plan.spec.stream,
-            anomalies=layout.anomalies,
-            until=until,
-            spark=spark,
+            layout.anomalies,
+            plan.spec.stream,
+            until,
         )
         for t in plan.source_tables
     ]
-    for staged, commit in pending:
-        commit()
-        note = f", {len(staged.quarantined)} quarantined" if staged.quarantined else ""
-        if staged.anomalies:
-            note += f", {len(staged.anomalies)} kept although they break the changelog protocol"
-        if staged.absent_fields:
-            note += f", {staged.absent_fields} with a field left out (read as NULL)"
-        pieces = "version(s)" if plan.spec.sources[staged.source].format == "delta" else "file(s)"
-        progress.say(
-            f"source {staged.source}: {len(staged.new_files)} new {pieces}, "
-            f"{staged.new_rows:,} new rows{note}, {staged.total_rows:,} in all"
-        )
-    return [staged for staged, _ in pending]
+    remote = [job for job in jobs if as_tasks and job.source.format != "delta"]
+    here = [job for job in jobs if job not in remote]
+    if remote:
+        assert spark is not None, "staging as tasks needs the session"
+        progress.say(f"staging {len(remote)} source(s) as Spark tasks on the executors")
+    staged = {job.table: job.stage(spark) for job in here}
+    staged.update(zip((job.table for job in remote), stage_as_tasks(spark, remote) if remote else []))
+    for job in here:
+        job.commit()
+    if remote:
+        commit_as_tasks(spark, remote)
+    results = [staged[t] for t in plan.source_tables]
+    for result in results:
+        progress.say(_staged_line(result, plan.spec.sources[result.source].format))
+    return results
+
+
+def _staged_line(staged: StageResult, source_format: str) -> str:
+    note = f", {staged.quarantined_rows} quarantined" if staged.quarantined_rows else ""
+    if staged.anomaly_rows:
+        note += f", {staged.anomaly_rows} kept although they break the changelog protocol"
+    if staged.absent_fields:
+        note += f", {staged.absent_fields} with a field left out (read as NULL)"
+    pieces = "version(s)" if source_format == "delta" else "file(s)"
+    return (
+        f"source {staged.source}: {len(staged.new_files)} new {pieces}, "
+        f"{staged.new_rows:,} new rows{note}, {staged.total_rows:,} in all"
+    )
 
 
 def staged_input(layout: RunLayout, node: StagedInput) -> StagedChangelog:

@@ -8,15 +8,16 @@ files, tests/benchmarks/race.py), at each size, `lockstep stream` runs twice ove
 - `--engine local` on `local[2]`: lockstep's own state on the driver.
 
 Measured per run, from outside the process: wall seconds (start-up included), the driver's peak
-memory (the lockstep process and its driver JVM, proportional set sizes: memory.py), the
-executors' peak memory (every process under the workers), and the bytes Spark's tasks returned
-to the driver (each task's result size, summed from Spark's event log; the local engine reads
-its input and state on the driver itself, so its tasks return little). Per class and engine,
-the marginal rate between the two sizes. The spark engine's point is the driver column: its peak
-should not grow with the state between the sizes.
+memory (the lockstep process and its driver JVM, proportional set sizes: memory.py; in brackets
+the lockstep process alone), the executors' peak memory (every process under the workers: under
+the spark engine they stage the sources too), and the bytes Spark's tasks returned to the driver
+(each task's result size, summed from Spark's event log; the local engine reads its input and
+state on the driver itself, so its tasks return little). Per class and engine, the marginal rate
+between the two sizes. The spark engine's point is the driver column: its peak should not grow
+with the state between the sizes.
 
     python -m tests.benchmarks.bench_cluster [--sizes 200000,800000] [--keys 20000,80000]
-        [--classes group_aggregate,inner_join]
+        [--classes group_aggregate,inner_join] [--engines spark,local]
 
 Sizes are logical events per source (race.py); the orders changelog of N events has about 1.25 N
 rows, over N/10 products unless --keys says how many. The sink's rows are printed beside: for the
@@ -44,7 +45,7 @@ from tests.conftest import ROOT
 from tests.support.standalone_cluster import StandaloneCluster
 
 WORK = ROOT / "state" / "bench-cluster"
-ENGINES = ("spark", "local")
+ENGINES = ["spark", "local"]
 
 
 class PeakExecutorMemory(threading.Thread):
@@ -125,7 +126,7 @@ def marginal(small: dict, large: dict) -> float | None:
 def print_table(rows: list[dict]) -> None:
     print(
         f"\n{'class':<16} {'engine':<6} {'rows':>11} {'seconds':>8} {'rows/s':>8} {'marginal':>9} "
-        f"{'driver MiB':>10} {'executors MiB':>13} {'bytes to driver':>16} {'sink rows':>10}"
+        f"{'driver MiB (Python)':>19} {'executors MiB':>13} {'bytes to driver':>16} {'sink rows':>10}"
     )
     for row in rows:
         run = row["run"]
@@ -135,9 +136,10 @@ def print_table(rows: list[dict]) -> None:
         executors = f"{run['executors_mib']:,}" if run["executors_mib"] is not None else "-"
         sent = f"{run['result_bytes']:,}" if run["result_bytes"] is not None else "-"
         sink = f"{run['sink_rows']:,}" if run["sink_rows"] is not None else "-"
+        driver = f"{run['peak_mib']:,} ({run['root_peak_mib']:,})"
         print(
             f"{row['class']:<16} {row['engine']:<6} {row['rows']:>11,} {seconds:>8} {rate:>8} {rate_m:>9} "
-            f"{run['peak_mib']:>10,} {executors:>13} {sent:>16} {sink:>10}"
+            f"{driver:>19} {executors:>13} {sent:>16} {sink:>10}"
         )
         if run["exit"] != 0:
             print(f"  {row['engine']} failed: {run['error']}")
@@ -156,12 +158,12 @@ def main(argv: list[str] | None = None) -> int:
                 folder = WORK / f"{name}-{size}-{keys}"
                 print(f"bench-cluster: writing {name}'s input, {size:,} events over {keys:,} keys", flush=True)
                 changelog_rows = write_inputs(folder, CLASSES[name], size, keys)
-                for engine in ENGINES:
+                for engine in args.engines:
                     print(f"bench-cluster: {name} {changelog_rows:,} rows, engine {engine}", flush=True)
                     run = run_one(folder, name, engine, cluster)
                     rows.append({"class": name, "size": size, "rows": changelog_rows, "engine": engine, "run": run})
     for name in args.classes:
-        for engine in ENGINES:
+        for engine in args.engines:
             mine = sorted((r for r in rows if r["class"] == name and r["engine"] == engine), key=lambda r: r["rows"])
             if len(mine) > 1:
                 mine[-1]["marginal"] = marginal(mine[0], mine[-1])
@@ -194,6 +196,12 @@ def _parser() -> argparse.ArgumentParser:
         type=lambda text: [int(n) for n in text.split(",")],
         default=None,
         help="products (group keys, join keys) at each size (default a tenth of each size)",
+    )
+    parser.add_argument(
+        "--engines",
+        type=lambda text: text.split(","),
+        default=ENGINES,
+        help="the engines to run, in order (default spark,local)",
     )
     parser.add_argument(
         "--classes",

@@ -22,11 +22,15 @@ SAMPLE_SECONDS = 0.5
 
 def tree_memory(root: psutil.Process) -> int:
     """Bytes held by a process and all its descendants; 0 once the root has ended."""
+    return process_memory(root) + descendants_memory(root)
+
+
+def descendants_memory(root: psutil.Process) -> int:
+    """Bytes held by a process's descendants (a Python driver's JVM); 0 once it has ended."""
     try:
-        tree = [root, *root.children(recursive=True)]
+        return sum(process_memory(process) for process in root.children(recursive=True))
     except psutil.Error:
         return 0
-    return sum(process_memory(process) for process in tree)
 
 
 def process_memory(process: psutil.Process) -> int:

@@ -59,7 +59,7 @@ from deltalake import DeltaTable
 from jobs.changelog.generate import TIMED_SCHEMA, order_changes
 from jobs.spec.load import load_settings
 from tests.benchmarks.bench_stream import DEDUP_SQL, GROUP_SQL, JOIN_SQL, LEFT_JOIN_SQL, WINDOW_SQL
-from tests.benchmarks.memory import SAMPLE_SECONDS, tree_memory
+from tests.benchmarks.memory import SAMPLE_SECONDS, descendants_memory, process_memory
 from tests.benchmarks.workloads import ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, order_events, product_changes
 from tests.differential.compare import column_difference, row_difference
 
@@ -372,6 +372,7 @@ def measure(command: list[str], logs: Path, env: dict, timeout: float = RUN_TIME
         "exit": code,
         "seconds": round(seconds, 2),
         "peak_mib": round(peak_bytes / 2**20),
+        "root_peak_mib": round(peak.root_peak / 2**20),
         "error": error,
         "started_at": started_at,
     }
@@ -401,10 +402,13 @@ class PeakTreeMemory(threading.Thread):
     def __init__(self, pid: int):
         super().__init__(daemon=True)
         self.root, self.peak, self._done = psutil.Process(pid), 0, threading.Event()
+        self.root_peak = 0  # the process alone (a Python driver without its JVM)
 
     def run(self) -> None:
         while not self._done.is_set():
-            self.peak = max(self.peak, tree_memory(self.root))
+            root = process_memory(self.root)
+            self.root_peak = max(self.root_peak, root)
+            self.peak = max(self.peak, root + descendants_memory(self.root))
             self._done.wait(SAMPLE_SECONDS)
 
     def stop(self) -> int:

@@ -1,12 +1,13 @@
 """Errors in a spec name the file, the line and, inside the SQL, the column, with the line itself
 and a caret under the spot printed under the message."""
 
+import pickle
 import re
 
 import pytest
 
 from jobs.cli.main import main
-from jobs.errors import SqlError
+from jobs.errors import InputError, RunLocked, SqlError
 from jobs.plan import plan_query
 from jobs.spec import load_spec
 from tests.conftest import write_spec
@@ -108,3 +109,12 @@ def test_the_cli_prints_the_excerpt_under_the_one_line_message(tmp_path, capsys)
         "q.yaml:3:19: unknown column 'incme' (columns in scope: order_id, pId, income, ts)"
     )
     assert lines[1:] == ["    SELECT pId, SUM(incme) AS total", "                    ^^^^^"]
+
+
+@pytest.mark.parametrize("kind", [InputError, RunLocked])
+def test_an_error_a_spark_task_returns_arrives_with_its_kind_message_and_place(kind):
+    """Staging tasks return their LockstepError as a value (jobs/stream/staging_tasks.py)."""
+    sent = kind("-D for a key never inserted", where="orders/001.json:4")
+    arrived = pickle.loads(pickle.dumps(sent))
+    assert type(arrived) is kind and arrived.where == sent.where and arrived.message == sent.message
+    assert str(arrived) == str(sent) and arrived.exit_code == 2

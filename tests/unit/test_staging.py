@@ -333,3 +333,30 @@ def test_a_state_past_its_part_size_is_staged_in_parts_with_the_same_rows_and_er
             stage(folder, source(folder))
     assert not (split / "staged" / staging.LIVE_PENDING).exists()
     assert (split / "staged" / "live-000002").is_dir()  # the committed state, untouched
+
+
+def test_a_prepared_run_changes_nothing_until_its_commit_and_a_later_run_clears_it(tmp_path):
+    """Staging writes the next generation beside the committed one; the commit (which needs
+    nothing the staging process held) makes it current; a prepared run never committed is
+    replaced by the next run, as if it had not happened."""
+    spec = source(tmp_path, on_bad_rows="quarantine")
+    write_changelog(tmp_path / "orders", "a.json", [change("+I", 1, 1, 5), change("-D", 9, 1, 1)])
+    stage(tmp_path, spec)
+    write_changelog(tmp_path / "orders", "b.json", [change("+I", 2, 1, 5), change("-D", 8, 1, 1)])
+    before = (tmp_path / "staged" / "manifest.json").read_text()
+    stage_source("orders", spec, tmp_path / "staged", tmp_path / "quarantine", batch_size=StreamSpec(rows_per_batch=2))
+    assert (tmp_path / "staged" / "manifest.json").read_text() == before  # prepared, not committed
+    assert (tmp_path / "staged" / "live-000002.parquet").exists()
+    assert read_quarantine(tmp_path / "quarantine").num_rows == 1
+    _, commit = stage_source(
+        "orders", spec, tmp_path / "staged", tmp_path / "quarantine", batch_size=StreamSpec(rows_per_batch=2)
+    )
+    staging.commit_staged(tmp_path / "staged", tmp_path / "quarantine", None)  # what commit() does
+    manifest = json.loads((tmp_path / "staged" / "manifest.json").read_text())
+    assert (manifest["generation"], manifest["rows"], manifest["quarantined"]) == (2, 2, 2)
+    assert sorted(p.name for p in (tmp_path / "staged").iterdir() if p.name.startswith("live")) == [
+        "live-000002.parquet"
+    ]
+    assert sorted(r["file"] for r in read_quarantine(tmp_path / "quarantine").to_pylist()) == ["a.json", "b.json"]
+    commit()  # a second commit of the same run finds nothing prepared
+    assert json.loads((tmp_path / "staged" / "manifest.json").read_text()) == manifest
