@@ -190,14 +190,6 @@ def _start(settings: SparkSettings | None, jit: str = ""):
         .config("spark.sql.session.timeZone", settings.session_time_zone)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        # Spark's status store keeps the last 1,000 jobs, stages and SQL executions (and 100,000
-        # tasks) in the driver's heap even without a UI: a stream of hundreds of micro-batches, a
-        # few jobs each, fills it, so the driver's memory grew with the input's size. lockstep
-        # reads progress from its own listener; a few dozen of each are plenty for a failure.
-        .config("spark.ui.retainedJobs", "50")
-        .config("spark.ui.retainedStages", "50")
-        .config("spark.ui.retainedTasks", "5000")
-        .config("spark.sql.ui.retainedExecutions", "20")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # The in-memory state store keeps this many committed versions of each partition's
         # map besides the one a micro-batch builds (Spark's default: 2). One is all a running
