@@ -44,14 +44,12 @@ def stage_sources(
     remote = [job for job in jobs if as_tasks and job.source.format != "delta"]
     here = [job for job in jobs if job not in remote]
     if remote:
-        assert spark is not None, "staging as tasks needs the session"
         progress.say(f"staging {len(remote)} source(s) as Spark tasks on the executors")
     staged = {job.table: job.stage(spark) for job in here}
-    staged.update(zip((job.table for job in remote), stage_as_tasks(spark, remote) if remote else []))
+    staged.update(zip((job.table for job in remote), stage_as_tasks(spark, remote)))
     for job in here:
         job.commit()
-    if remote:
-        commit_as_tasks(spark, remote)
+    commit_as_tasks(spark, remote)
     results = [staged[t] for t in plan.source_tables]
     for result in results:
         progress.say(_staged_line(result, plan.spec.sources[result.source].format))

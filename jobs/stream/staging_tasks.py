@@ -58,24 +58,25 @@ class StagingJob:
         commit_staged(self.directory, self.quarantine, self.anomalies)
 
 
-def stage_as_tasks(spark: SparkSession, jobs: list[StagingJob]) -> list[StageResult]:
+def stage_as_tasks(spark: SparkSession | None, jobs: list[StagingJob]) -> list[StageResult]:
     """Stage every job, one task each; raise the first job's error, if any failed."""
     return _run_tasks(spark, jobs, _stage_task, "lockstep: staging sources")
 
 
-def commit_as_tasks(spark: SparkSession, jobs: list[StagingJob]) -> None:
+def commit_as_tasks(spark: SparkSession | None, jobs: list[StagingJob]) -> None:
     _run_tasks(spark, jobs, _commit_task, "lockstep: committing staged sources")
 
 
-def _run_tasks(spark: SparkSession, jobs: list[StagingJob], task, description: str) -> list:
+def _run_tasks(spark: SparkSession | None, jobs: list[StagingJob], task, description: str) -> list:
     if not jobs:
         return []
+    assert spark is not None, "staging as tasks needs the session"
     context = spark.sparkContext
     context.setJobDescription(description)
     try:
         outcomes = context.parallelize(jobs, len(jobs)).map(task).collect()
     finally:
-        context.setJobDescription(None)
+        context.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
     for outcome in outcomes:
         if isinstance(outcome, LockstepError):
             raise outcome
