@@ -53,6 +53,11 @@ class RunLocked(RunStateError):
     """Another process is writing the run folder (named by its pid, host and start time)."""
 
 
+class StoreError(LockstepError):
+    """An object store (s3a://) cannot be reached, refuses the credentials, lacks the bucket, or
+    holds a run folder another writer changed (named by the store's endpoint and the URL)."""
+
+
 class SetupError(LockstepError):
     """A part lockstep needs is missing or does not match (Delta's Spark connector jars):
     `make setup` installs it."""

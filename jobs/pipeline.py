@@ -30,6 +30,8 @@ from jobs.runtime.lock import RunLock, run_lock
 from jobs.runtime.progress import Progress
 from jobs.spec import load_settings, load_spec, with_master, with_overrides
 from jobs.spec.model import Settings
+from jobs.store.run_folder import StoreRunFolder, store_run_folder
+from jobs.store.url import runs_location
 from jobs.stream.job import StreamResult, run_stream, stream_until
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ class Pipeline:
     settings: Settings
     layout: RunLayout
     progress: Progress
+    store_folder: StoreRunFolder | None = None  # an s3a:// run folder; layout.root is its working copy
 
     @classmethod
     def open(
@@ -66,13 +69,18 @@ class Pipeline:
     def of(
         cls, plan: Plan, settings: Settings, runs_dir: str | Path | None = None, progress: Progress | None = None
     ) -> Pipeline:
-        layout = RunLayout.for_query(Path(runs_dir or settings.runs_dir), plan.spec.name)
+        runs = runs_location(runs_dir or settings.runs_dir)
+        if isinstance(runs, str):
+            folder = store_run_folder(runs, plan.spec.name, settings)
+            return cls(plan, settings, RunLayout(folder.root), progress or Progress(quiet=True), folder)
+        layout = RunLayout.for_query(runs, plan.spec.name)
         return cls(plan, settings, layout, progress or Progress(quiet=True))
 
     @property
-    def lock(self) -> RunLock:
-        """Held by every step: one writer per run folder."""
-        return run_lock(self.layout.root)
+    def lock(self) -> RunLock | StoreRunFolder:
+        """Held by every step: one writer per run folder. On an object store it also restores
+        the working copy first and commits it after (jobs/store/run_folder.py)."""
+        return self.store_folder or run_lock(self.layout.root)
 
     def stream(self, logical_date: date | None = None) -> StreamResult | None:
         """Stream everything new, or, for a logical date, up to it; None when the stream is
@@ -101,6 +109,12 @@ class Pipeline:
 
     def rebuild(self, until: date | None = None) -> list[Report]:
         """Replay every partition (up to `until`) into a fresh run folder, checking each date."""
+        if self.store_folder is not None:
+            raise RunStateError(
+                "rebuild replaces the run folder, which an object store's commits do not do yet: rebuild "
+                "into a local --out folder",
+                where=str(self.store_folder.run),
+            )
         with self.lock:
             return rebuild(self.plan, self.layout, self.progress, self.run, until)
 

@@ -111,7 +111,6 @@ def _pipeline(args):
     while it starts, instead of before it. A spec that does not load or plan starts no JVM. The
     size of the sources' files chooses the JVM's compilers (jobs/runtime/jit.py)."""
     from jobs.plan import plan_query
-    from jobs.runtime.layout import RunLayout
     from jobs.runtime.spark import LOGS, log_jvm_to, start_in_background
     from jobs.spec import load_settings, load_spec, with_master, with_overrides
 
@@ -125,13 +124,15 @@ def _pipeline(args):
         on_cluster=settings.spark.on_cluster,
     )
     plan = plan_query(spec)
-    runs_dir = getattr(args, "out", None)
-    layout = RunLayout.for_query(Path(runs_dir or settings.runs_dir), plan.spec.name)
-    log_jvm_to(layout.root.parent / LOGS / f"{layout.root.name}.spark.log")
-    start_in_background(settings.spark, plan.spec)
     from jobs.pipeline import Pipeline
 
-    return Pipeline.of(plan, settings, runs_dir, progress)
+    pipeline = Pipeline.of(plan, settings, getattr(args, "out", None), progress)
+    if pipeline.store_folder is not None:
+        pipeline.store_folder.check()  # wrong credentials or no bucket: one line before Spark starts
+    root = pipeline.layout.root
+    log_jvm_to(root.parent / LOGS / f"{root.name}.spark.log")
+    start_in_background(settings.spark, plan.spec)
+    return pipeline
 
 
 def cmd_explain(args) -> int:

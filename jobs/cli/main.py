@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 
 from jobs.errors import LockstepError, one_line
+from jobs.store.url import runs_location
 
 EXIT_PASS, EXIT_FAIL, EXIT_INVALID = 0, 1, 2
 
@@ -81,9 +82,10 @@ def _parser() -> argparse.ArgumentParser:
         if name not in ("explain", "report", "schema"):  # these write no run folder
             command.add_argument(
                 "--out",
-                type=Path,
+                type=runs_location,
                 default=None,
-                help="runs folder (default: LOCKSTEP_RUNS_DIR, else runs_dir from the settings, 'runs')",
+                help="runs folder, or an object store's s3a://bucket/prefix (default: LOCKSTEP_RUNS_DIR, "
+                "else runs_dir from the settings, 'runs')",
             )
         # Given after the command they win; left out, the value given before it stands.
         _global_flags(command, argparse.SUPPRESS)

@@ -12,6 +12,7 @@ from pydantic_core import ErrorDetails
 
 from jobs.errors import SpecError, place
 from jobs.spec.model import Engine, QuerySpec, Settings, SinkSpec
+from jobs.store.url import runs_location
 
 DEFAULT_SETTINGS = Path("conf/settings.yaml")
 SETTINGS_VARIABLE, RUNS_DIR_VARIABLE = "LOCKSTEP_SETTINGS", "LOCKSTEP_RUNS_DIR"
@@ -40,7 +41,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
     overrides the file's runs_dir."""
     settings = _settings_file(path)
     runs_dir = os.environ.get(RUNS_DIR_VARIABLE)
-    return settings.model_copy(update={"runs_dir": Path(runs_dir)}) if runs_dir else settings
+    return settings.model_copy(update={"runs_dir": runs_location(runs_dir)}) if runs_dir else settings
 
 
 def _settings_file(path: str | Path | None) -> Settings:

@@ -15,6 +15,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from jobs.errors import place
 from jobs.spec.intervals import parse_interval
+from jobs.store.url import runs_location
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 SCHEDULE_PRESETS = (
@@ -337,14 +338,42 @@ class CheckSettings(Strict):
     """Differing rows kept per expectation in report.json."""
 
 
+class StoreSettings(Strict):
+    """The object store of s3a:// run folders (docs/object-storage.md). Each field left out is
+    taken from the Airflow connection named, then from the environment (AWS_ENDPOINT_URL,
+    AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)."""
+
+    endpoint: str | None = None
+    """The S3 API's URL, e.g. http://127.0.0.1:8333; AWS's regional endpoint when nothing gives one."""
+    region: str | None = None
+    """The signing region (us-east-1 when nothing gives one)."""
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    """Prefer the environment or an Airflow connection to a secret in a file."""
+    airflow_connection: str | None = None
+    """An Airflow connection of type aws: login, password, extra's endpoint_url and region_name."""
+    lease_seconds: int = Field(default=60, ge=5)
+    """A writer's lease on a run folder lasts this long unless renewed (every third of it); a
+    crashed writer's lease expires after it, and the next writer takes the folder."""
+    work_dir: Path = Path("~/.cache/lockstep/store")
+    """Where a step keeps its working copy of an s3a:// run folder (docs/object-storage.md)."""
+
+
 class Settings(Strict):
     """lockstep's settings file (conf/settings.yaml, --settings or LOCKSTEP_SETTINGS)."""
 
-    runs_dir: Path = Path("runs")
-    """Where runs are written when --out is not given (LOCKSTEP_RUNS_DIR overrides it)."""
+    runs_dir: Path | str = Path("runs")
+    """Where runs are written when --out is not given (LOCKSTEP_RUNS_DIR overrides it): a folder,
+    or an object store's s3a://bucket/prefix."""
     spark: SparkSettings = SparkSettings()
     check: CheckSettings = CheckSettings()
+    store: StoreSettings = StoreSettings()
     settings_path: SkipJsonSchema[Path] = Path("<defaults>")  # set by the loader
+
+    @field_validator("runs_dir", mode="before")
+    @classmethod
+    def _runs_location(cls, value: object) -> object:
+        return runs_location(value) if isinstance(value, (str, Path)) else value
 
 
 def _field(section: object, name: str) -> object:

@@ -1,0 +1,101 @@
+"""Where an object store's endpoint and credentials come from, never from a query spec.
+
+In order, the first that gives a value wins, field by field:
+1. the settings file's `store:` section (endpoint, region, access_key_id, secret_access_key);
+2. the Airflow connection it names (`store.airflow_connection`, type aws: login is the access
+   key, password the secret, extra's endpoint_url and region_name);
+3. the environment: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from jobs.errors import StoreError
+from jobs.spec.model import StoreSettings
+
+
+@dataclass(frozen=True)
+class StoreAccess:
+    endpoint: str
+    region: str
+    access_key_id: str
+    secret_access_key: str
+
+    def hadoop_conf(self) -> dict[str, str]:
+        """The same store for Spark's S3A file system (hadoop-aws, scripts/store-jars.sh)."""
+        return {
+            "spark.hadoop.fs.s3a.endpoint": self.endpoint,
+            "spark.hadoop.fs.s3a.endpoint.region": self.region,
+            "spark.hadoop.fs.s3a.access.key": self.access_key_id,
+            "spark.hadoop.fs.s3a.secret.key": self.secret_access_key,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": str(self.endpoint.startswith("https")).lower(),
+        }
+
+
+def store_access(settings: StoreSettings, where: str) -> StoreAccess:
+    """The store's access for a run at `where` (an s3a:// URL, named in the error when a part is
+    missing)."""
+    sources = [_from_settings(settings), _from_airflow(settings.airflow_connection), _from_environment()]
+    merged: dict[str, str] = {}
+    for source in sources:
+        for name, value in source.items():
+            if value and name not in merged:
+                merged[name] = value
+    region = merged.get("region", "us-east-1")
+    endpoint = merged.get("endpoint") or f"https://s3.{region}.amazonaws.com"
+    missing = [name for name in ("access_key_id", "secret_access_key") if name not in merged]
+    if missing:
+        raise StoreError(
+            f"no {' or '.join(missing)} for the object store at {endpoint}: set store.{missing[0]} in the "
+            f"settings, an Airflow connection (store.airflow_connection) or AWS_ACCESS_KEY_ID and "
+            f"AWS_SECRET_ACCESS_KEY",
+            where=where,
+        )
+    return StoreAccess(endpoint.rstrip("/"), region, merged["access_key_id"], merged["secret_access_key"])
+
+
+def _from_settings(settings: StoreSettings) -> dict[str, str | None]:
+    return {
+        "endpoint": settings.endpoint,
+        "region": settings.region,
+        "access_key_id": settings.access_key_id,
+        "secret_access_key": settings.secret_access_key,
+    }
+
+
+def _from_airflow(conn_id: str | None) -> dict[str, str | None]:
+    if not conn_id:
+        return {}
+    try:
+        from airflow.sdk import BaseHook  # type: ignore[attr-defined]
+    except ImportError:
+        raise StoreError(
+            "the settings name an Airflow connection for the store, but Airflow is not installed",
+            where=f"store.airflow_connection {conn_id!r}",
+        ) from None
+    try:
+        connection = BaseHook.get_connection(conn_id)
+    except Exception as exc:  # Airflow raises its own not-found error, whose type moved between releases
+        raise StoreError(
+            f"no Airflow connection {conn_id!r} ({type(exc).__name__})", where="store.airflow_connection"
+        ) from None
+    extra = json.loads(connection.extra or "{}")
+    return {
+        "endpoint": extra.get("endpoint_url"),
+        "region": extra.get("region_name"),
+        "access_key_id": connection.login,
+        "secret_access_key": connection.password,
+    }
+
+
+def _from_environment() -> dict[str, str | None]:
+    return {
+        "endpoint": os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+        "region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+        "access_key_id": os.environ.get("AWS_ACCESS_KEY_ID"),
+        "secret_access_key": os.environ.get("AWS_SECRET_ACCESS_KEY"),
+    }

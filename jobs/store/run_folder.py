@@ -1,0 +1,106 @@
+"""A run folder on an object store, as every step holds it (jobs/pipeline.py).
+
+Entering: take the lease (a second writer is refused at once), restore the local working copy to
+the newest commit. The step then reads and writes the working copy as it would a local run
+folder. Leaving normally: commit the working copy (mirror.py), release the lease. Leaving with an
+error: release the lease and commit nothing, so the store keeps the run folder as the last step
+that finished left it. Steps nest (run holds it while calling stream, batch and check): only the
+outermost enters and leaves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jobs.errors import StoreError
+from jobs.store.access import store_access
+from jobs.store.client import ObjectStore
+from jobs.store.lease import Lease
+from jobs.store.mirror import Commit, Mirror
+from jobs.store.url import StoreUrl
+
+_HELD: dict[str, StoreRunFolder] = {}
+
+
+def working_root(runs: StoreUrl, work_dir: Path, query: str) -> Path:
+    """The local working copy of a query's run folder under an s3a:// runs folder."""
+    return Path(work_dir).expanduser() / runs.bucket / runs.prefix / query
+
+
+def store_run_folder(runs_url: str, query: str, settings) -> StoreRunFolder:
+    runs = StoreUrl.parse(runs_url)
+    run = runs.child(query)
+    return _HELD.setdefault(str(run), StoreRunFolder(run, working_root(runs, settings.store.work_dir, query), settings))
+
+
+class StoreRunFolder:
+    def __init__(self, run: StoreUrl, root: Path, settings):
+        self.run, self.root, self.settings = run, root, settings
+        self._depth = 0
+        self._store: ObjectStore | None = None
+        self._lease: Lease | None = None
+        self._restored: Commit | None = None
+        self.last_commit: Commit | None = None
+
+    def __enter__(self) -> StoreRunFolder:
+        if self._depth == 0:
+            self._open()
+        self._depth += 1
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        self._depth -= 1
+        if self._depth:
+            return
+        try:
+            if kind is None:
+                assert self._store is not None and self._lease is not None
+                lease = self._lease
+                self.last_commit = Mirror(self._store, self.run, self.root).commit(self._restored, lease.holds)
+        finally:
+            self._close(quiet=kind is not None)
+
+    def check(self) -> None:
+        """The endpoint, the credentials and the bucket, with one request."""
+        store = ObjectStore(store_access(self.settings.store, str(self.run)))
+        try:
+            store.check_bucket(self.run.bucket)
+        finally:
+            store.close()
+
+    @property
+    def requests(self) -> int:
+        return self._store.requests if self._store else 0
+
+    def _open(self) -> None:
+        access = store_access(self.settings.store, str(self.run))
+        store = ObjectStore(access)
+        try:
+            store.check_bucket(self.run.bucket)
+            lease = Lease(store, self.run, self.settings.store.lease_seconds)
+            lease.acquire()
+        except BaseException:
+            store.close()
+            raise
+        self._store, self._lease = store, lease
+        try:
+            mirror = Mirror(store, self.run, self.root)
+            self._restored = mirror.restore()
+            mirror.begin(self._restored)
+        except BaseException:
+            self._close(quiet=True)
+            raise
+
+    def _close(self, *, quiet: bool = False) -> None:
+        """Release the lease; with an error already on its way (quiet), a store that cannot be
+        reached does not hide it: the lease then lapses by itself."""
+        try:
+            if self._lease is not None:
+                self._lease.release()
+        except StoreError:
+            if not quiet:
+                raise
+        finally:
+            if self._store is not None:
+                self._store.close()
+            self._store = self._lease = None

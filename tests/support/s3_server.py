@@ -1,0 +1,159 @@
+"""SeaweedFS's S3 server on this machine (`weed server -s3`), built by scripts/seaweedfs.sh into
+.tools/bin: a master, a volume server, a filer and the S3 gateway in one process on 127.0.0.1,
+with one identity whose keys the tests use (anonymous requests are refused).
+
+Its ports are picked free just before the start; a port taken in between makes the server fail
+to answer, and the start is tried again with new ones. The process gets a parent-death signal, and
+the context manager stops it whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.support.standalone_cluster import _dies_with_parent, free_port
+
+WEED = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "weed"
+ACCESS_KEY, SECRET_KEY = "lockstep-tests", "lockstep-tests-secret"
+_PORTS = (
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port.grpc",
+)
+
+
+class S3Server:
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.process: subprocess.Popen | None = None
+        self.port = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def environment(self) -> dict[str, str]:
+        """The variables a lockstep process reads the store's access from."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": "us-east-1",
+        }
+
+    def __enter__(self) -> S3Server:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self, attempts: int = 3) -> None:
+        if not WEED.exists():
+            raise RuntimeError(f"{WEED} is missing: make setup builds it (scripts/seaweedfs.sh)")
+        for attempt in range(attempts):
+            self._launch()
+            if self._wait_until_serving(timeout=60):
+                return
+            self.stop()
+            if attempt == attempts - 1:
+                raise RuntimeError(f"SeaweedFS did not serve S3; see {self.workdir / 'weed.log'}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=3)  # its orderly shutdown takes 10 s; nothing needs it
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        """kill -9: the store gone mid-run, as a crashed or unreachable server."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def create_bucket(self, name: str) -> str:
+        from jobs.store.access import StoreAccess
+        from jobs.store.client import ObjectStore
+
+        store = ObjectStore(StoreAccess(self.endpoint, "us-east-1", ACCESS_KEY, SECRET_KEY))
+        try:
+            for _ in range(40):  # the gateway answers a moment before its filer takes buckets
+                response = store._send("PUT", name, "")
+                if response.status_code in (200, 409):
+                    return name
+                time.sleep(0.25)
+            raise RuntimeError(f"bucket {name} not created: {response.status_code} {response.text[:200]}")
+        finally:
+            store.close()
+
+    def _launch(self) -> None:
+        data = self.workdir / "data"  # kept across a restart: the store's objects survive it
+        data.mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "s3.json"
+        config.write_text(json.dumps({"identities": [_identity()]}))
+        self.port = free_port()
+        ports = [f"-{flag}={free_port()}" for flag in _PORTS]
+        log = open(self.workdir / "weed.log", "ab")
+        self.process = subprocess.Popen(
+            [
+                str(WEED),
+                "server",
+                f"-dir={data}",
+                "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1",
+                "-master.telemetry=false",
+                # Small volumes, and room for many: the default sizes volumes for a disk, and a
+                # new bucket (a collection) is refused once the volume count runs out.
+                "-master.volumeSizeLimitMB=64",
+                "-volume.max=64",
+                "-s3",
+                f"-s3.port={self.port}",
+                "-s3.port.iceberg=0",
+                "-s3.port.lance=0",
+                f"-s3.config={config}",
+                *ports,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ},
+            preexec_fn=_dies_with_parent,
+        )
+
+    def _wait_until_serving(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                return False
+            try:
+                httpx.get(self.endpoint, timeout=1)  # any answer, 403 included: the gateway is up
+                return True
+            except httpx.TransportError:
+                time.sleep(0.25)
+        return False
+
+
+def _identity() -> dict:
+    return {
+        "name": "lockstep-tests",
+        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+    }
