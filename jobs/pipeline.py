@@ -15,7 +15,7 @@ to it, batch and check work at its consistency point.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,9 +29,10 @@ from jobs.runtime.layout import RunLayout
 from jobs.runtime.lock import RunLock, run_lock
 from jobs.runtime.progress import Progress
 from jobs.spec import load_settings, load_spec, with_master, with_overrides
+from jobs.spec.locations import location
 from jobs.spec.model import Settings
 from jobs.store.run_folder import StoreRunFolder, store_run_folder
-from jobs.store.url import runs_location
+from jobs.store.sources import SourceCopy, check_source_buckets, copy_sources, with_local_sources
 from jobs.stream.job import StreamResult, run_stream, stream_until
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class Pipeline:
     layout: RunLayout
     progress: Progress
     store_folder: StoreRunFolder | None = None  # an s3a:// run folder; layout.root is its working copy
+    source_copies: tuple[SourceCopy, ...] = ()  # sources on an object store, copied before staging
 
     @classmethod
     def open(
@@ -69,12 +71,21 @@ class Pipeline:
     def of(
         cls, plan: Plan, settings: Settings, runs_dir: str | Path | None = None, progress: Progress | None = None
     ) -> Pipeline:
-        runs = runs_location(runs_dir or settings.runs_dir)
+        spec, copies = with_local_sources(plan.spec, settings)
+        plan = replace(plan, spec=spec)
+        progress = progress or Progress(quiet=True)
+        runs = location(runs_dir or settings.runs_dir)
         if isinstance(runs, str):
             folder = store_run_folder(runs, plan.spec.name, settings)
-            return cls(plan, settings, RunLayout(folder.root), progress or Progress(quiet=True), folder)
-        layout = RunLayout.for_query(runs, plan.spec.name)
-        return cls(plan, settings, layout, progress or Progress(quiet=True))
+            return cls(plan, settings, RunLayout(folder.root), progress, folder, copies)
+        return cls(plan, settings, RunLayout.for_query(runs, plan.spec.name), progress, None, copies)
+
+    def check_store(self) -> None:
+        """The object stores this pipeline uses (its run folder's, its sources'): endpoint,
+        credentials and bucket, one request each, before anything else starts."""
+        if self.store_folder is not None:
+            self.store_folder.check()
+        check_source_buckets(self.source_copies, self.settings)
 
     @property
     def lock(self) -> RunLock | StoreRunFolder:
@@ -86,6 +97,7 @@ class Pipeline:
         """Stream everything new, or, for a logical date, up to it; None when the stream is
         already past that date (the date is then re-checked at its recorded point)."""
         with self.lock:
+            copy_sources(self.source_copies, self.settings, self.progress)
             if logical_date is None:
                 return run_stream(self.plan, self.settings, self.layout, self.progress)
             return stream_until(self.plan, self.settings, self.layout, self.progress, logical_date)
@@ -116,6 +128,7 @@ class Pipeline:
                 where=str(self.store_folder.run),
             )
         with self.lock:
+            copy_sources(self.source_copies, self.settings, self.progress)  # rebuild lists the dates
             return rebuild(self.plan, self.layout, self.progress, self.run, until)
 
     def _check(self, logical_date: date | None) -> Report:

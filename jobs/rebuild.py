@@ -54,7 +54,7 @@ def rebuild(
 
 
 def rebuild_dates(plan: Plan, until: date | None) -> list[date | None]:
-    found = sorted({d for s in plan.spec.sources.values() if s.partitioned_by for d in dates_in(s.path)})
+    found = sorted({d for s in plan.spec.sources.values() if s.partitioned_by for d in dates_in(s.folder)})
     days: list[date | None] = [d for d in found if until is None or d <= until]
     return days or [until]
 

@@ -27,9 +27,10 @@ def settings_path() -> Path | None:
     return path if path.exists() else None
 
 
-def runs_dir() -> Path:
-    """The runs folder: LOCKSTEP_RUNS_DIR, else the settings' runs_dir (relative to the project)."""
+def runs_dir() -> Path | str:
+    """The runs folder: LOCKSTEP_RUNS_DIR, else the settings' runs_dir (relative to the project),
+    or an object store's s3a:// URL."""
     from jobs.spec import load_settings
 
     path = load_settings(settings_path()).runs_dir  # LOCKSTEP_RUNS_DIR, when set, is in it
-    return path if path.is_absolute() else PROJECT / path
+    return path if isinstance(path, str) or path.is_absolute() else PROJECT / path

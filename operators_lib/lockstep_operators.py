@@ -26,6 +26,8 @@ from typing import Any
 from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from jobs.spec.locations import local_runs_folder, location
+
 
 class LockstepOperator(BaseOperator):
     template_fields = ("spec_path", "runs_dir", "master", "writer", "engine")
@@ -68,7 +70,7 @@ class LockstepOperator(BaseOperator):
         return Pipeline.open(
             self.spec_path,
             settings_path=self.settings_path,
-            runs_dir=Path(self.runs_dir),
+            runs_dir=location(self.runs_dir),
             progress=Progress(emit=self.log.info),
             master=self.master or spark_master_from_airflow(),
             writer=self.writer or _variable(WRITER_VARIABLE),
@@ -216,8 +218,8 @@ class LockstepReportOperator(BaseOperator):
         from expectations.report.runs import INDEX_HTML, REPORT_HTML, REPORT_JSON, query_dirs, read_report
         from jobs.errors import LockstepError
 
-        runs = Path(self.runs_dir)
         try:
+            runs = local_runs_folder(self.runs_dir)
             pages = rebuild(runs)
             latest = {d.name: read_report(d / REPORT_JSON) for d in query_dirs(runs) if (d / REPORT_JSON).is_file()}
         except LockstepError as exc:

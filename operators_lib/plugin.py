@@ -20,6 +20,7 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, RedirectResponse
 
+from jobs.spec.locations import local_runs_folder
 from operators_lib.dag_defaults import PLUGIN_PREFIX, runs_dir
 
 URL_PREFIX = PLUGIN_PREFIX
@@ -34,7 +35,7 @@ def reports_app() -> FastAPI:
 
     @app.get("/runs/{path:path}")
     def runs_file(path: str, user: Annotated[Any, Depends(get_user)]) -> FileResponse:
-        return FileResponse(inside(runs_dir(), path))
+        return FileResponse(inside(local_runs_folder(runs_dir()), path))
 
     return app
 

@@ -68,7 +68,7 @@ def _free_id(path: Path, taken: dict) -> str:
     return named if _name_in(path) and named not in taken else f"lockstep_{path.stem}"
 
 
-def query_dag(path: Path, runs: Path) -> DAG:
+def query_dag(path: Path, runs: Path | str) -> DAG:
     """The DAG of one spec; a spec that cannot be one raises, naming why."""
     spec = load_spec(path)
     _check_unique_name(spec, path)
@@ -81,21 +81,25 @@ def query_dag(path: Path, runs: Path) -> DAG:
     return dag
 
 
-def sink_asset(spec: QuerySpec, runs: Path) -> Asset:
+def sink_asset(spec: QuerySpec, runs: Path | str) -> Asset:
     """The query's certified sink, as downstream DAGs schedule on it (`Asset.ref(name=
     "lockstep.<q>")`). Its URI names the query, not the folder: a runs folder moved elsewhere
     is still the same asset (Airflow refuses a second active asset of one name with another
     URI); the Delta table's location is in the asset's extra."""
-    sink = RunLayout.for_query(runs, spec.name).stream
+    table = (
+        f"{runs.rstrip('/')}/{spec.name}/stream"
+        if isinstance(runs, str)
+        else RunLayout.for_query(runs, spec.name).stream.resolve().as_uri()
+    )
     return Asset(
         name=f"lockstep.{spec.name}",
         uri=f"lockstep://{spec.name}/sink",
         group="lockstep",
-        extra={"table": sink.resolve().as_uri(), "format": "delta"},
+        extra={"table": table, "format": "delta"},
     )
 
 
-def build_dag(spec: QuerySpec, spec_path: Path, runs: Path) -> DAG:
+def build_dag(spec: QuerySpec, spec_path: Path, runs: Path | str) -> DAG:
     settings = settings_path()
     common: dict[str, Any] = {
         "spec_path": str(spec_path),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what is missing on this machine, then exits: a Java 17+ JDK, Chromium (browser test), the .venv with
-# pinned packages, and .venv-flink (PyFlink, the differential tests' oracle).
+# pinned packages, SeaweedFS (an S3 server for the object-storage tests) and .venv-flink (PyFlink, the
+# differential tests' oracle).
 # Safe to run again: it does nothing when everything is in place (a stamp records what was installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,6 +70,9 @@ scripts/delta-jars.sh .venv
 # system without a `chmod` child process per file (jobs/runtime/local_fs.py), and the Spark engine's
 # keyed state (jobs/stream/operators/keyed_state.py).
 scripts/jvm-jars.sh .venv
+# SeaweedFS, the S3-compatible server the object-storage tests and `make demo-s3` start on
+# 127.0.0.1: built once from the Go module proxy at a pinned version into .tools/bin (9 minutes).
+scripts/seaweedfs.sh
 # The Flink oracle lives apart: PyFlink pins older pandas, pyarrow and numpy than lockstep's.
 install_venv .venv-flink constraints-flink.txt -- -c constraints-flink.txt apache-flink==2.3.0
 # A class-data-sharing archive for Spark's driver JVM (jobs/runtime/jvm_classes.py): Spark starts

@@ -67,7 +67,7 @@ def new_versions(
         next_version = start + 1
     else:
         next_version = max(staged_versions) + 1
-    latest = table_version(spec.path)
+    latest = table_version(spec.folder)
     if next_version > latest:
         return
     feed = _change_feed(spark, name, spec, schema, next_version, latest)
@@ -82,17 +82,18 @@ def starting_version(name: str, spec: SourceSpec) -> int:
     starting timestamp; version 0 when it gives neither."""
     if spec.starting_timestamp is None:
         start = spec.starting_version or 0
-        if start > table_version(spec.path):
+        if start > table_version(spec.folder):
             raise InputError(
                 f"source {name}: starting_version {start} is past the table's latest version "
-                f"{table_version(spec.path)}",
-                where=str(spec.path),
+                f"{table_version(spec.folder)}",
+                where=str(spec.folder),
             )
         return start
     wanted = spec.starting_timestamp
     wanted = wanted if wanted.tzinfo else wanted.replace(tzinfo=UTC)
     commits = [
-        (c["version"], datetime.fromtimestamp(c["timestamp"] / 1000, UTC)) for c in DeltaTable(str(spec.path)).history()
+        (c["version"], datetime.fromtimestamp(c["timestamp"] / 1000, UTC))
+        for c in DeltaTable(str(spec.folder)).history()
     ]
     before = [version for version, at in commits if at <= wanted]
     if not before:
@@ -100,7 +101,7 @@ def starting_version(name: str, spec: SourceSpec) -> int:
         raise InputError(
             f"source {name}: no version was committed at or before starting_timestamp {wanted:%Y-%m-%d %H:%M:%S%z} "
             f"(the first commit is at {first:%Y-%m-%d %H:%M:%S%z})",
-            where=str(spec.path),
+            where=str(spec.folder),
         )
     return max(before)
 
@@ -108,7 +109,7 @@ def starting_version(name: str, spec: SourceSpec) -> int:
 def check_table(name: str, spec: SourceSpec) -> None:
     """A Delta table with its change data feed on and the declared columns: checked from the log
     alone, before Spark starts, so a wrong path is one line at once."""
-    path, schema = spec.path, parse_schema(spec.schema_ddl, where=f"source {name}: schema")
+    path, schema = spec.folder, parse_schema(spec.schema_ddl, where=f"source {name}: schema")
     if not is_delta_table(path):
         raise InputError(f"source {name}: not a Delta table (no _delta_log here)", where=str(path))
     if not change_data_feed_on(path):
@@ -128,8 +129,8 @@ def check_table(name: str, spec: SourceSpec) -> None:
 
 
 def _snapshot(spark: SparkSession, spec: SourceSpec, schema: SourceSchema, version: int) -> ParsedFile:
-    rows = read_with_connector(spark, spec.path, version)
-    table = _typed(rows.select(*[f"`{c}`" for c in schema.names]).toArrow(), schema, spec.path, version)
+    rows = read_with_connector(spark, spec.folder, version)
+    table = _typed(rows.select(*[f"`{c}`" for c in schema.names]).toArrow(), schema, spec.folder, version)
     kinds = pa.array(np.full(table.num_rows, int(RowKind.INSERT), np.int8))
     return _parsed(_ordered(table, kinds, spec.primary_key))
 
@@ -138,13 +139,13 @@ def _change_feed(
     spark: SparkSession, name: str, spec: SourceSpec, schema: SourceSchema, first: int, last: int
 ) -> pa.Table:
     try:
-        frame = change_feed_frame(spark, spec.path, first, last)
+        frame = change_feed_frame(spark, spec.folder, first, last)
         return frame.select(*[f"`{c}`" for c in schema.names], CHANGE_TYPE, COMMIT_VERSION).toArrow()
     except (PySparkException, Py4JJavaError) as exc:  # a version without a feed (turned on later), or vacuumed
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(
             f"source {name}: cannot read the change data feed of versions {first} to {last}: {first_line}",
-            where=str(spec.path),
+            where=str(spec.folder),
         ) from None
 
 
@@ -198,5 +199,5 @@ def consumed_version(manifest: dict, consumed: int) -> int | None:
 
 def table_as_of(spark: SparkSession, spec: SourceSpec, schema: SourceSchema, version: int):
     """The Delta table at `version` (time travel), as the declared columns and types."""
-    rows = read_with_connector(spark, spec.path, version)
+    rows = read_with_connector(spark, spec.folder, version)
     return rows.select(*[rows[f"`{c.name}`"].cast(c.spark_type).alias(c.name) for c in schema.columns])

@@ -286,20 +286,19 @@ def _file_pieces(
 ) -> Iterator[_Piece]:
     """The folder's new files, in name order, after checking that the consumed ones are as they
     were and that no new one sorts before them. Parsed one at a time, as they are staged."""
-    files = _list_files(spec.path, name)
-    _check_consumed_unchanged(manifest, files, spec.path)
+    folder = spec.folder
+    files = _list_files(folder, name)
+    _check_consumed_unchanged(manifest, files, folder)
     consumed = {f["name"] for f in manifest["files"]}
     if spec.partitioned_by:
-        files = partitions.up_to(files, spec.path, until)
-        partitions.check_in_order(
-            [p for p in files if _relative(p, spec.path) not in consumed], sorted(consumed), spec.path
-        )
+        files = partitions.up_to(files, folder, until)
+        partitions.check_in_order([p for p in files if _relative(p, folder) not in consumed], sorted(consumed), folder)
     else:
-        _check_appended_in_order([p for p in files if _relative(p, spec.path) not in consumed], consumed, spec.path)
-    for path in (p for p in files if _relative(p, spec.path) not in consumed):
+        _check_appended_in_order([p for p in files if _relative(p, folder) not in consumed], consumed, folder)
+    for path in (p for p in files if _relative(p, folder) not in consumed):
         digest = _ReadDigest(path.stat().st_mtime_ns)
         yield _Piece(
-            _relative(path, spec.path),
+            _relative(path, folder),
             _display(path),
             parse_blocks(path, spec.format, schema, seen=digest.update),
             digest.entry,

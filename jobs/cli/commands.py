@@ -31,6 +31,12 @@ def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
             help="events of a synthetic changelog the demo generates when its folder "
             "(data/generated/...) is missing (default 300000)",
         )
+        command.add_argument(
+            "--local-store",
+            action="store_true",
+            help="start a local S3 server (SeaweedFS, built by `make setup`), put the queries' "
+            "sources in a bucket, and run with sources, sinks and run folders on it (make demo-s3)",
+        )
     if name == "generate":
         command.add_argument("--events", type=int, default=300_000, help="logical events (default 300000)")
         command.add_argument("--groups", type=int, default=20_000, help="distinct products (default 20000)")
@@ -127,11 +133,10 @@ def _pipeline(args):
     from jobs.pipeline import Pipeline
 
     pipeline = Pipeline.of(plan, settings, getattr(args, "out", None), progress)
-    if pipeline.store_folder is not None:
-        pipeline.store_folder.check()  # wrong credentials or no bucket: one line before Spark starts
+    pipeline.check_store()  # wrong credentials or no bucket: one line before Spark starts
     root = pipeline.layout.root
     log_jvm_to(root.parent / LOGS / f"{root.name}.spark.log")
-    start_in_background(settings.spark, plan.spec)
+    start_in_background(settings.spark, pipeline.plan.spec)
     return pipeline
 
 
@@ -198,9 +203,9 @@ def cmd_generate(args) -> int:
 def cmd_report(args) -> int:
     from expectations.report import rebuild
     from jobs.spec import load_settings
+    from jobs.spec.locations import local_runs_folder
 
-    runs_dir = args.runs_dir or load_settings(args.settings).runs_dir
-    pages = rebuild(runs_dir)
+    pages = rebuild(local_runs_folder(args.runs_dir or load_settings(args.settings).runs_dir))
     index, reports = pages[-1], len(pages) - 1
     print(f"{index} ({reports} report page{'s' if reports != 1 else ''} and the index)")
     return 0

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from expectations.report.publish import publish_error
 from jobs.changelog.generate import generate_changelog
 from jobs.cli.demo_service import DemoDimensionService, tables_in
+from jobs.cli.demo_store import run_on_local_store
 from jobs.errors import SpecError, one_line
 from jobs.pipeline import Pipeline
 from jobs.plan import plan_query
@@ -62,26 +63,40 @@ def _on_service(url: str, service) -> str:
 
 def run_demo(args) -> int:
     settings = with_master(load_settings(args.settings), args.master)
-    out = args.out or settings.runs_dir
-    log_jvm_to(Path(out) / LOGS / "demo.spark.log")  # not in a query's folder: each is cleared first
     progress = Progress(quiet=args.quiet)
     specs = sorted(args.queries.glob("*.yaml"))
     if not specs:
         raise SpecError("no query specs (*.yaml) here", where=str(args.queries))
-    rows = []
-    with _dimension_service(args.queries / DIMENSIONS, progress) as service:
-        for path in specs:
-            rows.append(_run_one(path, settings, out, progress, args, service))
-    print(_table(rows))
+    if args.local_store:
+        return run_on_local_store(args, settings, specs, progress, _run_all)
+    out = args.out or settings.runs_dir
+    rows = _run_all(args, settings, specs, out, progress)
     print(
         f"\nreports: {out}/index.html (one page per query: {out}/<query>/report.html, figures in "
         f"report.json); Data Docs: {out}/<query>/gx/uncommitted/data_docs/local_site/index.html"
     )
+    return _exit_code(rows)
+
+
+def _run_all(args, settings, specs: list[Path], out: Path | str, progress: Progress, on_store=None) -> list[dict]:
+    """Every spec's row, then the table printed. on_store(spec) points a spec's sources at the
+    store and clears its run folder there (--local-store)."""
+    local_out = Path(out) if not isinstance(out, str) else Path(settings.store.work_dir).expanduser() / "demo"
+    log_jvm_to(local_out / LOGS / "demo.spark.log")  # not in a query's folder: each is cleared first
+    rows = []
+    with _dimension_service(args.queries / DIMENSIONS, progress) as service:
+        for path in specs:
+            rows.append(_run_one(path, settings, out, progress, args, service, on_store))
+    print(_table(rows))
+    return rows
+
+
+def _exit_code(rows: list[dict]) -> int:
     verdicts = {r["verdict"] for r in rows}
     return 2 if "error" in verdicts else (1 if "fail" in verdicts else 0)
 
 
-def _run_one(path: Path, settings, out: Path, progress: Progress, args, service) -> dict:
+def _run_one(path: Path, settings, out: Path | str, progress: Progress, args, service, on_store=None) -> dict:
     """One query's row of the table. A query that cannot even be planned gets an error report of
     its own; one that fails later got it from the pipeline. Either way the others go on."""
     started = time.monotonic()
@@ -93,9 +108,12 @@ def _run_one(path: Path, settings, out: Path, progress: Progress, args, service)
             service,
         )
         _generate_missing(spec, progress, args.generated_events)
+        if on_store is not None:
+            spec = on_store(spec)
         pipeline = Pipeline.of(plan_query(spec), settings, out, progress)
     except Exception as exc:
-        publish_error(path.stem, "", Path(out) / path.stem, one_line(exc))
+        if not isinstance(out, str):
+            publish_error(path.stem, "", Path(out) / path.stem, one_line(exc))
         return _error_row(path, exc, started)
     shutil.rmtree(pipeline.layout.root, ignore_errors=True)
     progress.say(f"== {spec.name} ({path}) ==")
@@ -119,7 +137,7 @@ def _error_row(path: Path, exc: Exception, started: float) -> dict:
 
 def _generate_missing(spec, progress: Progress, events: int) -> None:
     for source in spec.sources.values():
-        if GENERATED in source.path.parts and not source.path.exists():
+        if isinstance(source.path, Path) and GENERATED in source.path.parts and not source.path.exists():
             progress.say(f"generating the synthetic changelog ({events:,} events) in {source.path}")
             rows = generate_changelog(source.path, events=events)
             progress.say(f"wrote {rows:,} changelog rows")

@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 
 from jobs.errors import LockstepError, one_line
-from jobs.store.url import runs_location
+from jobs.spec.locations import location
 
 EXIT_PASS, EXIT_FAIL, EXIT_INVALID = 0, 1, 2
 
@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         if name not in ("explain", "report", "schema"):  # these write no run folder
             command.add_argument(
                 "--out",
-                type=runs_location,
+                type=location,
                 default=None,
                 help="runs folder, or an object store's s3a://bucket/prefix (default: LOCKSTEP_RUNS_DIR, "
                 "else runs_dir from the settings, 'runs')",

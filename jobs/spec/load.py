@@ -11,8 +11,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from jobs.errors import SpecError, place
+from jobs.spec.locations import location
 from jobs.spec.model import Engine, QuerySpec, Settings, SinkSpec
-from jobs.store.url import runs_location
 
 DEFAULT_SETTINGS = Path("conf/settings.yaml")
 SETTINGS_VARIABLE, RUNS_DIR_VARIABLE = "LOCKSTEP_SETTINGS", "LOCKSTEP_RUNS_DIR"
@@ -23,7 +23,8 @@ def load_spec(path: str | Path) -> QuerySpec:
     data, root = _read_yaml(path)
     spec = _validate(QuerySpec, data, root, path)
     sources = {
-        name: src.model_copy(update={"path": (path.parent / src.path).resolve()}) for name, src in spec.sources.items()
+        name: src if isinstance(src.path, str) else src.model_copy(update={"path": (path.parent / src.path).resolve()})
+        for name, src in spec.sources.items()
     }
     return spec.model_copy(
         update={
@@ -41,7 +42,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
     overrides the file's runs_dir."""
     settings = _settings_file(path)
     runs_dir = os.environ.get(RUNS_DIR_VARIABLE)
-    return settings.model_copy(update={"runs_dir": runs_location(runs_dir)}) if runs_dir else settings
+    return settings.model_copy(update={"runs_dir": location(runs_dir)}) if runs_dir else settings
 
 
 def _settings_file(path: str | Path | None) -> Settings:

@@ -13,9 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from jobs.errors import place
+from jobs.errors import SpecError, place
 from jobs.spec.intervals import parse_interval
-from jobs.store.url import runs_location
+from jobs.spec.locations import location
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 SCHEDULE_PRESETS = (
@@ -41,9 +41,9 @@ class SourceSpec(Strict):
     """One changelog source: a folder of files read in name order, rows in file order; or, with
     format delta, an existing Delta table's change data feed, read version by version."""
 
-    path: Path
+    path: Path | str
     """The folder of changelog files (or, with format delta, the Delta table), relative to the
-    spec file."""
+    spec file; or an object store's s3a://bucket/prefix (docs/object-storage.md)."""
     format: Literal["changelog-json", "debezium-json", "json", "delta"]
     """changelog-json: JSON lines with an "op" of +I, -U, +U, -D. debezium-json: Debezium's
     before/after/op envelopes. json: plain rows, each an insert. delta: a Delta table's change
@@ -76,6 +76,19 @@ class SourceSpec(Strict):
     time."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True)
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _path_or_url(cls, value: object) -> object:
+        return location(value) if isinstance(value, (str, Path)) else value
+
+    @property
+    def folder(self) -> Path:
+        """The local folder (or Delta table) read: a source on an object store is read from its
+        local copy, which the pipeline puts in `path` (jobs/store/sources.py)."""
+        if isinstance(self.path, str):
+            raise SpecError(f"{self.path} is read from a local copy, which was not made", where=self.path)
+        return self.path
 
     @field_validator("watermark")
     @classmethod
@@ -372,8 +385,8 @@ class Settings(Strict):
 
     @field_validator("runs_dir", mode="before")
     @classmethod
-    def _runs_location(cls, value: object) -> object:
-        return runs_location(value) if isinstance(value, (str, Path)) else value
+    def _location(cls, value: object) -> object:
+        return location(value) if isinstance(value, (str, Path)) else value
 
 
 def _field(section: object, name: str) -> object:

@@ -71,7 +71,7 @@ def _from_airflow(conn_id: str | None) -> dict[str, str | None]:
     if not conn_id:
         return {}
     try:
-        from airflow.sdk import BaseHook  # type: ignore[attr-defined]
+        from airflow.sdk import BaseHook
     except ImportError:
         raise StoreError(
             "the settings name an Airflow connection for the store, but Airflow is not installed",

@@ -29,6 +29,7 @@ _CHUNK = 1 << 20
 class Listed:
     key: str
     size: int
+    etag: str = ""
 
 
 class ObjectStore:
@@ -95,7 +96,13 @@ class ObjectStore:
             self._raise_for(response, f"s3a://{bucket}/{prefix}")
             root = ElementTree.fromstring(response.content)
             for item in root.iter(f"{_S3}Contents"):
-                found.append(Listed(item.findtext(f"{_S3}Key", ""), int(item.findtext(f"{_S3}Size", "0"))))
+                found.append(
+                    Listed(
+                        item.findtext(f"{_S3}Key", ""),
+                        int(item.findtext(f"{_S3}Size", "0")),
+                        item.findtext(f"{_S3}ETag", "").strip('"'),
+                    )
+                )
             if root.findtext(f"{_S3}IsTruncated") != "true":
                 return found
             token = root.findtext(f"{_S3}NextContinuationToken")

@@ -49,7 +49,7 @@ class Lease:
     def holds(self) -> bool:
         """Whether this lease is still the one in force (checked before a commit)."""
         newest, body = self._newest()
-        return newest == self.generation and bool(body) and body.get("holder") == self.holder
+        return newest == self.generation and body is not None and body.get("holder") == self.holder
 
     def release(self) -> None:
         if self.generation is None:

@@ -253,7 +253,7 @@ class Mirror:
 def _remove_empty_folders(root: Path) -> None:
     if not root.exists():
         return
-    for folder, subfolders, names in os.walk(root, topdown=False):
+    for folder, _, names in os.walk(root, topdown=False):
         if folder != str(root) and not names and not os.listdir(folder):
             os.rmdir(folder)
 

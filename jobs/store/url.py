@@ -1,24 +1,14 @@
-"""An object-store URL, `s3a://bucket/prefix` (Hadoop's S3A scheme; `s3://` is read the same)."""
+"""An object-store URL, `s3a://bucket/prefix` (Hadoop's S3A scheme; `s3://` is read the same): its
+bucket and key prefix."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from jobs.errors import StoreError
+from jobs.spec.locations import SCHEMES, is_store_url, location
 
-SCHEMES = ("s3a://", "s3://")
-
-
-def is_store_url(text: object) -> bool:
-    return isinstance(text, str) and text.startswith(SCHEMES)
-
-
-def runs_location(value: str | Path) -> str | Path:
-    """A runs folder as given: an object store's URL stays a string (a Path would fold its
-    `//`), anything else is a local path."""
-    text = str(value) if not isinstance(value, Path) else value
-    return text if is_store_url(text) else Path(value)
+__all__ = ["SCHEMES", "StoreUrl", "is_store_url", "location"]
 
 
 @dataclass(frozen=True)

@@ -6,16 +6,16 @@ import itertools
 
 import pytest
 
+from jobs.cli.local_store import ACCESS_KEY, SECRET_KEY, LocalS3Server
 from jobs.store.access import StoreAccess
 from jobs.store.client import ObjectStore
-from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 
 _PREFIXES = itertools.count()
 
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
-    with S3Server(tmp_path_factory.mktemp("seaweedfs")) as server:
+    with LocalS3Server(tmp_path_factory.mktemp("seaweedfs")) as server:
         yield server
 
 

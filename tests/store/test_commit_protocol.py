@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.cli.local_store import ACCESS_KEY
 from jobs.errors import RunLocked, StoreError
 from jobs.store.access import StoreAccess
 from jobs.store.client import ObjectStore
@@ -108,8 +109,8 @@ def test_a_delta_log_entry_with_other_content_is_refused(store, bucket, prefix, 
 
 
 def test_wrong_credentials_and_a_missing_bucket_are_one_line(s3_server, bucket, prefix):
-    wrong = ObjectStore(StoreAccess(s3_server.endpoint, "us-east-1", "lockstep-tests", "not-the-secret"))
-    with pytest.raises(StoreError, match="refused the credentials of access key 'lockstep-tests'"):
+    wrong = ObjectStore(StoreAccess(s3_server.endpoint, "us-east-1", ACCESS_KEY, "not-the-secret"))
+    with pytest.raises(StoreError, match="refused the credentials of access key 'lockstep-local'"):
         wrong.check_bucket(bucket)
     right = ObjectStore(StoreAccess(s3_server.endpoint, "us-east-1", *_keys(s3_server)))
     with pytest.raises(StoreError, match="no bucket 'absent'"):

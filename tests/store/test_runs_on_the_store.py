@@ -18,11 +18,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from jobs.cli.local_store import LocalS3Server
 from jobs.store.lease import Lease
 from jobs.store.url import StoreUrl
 from tests.chaos.test_kills import committed_batches, dedup_then_distinct_spec, tables_and_feeds
 from tests.conftest import ROOT, change, orders_spec, write_changelog
-from tests.support.s3_server import S3Server
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +63,7 @@ def _finish(process: subprocess.Popen) -> int:
     return process.returncode
 
 
-def _store_tables(server: S3Server, url: str, tables: tuple[str, ...]) -> dict:
+def _store_tables(server: LocalS3Server, url: str, tables: tuple[str, ...]) -> dict:
     """The run folder's tables as anyone reads them from the store (delta-rs, no working copy)."""
     options = {**server.environment(), "AWS_ALLOW_HTTP": "true", "AWS_S3_ADDRESSING_STYLE": "path"}
     return tables_and_feeds_on_store(options, url, tables)
@@ -147,7 +147,7 @@ def test_kill_9_mid_stream_then_a_rerun_leaves_what_a_clean_run_leaves(s3_server
 
 
 def test_the_store_gone_mid_run_is_one_line_and_the_rerun_finishes_as_a_clean_run(tmp_path):
-    with S3Server(tmp_path / "server") as server:
+    with LocalS3Server(tmp_path / "server") as server:
         server.create_bucket("runs")
         spec = dedup_then_distinct_spec(tmp_path / "spec")
         settings, url = _settings(tmp_path, lease_seconds=5), "s3a://runs/q"
@@ -168,7 +168,7 @@ def test_the_store_gone_mid_run_is_one_line_and_the_rerun_finishes_as_a_clean_ru
         assert _store_tables(server, url, TWO_STAGE) == tables_and_feeds(tmp_path / "clean", TWO_STAGE)
 
 
-def _listed(server: S3Server, bucket: str, prefix: str) -> list:
+def _listed(server: LocalS3Server, bucket: str, prefix: str) -> list:
     from jobs.store.access import StoreAccess
     from jobs.store.client import ObjectStore
 
@@ -189,7 +189,7 @@ def test_wrong_credentials_stop_the_step_before_spark_starts(s3_server, bucket, 
     process = _lockstep("run", spec, f"s3a://{bucket}/{prefix}", _settings(tmp_path), env)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 2
-    assert err.strip().count("\n") == 0 and "refused the credentials of access key 'lockstep-tests'" in err
+    assert err.strip().count("\n") == 0 and "refused the credentials of access key 'lockstep-local'" in err
     assert not list((tmp_path / "work").glob("**/*.spark.log"))  # no JVM was started
 
 

@@ -12,6 +12,7 @@ LAYERS = [
     "jobs.errors",
     "jobs.spec",
     "jobs.runtime",
+    "jobs.store",
     "jobs.changelog",
     "jobs.plan",
     "jobs.point",

@@ -1,6 +1,8 @@
-"""SeaweedFS's S3 server on this machine (`weed server -s3`), built by scripts/seaweedfs.sh into
-.tools/bin: a master, a volume server, a filer and the S3 gateway in one process on 127.0.0.1,
-with one identity whose keys the tests use (anonymous requests are refused).
+"""A local S3 server to try lockstep against object storage (`lockstep demo --local-store`, the
+object-storage tests): SeaweedFS (`weed server -s3`), built by `make setup` (scripts/seaweedfs.sh)
+into .tools/bin, or the binary LOCKSTEP_WEED names. A master, a volume server, a filer and the S3
+gateway run in one process on 127.0.0.1, with one identity whose keys a client must sign with
+(anonymous requests are refused).
 
 Its ports are picked free just before the start; a port taken in between makes the server fail
 to answer, and the start is tried again with new ones. The process gets a parent-death signal, and
@@ -9,18 +11,22 @@ the context manager stops it whatever happens.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
 
 import httpx
 
-from tests.support.standalone_cluster import _dies_with_parent, free_port
+from jobs.errors import SetupError
 
-WEED = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "weed"
-ACCESS_KEY, SECRET_KEY = "lockstep-tests", "lockstep-tests-secret"
+WEED = Path(os.environ.get("LOCKSTEP_WEED") or Path(__file__).resolve().parents[2] / ".tools" / "bin" / "weed")
+ACCESS_KEY, SECRET_KEY = "lockstep-local", "lockstep-local-secret"
+PR_SET_PDEATHSIG = 1
 _PORTS = (
     "master.port",
     "master.port.grpc",
@@ -32,7 +38,17 @@ _PORTS = (
 )
 
 
-class S3Server:
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _dies_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class LocalS3Server:
     def __init__(self, workdir: Path):
         self.workdir = workdir
         self.process: subprocess.Popen | None = None
@@ -51,7 +67,7 @@ class S3Server:
             "AWS_REGION": "us-east-1",
         }
 
-    def __enter__(self) -> S3Server:
+    def __enter__(self) -> LocalS3Server:
         try:
             self.start()
         except BaseException:
@@ -64,14 +80,14 @@ class S3Server:
 
     def start(self, attempts: int = 3) -> None:
         if not WEED.exists():
-            raise RuntimeError(f"{WEED} is missing: make setup builds it (scripts/seaweedfs.sh)")
+            raise SetupError("SeaweedFS is not built: `make setup` builds it (scripts/seaweedfs.sh)", where=str(WEED))
         for attempt in range(attempts):
             self._launch()
             if self._wait_until_serving(timeout=60):
                 return
             self.stop()
             if attempt == attempts - 1:
-                raise RuntimeError(f"SeaweedFS did not serve S3; see {self.workdir / 'weed.log'}")
+                raise SetupError("SeaweedFS did not serve S3 on 127.0.0.1", where=str(self.workdir / "weed.log"))
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -101,7 +117,7 @@ class S3Server:
                 if response.status_code in (200, 409):
                     return name
                 time.sleep(0.25)
-            raise RuntimeError(f"bucket {name} not created: {response.status_code} {response.text[:200]}")
+            raise SetupError(f"the local store made no bucket {name!r} ({response.status_code})", where=self.endpoint)
         finally:
             store.close()
 
@@ -153,7 +169,29 @@ class S3Server:
 
 def _identity() -> dict:
     return {
-        "name": "lockstep-tests",
+        "name": "lockstep-local",
         "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
         "actions": ["Admin", "Read", "Write", "List", "Tagging"],
     }
+
+
+def main() -> None:
+    """`python -m jobs.cli.local_store [DIR]`: a local S3 server with a bucket `lockstep`, its
+    settings printed, until Ctrl-C."""
+    import sys
+    import tempfile
+
+    workdir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="lockstep-local-store-"))
+    with LocalS3Server(workdir) as server:
+        server.create_bucket("lockstep")
+        print(f"local S3 server on {server.endpoint}, objects in {workdir}; Ctrl-C stops it. Its settings:")
+        print("".join(f"  export {name}={value}\n" for name, value in sorted(server.environment().items())))
+        print("  lockstep run conf/queries/income_per_product.yaml --out s3a://lockstep/runs")
+        try:
+            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
