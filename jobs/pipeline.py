@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.batch.job import BatchResult, run_batch
-from jobs.errors import RunStateError, one_line
+from jobs.errors import RunStateError, StoreError, one_line
 from jobs.plan import Plan, plan_query
 from jobs.point import batch_is_at, read_point
 from jobs.rebuild import rebuild
@@ -75,6 +75,13 @@ class Pipeline:
         plan = replace(plan, spec=spec)
         progress = progress or Progress(quiet=True)
         runs = location(runs_dir or settings.runs_dir)
+        if settings.spark.on_cluster and (copies or isinstance(runs, str)):
+            raise StoreError(
+                f"an object store's run folders and sources are worked on in a copy on this host, which a "
+                f"cluster's executors ({settings.spark.master}) cannot see: use a local[N] master with them "
+                f"(docs/object-storage.md)",
+                where=str(runs) if isinstance(runs, str) else str(copies[0].url),
+            )
         if isinstance(runs, str):
             folder = store_run_folder(runs, plan.spec.name, settings)
             return cls(plan, settings, RunLayout(folder.root), progress, folder, copies)

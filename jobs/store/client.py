@@ -39,6 +39,7 @@ class ObjectStore:
         self._host = parts.netloc
         self._client = httpx.Client(base_url=access.endpoint, timeout=httpx.Timeout(60.0, connect=5.0))
         self.requests = 0  # requests sent, for the per-micro-batch cost (docs/object-storage.md)
+        self.bytes_put = 0
 
     def close(self) -> None:
         self._client.close()
@@ -63,6 +64,7 @@ class ObjectStore:
         has the key (If-None-Match: *): False when one has."""
         headers = {"if-none-match": "*"} if if_absent else {}
         response = self._send("PUT", bucket, key, data=data, headers=headers)
+        self.bytes_put += len(data)
         if if_absent and response.status_code in (409, 412):
             return False
         self._raise_for(response, f"s3a://{bucket}/{key}")

@@ -29,6 +29,9 @@ from jobs.errors import StoreError
 from jobs.store.client import ObjectStore
 from jobs.store.url import StoreUrl
 
+# Fault injection for the tests: exit the process right after the commit record is written, before
+# the Delta log entries it adds are published (the next restore must finish publishing them).
+FAULT_AFTER_RECORD = "LOCKSTEP_FAULT_AFTER_STORE_RECORD"
 COMMITS = "_commits"
 BLOBS = "_blobs"
 PRIVATE = "_state/"
@@ -140,6 +143,8 @@ class Mirror:
         commit = Commit((previous.number if previous else 0) + 1, files, sorted(publish, key=_publish_order))
         self._write_record(commit, still_holds)
         self._write_marker(commit.number, files, clean=True, published=False)
+        if os.environ.get(FAULT_AFTER_RECORD):
+            os._exit(71)
         self._publish(commit)
         self._write_marker(commit.number, files, clean=True, published=True)
         self._prune(commit)

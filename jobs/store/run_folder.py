@@ -10,6 +10,8 @@ outermost enters and leaves.
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.errors import StoreError
@@ -20,6 +22,14 @@ from jobs.store.mirror import Commit, Mirror
 from jobs.store.url import StoreUrl
 
 _HELD: dict[str, StoreRunFolder] = {}
+
+
+@dataclass
+class StoreCost:
+    requests: int = 0  # HTTP requests to the store, the lease's renewals included
+    bytes_put: int = 0
+    restore_seconds: float = 0.0  # taking the lease and restoring the working copy
+    commit_seconds: float = 0.0  # uploading, the commit record, publishing, pruning
 
 
 def working_root(runs: StoreUrl, work_dir: Path, query: str) -> Path:
@@ -41,6 +51,7 @@ class StoreRunFolder:
         self._lease: Lease | None = None
         self._restored: Commit | None = None
         self.last_commit: Commit | None = None
+        self.cost = StoreCost()  # what the store cost the steps so far, for bench_store
 
     def __enter__(self) -> StoreRunFolder:
         if self._depth == 0:
@@ -55,8 +66,9 @@ class StoreRunFolder:
         try:
             if kind is None:
                 assert self._store is not None and self._lease is not None
-                lease = self._lease
+                lease, started = self._lease, time.monotonic()
                 self.last_commit = Mirror(self._store, self.run, self.root).commit(self._restored, lease.holds)
+                self.cost.commit_seconds += time.monotonic() - started
         finally:
             self._close(quiet=kind is not None)
 
@@ -67,10 +79,6 @@ class StoreRunFolder:
             store.check_bucket(self.run.bucket)
         finally:
             store.close()
-
-    @property
-    def requests(self) -> int:
-        return self._store.requests if self._store else 0
 
     def _open(self) -> None:
         access = store_access(self.settings.store, str(self.run))
@@ -84,9 +92,11 @@ class StoreRunFolder:
             raise
         self._store, self._lease = store, lease
         try:
+            started = time.monotonic()
             mirror = Mirror(store, self.run, self.root)
             self._restored = mirror.restore()
             mirror.begin(self._restored)
+            self.cost.restore_seconds += time.monotonic() - started
         except BaseException:
             self._close(quiet=True)
             raise
@@ -102,5 +112,7 @@ class StoreRunFolder:
                 raise
         finally:
             if self._store is not None:
+                self.cost.requests += self._store.requests
+                self.cost.bytes_put += self._store.bytes_put
                 self._store.close()
             self._store = self._lease = None

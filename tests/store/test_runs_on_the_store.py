@@ -96,10 +96,11 @@ def test_a_two_stage_run_and_its_rerun_from_a_new_working_copy_equal_the_local_o
         if round_ == 2:  # more changes, and a host that has never seen the run folder
             write_changelog(tmp_path / "spec" / "shipments", "002.json", [{"order_id": 3, "company": "c", "seq": 99}])
             shutil.rmtree(tmp_path / "work")
-        on_store, on_disk = _lockstep("run", spec, url, settings, env), _lockstep("run", spec, local, settings, env)
+        command = "stream" if round_ == 1 else "run"  # the check once, at the end
+        on_store, on_disk = _lockstep(command, spec, url, settings, env), _lockstep(command, spec, local, settings, env)
         assert _finish(on_store) == _finish(on_disk) == 0
         assert _store_tables(s3_server, url, TWO_STAGE) == tables_and_feeds(local, TWO_STAGE)
-        assert _verdict_on_store(store, bucket, f"{prefix}/q/report.json") == "pass"
+    assert _verdict_on_store(store, bucket, f"{prefix}/q/report.json") == "pass"
 
 
 def test_a_group_aggregate_on_the_store_equals_the_local_run(s3_server, bucket, prefix, store, tmp_path):
@@ -205,3 +206,80 @@ def test_a_second_writer_from_another_process_is_refused(s3_server, bucket, pref
         holder.release()
     assert process.returncode == 2
     assert f"the run folder is in use by pid {os.getpid()}" in err
+
+
+def test_a_crash_after_a_sink_commit_then_one_after_the_commit_record_then_a_new_host(
+    s3_server, bucket, prefix, store, tmp_path
+):
+    """The first crash leaves the store as it was. The second leaves a commit whose Delta log
+    entries are not published yet: the record is the commit, and the next step that opens the run
+    folder, here on a host that never saw it, publishes them from the record's blobs."""
+    spec = dedup_then_distinct_spec(tmp_path / "spec", rows=12)
+    settings, url = _settings(tmp_path, lease_seconds=5), f"s3a://{bucket}/{prefix}"
+    env = s3_server.environment()
+    clean = _lockstep("stream", spec, tmp_path / "clean", settings, env)
+    after_sink = _lockstep("stream", spec, url, settings, {**env, "LOCKSTEP_FAULT_AFTER_SINK_COMMIT": "2"})
+    assert after_sink.wait(600) == 70
+    assert _listed(s3_server, bucket, f"{prefix}/q/_commits/") == []
+    time.sleep(5.5)  # the crashed writer's lease lapses
+    after_record = _lockstep("stream", spec, url, settings, {**env, "LOCKSTEP_FAULT_AFTER_STORE_RECORD": "1"})
+    assert after_record.wait(600) == 71
+    assert len(_listed(s3_server, bucket, f"{prefix}/q/_commits/")) == 1
+    assert store.get(bucket, f"{prefix}/q/stream/_delta_log/00000000000000000000.json") is None  # not published
+    shutil.rmtree(tmp_path / "work")
+    time.sleep(5.5)
+    assert _finish(_lockstep("stream", spec, url, settings, env)) == 0  # nothing new: restores and publishes
+    assert _finish(clean) == 0
+    assert _store_tables(s3_server, url, TWO_STAGE) == tables_and_feeds(tmp_path / "clean", TWO_STAGE)
+
+
+def test_a_kill_during_the_batch_step_then_a_rerun_gives_the_clean_verdict(s3_server, bucket, prefix, store, tmp_path):
+    spec = dedup_then_distinct_spec(tmp_path / "spec", rows=12)
+    settings, url = _settings(tmp_path, lease_seconds=5), f"s3a://{bucket}/{prefix}"
+    env = s3_server.environment()
+    clean = _lockstep("run", spec, tmp_path / "clean", settings, env)
+    assert _finish(_lockstep("stream", spec, url, settings, env)) == 0
+    committed = _listed(s3_server, bucket, f"{prefix}/q/_commits/")
+    batch = _lockstep("batch", spec, url, settings, env)
+    while not list((tmp_path / "work").glob("**/logs/q.spark.log")):  # the step holds the lease and its JVM is up
+        assert batch.poll() is None, batch.communicate()[1]
+        time.sleep(0.05)
+    batch.send_signal(signal.SIGKILL)
+    batch.wait()
+    assert _listed(s3_server, bucket, f"{prefix}/q/_commits/") == committed  # nothing of the batch step
+    assert store.get(bucket, f"{prefix}/q/batch/_delta_log/00000000000000000000.json") is None
+    time.sleep(5.5)
+    assert _finish(_lockstep("run", spec, url, settings, env)) == 0
+    assert _finish(clean) == 0
+    assert _store_tables(s3_server, url, ("q/stream",)) == tables_and_feeds(tmp_path / "clean", ("q/stream",))
+    options = {**s3_server.environment(), "AWS_ALLOW_HTTP": "true", "AWS_S3_ADDRESSING_STYLE": "path"}
+    batch_on_store = DeltaTable(f"s3://{bucket}/{prefix}/q/batch", storage_options=options).to_pyarrow_table()
+    batch_clean = DeltaTable(str(tmp_path / "clean" / "q" / "batch")).to_pyarrow_table()
+    assert Counter(map(str, batch_on_store.to_pylist())) == Counter(map(str, batch_clean.to_pylist()))
+    assert _verdict_on_store(store, bucket, f"{prefix}/q/report.json") == "pass"
+
+
+def test_a_delta_source_on_the_store_gives_what_the_same_table_on_disk_gives(
+    s3_server, bucket, prefix, store, tmp_path
+):
+    from deltalake import write_deltalake
+
+    options = {**s3_server.environment(), "AWS_ALLOW_HTTP": "true", "AWS_S3_ADDRESSING_STYLE": "path"}
+    options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"  # one writer, this test
+    on_store, on_disk = f"s3://{bucket}/{prefix}/orders", str(tmp_path / "orders")
+    for table, storage in ((on_store, options), (on_disk, None)):  # another tool's table: versions 0 to 2
+        rows = pa.table({"order_id": [1, 2, 3], "pId": [1, 1, 2], "income": [5, 3, 8]})
+        write_deltalake(table, rows, configuration={"delta.enableChangeDataFeed": "true"}, storage_options=storage)
+        DeltaTable(table, storage_options=storage).update(predicate="order_id = 1", updates={"income": "7"})
+        DeltaTable(table, storage_options=storage).delete("order_id = 2")
+    sql = "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId"
+    store_spec = orders_spec(
+        tmp_path / "a", sql, source={"path": on_store.replace("s3://", "s3a://"), "format": "delta"}
+    )
+    disk_spec = orders_spec(tmp_path / "b", sql, source={"path": on_disk, "format": "delta"})
+    settings, url, local = _settings(tmp_path), f"s3a://{bucket}/{prefix}/runs", tmp_path / "local"
+    env = s3_server.environment()
+    first, second = _lockstep("run", store_spec, url, settings, env), _lockstep("run", disk_spec, local, settings, env)
+    assert _finish(first) == _finish(second) == 0
+    assert _store_tables(s3_server, url, ("q/stream",)) == tables_and_feeds(local, ("q/stream",))
+    assert _verdict_on_store(store, bucket, f"{prefix}/runs/q/report.json") == "pass"

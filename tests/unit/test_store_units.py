@@ -1,0 +1,73 @@
+"""The object store's pieces that need no server: request signing, URLs, where access comes
+from, and the refusal of a cluster master."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from jobs.errors import StoreError
+from jobs.pipeline import Pipeline
+from jobs.spec.model import StoreSettings
+from jobs.store.access import store_access
+from jobs.store.signing import EMPTY_SHA256, signed_headers
+from jobs.store.url import StoreUrl
+
+
+def test_the_signature_of_awss_published_get_object_example():
+    # The GET Object example of AWS's Signature Version 4 documentation for S3, and its signature.
+    headers = signed_headers(
+        "GET",
+        "examplebucket.s3.amazonaws.com",
+        "/test.txt",
+        {},
+        {"Range": "bytes=0-9"},
+        EMPTY_SHA256,
+        access_key="AKIAIOSFODNN7EXAMPLE",
+        secret_key="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        region="us-east-1",
+        now=datetime(2013, 5, 24, tzinfo=UTC),
+    )
+    assert headers["authorization"] == (
+        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
+    )
+
+
+def test_urls_keep_bucket_and_prefix():
+    url = StoreUrl.parse("s3a://bucket/runs/")
+    assert (url.bucket, url.prefix, url.key("q/report.json"), str(url.child("q"))) == (
+        "bucket",
+        "runs",
+        "runs/q/report.json",
+        "s3a://bucket/runs/q",
+    )
+    with pytest.raises(StoreError, match="expected s3a://bucket/prefix"):
+        StoreUrl.parse("s3a:///runs")
+
+
+def test_settings_win_over_the_environment_field_by_field(monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://env:1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "env-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    access = store_access(StoreSettings(access_key_id="file-key"), "s3a://b")
+    assert (access.endpoint, access.access_key_id, access.secret_access_key) == (
+        "http://env:1",
+        "file-key",
+        "env-secret",
+    )
+
+
+def test_missing_credentials_are_one_line_naming_where_to_set_them(monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(StoreError, match="no access_key_id or secret_access_key .* AWS_ACCESS_KEY_ID"):
+        store_access(StoreSettings(), "s3a://b/runs")
+
+
+def test_a_cluster_master_with_a_run_folder_on_a_store_is_refused():
+    with pytest.raises(StoreError, match="a cluster's executors .* cannot see") as refused:
+        Pipeline.open("conf/queries/income_per_product.yaml", runs_dir="s3a://b/runs", master="spark://127.0.0.1:7077")
+    assert refused.value.where == "s3a://b/runs"
