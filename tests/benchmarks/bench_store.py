@@ -2,12 +2,14 @@
 
 A group aggregate's stream step over a changelog of N micro-batches, once into a local runs folder
 and once into s3a:// on a local S3 server (SeaweedFS, jobs/cli/local_store.py), on one
-SparkSession; then a second step over one more file (M micro-batches), the incremental case. Per
-step: seconds on disk and on the store, the store's part (restoring the working copy, committing
-it), its requests and the bytes put. The last line divides the difference between two sizes by
-their difference in micro-batches: the cost one more micro-batch adds on the store.
+SparkSession warmed by a small step of each kind first; then a second step over one more file (M
+micro-batches), the incremental case, and a third with nothing new on a host without the working
+copy (all of it restored from the store). Per step: seconds on disk and on the store, the store's
+part (restoring the working copy, committing it), its requests and the bytes put. The last line
+divides the difference between two sizes by their difference in micro-batches: the cost one more
+micro-batch adds on the store.
 
-    python -m tests.benchmarks.bench_store [--sizes 10,40] [--rows-per-batch 50] [--keys 200]
+    python -m tests.benchmarks.bench_store [--sizes 10,60] [--rows-per-batch 50] [--keys 200]
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def measure(spec: Path, settings, out: Path | str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10,40", help="micro-batches of the first step, per run")
+    parser.add_argument("--sizes", default="10,60", help="micro-batches of the first step, per run")
     parser.add_argument("--more", type=int, default=5, help="micro-batches of the second, incremental step")
     parser.add_argument("--rows-per-batch", type=int, default=50)
     parser.add_argument("--keys", type=int, default=200)
@@ -82,6 +84,13 @@ def main() -> None:
             )
             settings = base.model_copy(update={"store": store})
             spark_session(settings.spark)  # started once, before anything is timed
+            warm = work / "warm-up"
+            write_changelog(
+                warm / "orders", "001.json", changes(4 * args.rows_per_batch, args.keys, random.Random(0), {})
+            )
+            warm_spec = orders_spec(warm, SQL, rows_per_batch=args.rows_per_batch, name="warm")
+            measure(warm_spec, settings, work / "warm-local")  # the JVM's first micro-batches are slower
+            measure(warm_spec, settings, "s3a://bench/warm")
             for size in map(int, args.sizes.split(",")):
                 rng, live = random.Random(size), {}
                 folder = work / f"n{size}"
@@ -89,16 +98,15 @@ def main() -> None:
                     folder / "orders", "001.json", changes(size * args.rows_per_batch, args.keys, rng, live)
                 )
                 spec = orders_spec(folder, SQL, rows_per_batch=args.rows_per_batch, name=f"q{size}")
-                for step in ("first", "incremental"):
+                for step in ("first", "incremental", "new host"):
                     if step == "incremental":
-                        write_changelog(
-                            folder / "orders",
-                            "002.json",
-                            changes(args.more * args.rows_per_batch, args.keys, rng, live),
-                        )
+                        more = changes(args.more * args.rows_per_batch, args.keys, rng, live)
+                        write_changelog(folder / "orders", "002.json", more)
+                    if step == "new host":  # nothing new, and no working copy: all of it from the store
+                        shutil.rmtree(work / "copies" / "bench")
                     local = measure(spec, settings, work / "local")
                     remote = measure(spec, settings, "s3a://bench/runs")
-                    rows.append((size if step == "first" else args.more, step, local, remote))
+                    rows.append((size, step, local, remote))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print_table(rows)
