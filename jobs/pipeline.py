@@ -87,6 +87,11 @@ class Pipeline:
             return cls(plan, settings, RunLayout(folder.root), progress, folder, copies)
         return cls(plan, settings, RunLayout.for_query(runs, plan.spec.name), progress, None, copies)
 
+    @property
+    def store_url(self) -> str | None:
+        """The run folder's s3a:// URL when it is on an object store."""
+        return str(self.store_folder.run) if self.store_folder is not None else None
+
     def check_store(self) -> None:
         """The object stores this pipeline uses (its run folder's, its sources'): endpoint,
         credentials and bucket, one request each, before anything else starts."""

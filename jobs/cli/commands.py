@@ -162,14 +162,14 @@ def cmd_batch(args) -> int:
 def cmd_check(args) -> int:
     pipeline = _pipeline(args)
     report = pipeline.check(args.date)
-    print(summary.verdict_lines(report, pipeline.layout), file=sys.stdout)
+    print(summary.verdict_lines(report, pipeline.layout, pipeline.store_url), file=sys.stdout)
     return 0 if report.passed else 1
 
 
 def cmd_run(args) -> int:
     pipeline = _pipeline(args)
     report = pipeline.run(args.date)
-    print(summary.verdict_lines(report, pipeline.layout))
+    print(summary.verdict_lines(report, pipeline.layout, pipeline.store_url))
     return 0 if report.passed else 1
 
 

@@ -11,7 +11,9 @@ if TYPE_CHECKING:  # the report package draws charts with matplotlib: not worth 
     from expectations.report.model import Report
 
 
-def verdict_lines(report: Report, layout: RunLayout) -> str:
+def verdict_lines(report: Report, layout: RunLayout, store_url: str | None = None) -> str:
+    """store_url: the run folder's URL when it is on an object store (layout.root is then this
+    host's working copy, which the lines name too)."""
     held = sum(e.success for e in report.expectations)
     head = (
         f"{report.query}: {report.verdict.upper()}  stream {report.stream_rows:,} rows, "
@@ -31,6 +33,10 @@ def verdict_lines(report: Report, layout: RunLayout) -> str:
     lines += [f"  not checked: {s['name']} ({s['reason']})" for s in report.skipped_expectations]
     lines += _stage_lines(report)
     lines += _input_lines(report, layout)
+    if store_url:
+        lines.append(f"  report: {store_url}/report.html (figures: {store_url}/report.json)")
+        lines.append(f"  working copy on this host: {layout.root}")
+        return "\n".join(lines)
     lines.append(f"  report: {layout.root / 'report.html'} (figures: {layout.report})")
     lines.append(f"  Data Docs: {layout.root / report.data_docs}")
     return "\n".join(lines)
