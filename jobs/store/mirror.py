@@ -92,8 +92,11 @@ class Mirror:
         marker = self._read_marker()
         number = commit.number if commit else 0
         if marker.get("commit") == number and marker.get("clean") and (self.root.exists() or not commit):
-            if not marker.get("published") and commit:
-                self._publish(commit)
+            if commit:
+                _known_mtimes(commit, marker.get("files", {}))  # so the commit hashes only what changes
+                if not marker.get("published"):
+                    self._publish(commit)
+                    self._write_marker(number, commit.files, clean=True, published=True)
             return commit
         wanted = commit.files if commit else {}
         local = self._scan({})
@@ -253,6 +256,13 @@ class Mirror:
 
     def _commit_key(self, number: int) -> str:
         return self.run.key(f"{COMMITS}/{number:012d}.json")
+
+
+def _known_mtimes(commit: Commit, known: dict) -> None:
+    for rel, entry in commit.files.items():
+        seen = known.get(rel)
+        if seen and seen[0] == entry.sha256:
+            entry.mtime_ns = seen[3]
 
 
 def _remove_empty_folders(root: Path) -> None:

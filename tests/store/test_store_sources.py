@@ -64,3 +64,21 @@ def test_an_airflow_connection_of_type_aws_gives_the_store(monkeypatch):
         "airflow-key",
         "airflow-secret",
     )
+
+
+def test_a_step_on_a_clean_working_copy_hashes_only_the_files_it_wrote(store, bucket, prefix, tmp_path, monkeypatch):
+    from jobs.store import mirror as mirror_module
+
+    mirror = Mirror(store, StoreUrl(bucket, f"{prefix}/q"), tmp_path / "w" / "q")
+    for name in ("a", "b", "c"):
+        (mirror.root / "_state").mkdir(parents=True, exist_ok=True)
+        (mirror.root / "_state" / name).write_text(name)
+    mirror.commit(None, lambda: True)
+    restored = mirror.restore()  # the copy the last step left clean: nothing downloaded
+    mirror.begin(restored)
+    (mirror.root / "_state" / "d").write_text("d")
+    hashed: list[str] = []
+    real = mirror_module._sha256
+    monkeypatch.setattr(mirror_module, "_sha256", lambda path: hashed.append(path.name) or real(path))
+    mirror.commit(restored, lambda: True)
+    assert hashed == ["d"]
