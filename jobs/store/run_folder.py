@@ -21,7 +21,7 @@ from jobs.store.lease import Lease
 from jobs.store.mirror import Commit, Mirror
 from jobs.store.url import StoreUrl
 
-_HELD: dict[str, StoreRunFolder] = {}
+_HELD: dict[tuple[str, str], StoreRunFolder] = {}
 
 
 @dataclass
@@ -38,9 +38,14 @@ def working_root(runs: StoreUrl, work_dir: Path, query: str) -> Path:
 
 
 def store_run_folder(runs_url: str, query: str, settings) -> StoreRunFolder:
+    """One object per run folder and store settings in a process, so that a step calling another
+    (run calls stream) holds it once."""
     runs = StoreUrl.parse(runs_url)
     run = runs.child(query)
-    return _HELD.setdefault(str(run), StoreRunFolder(run, working_root(runs, settings.store.work_dir, query), settings))
+    held = (str(run), repr(settings.store))
+    if held not in _HELD:
+        _HELD[held] = StoreRunFolder(run, working_root(runs, settings.store.work_dir, query), settings)
+    return _HELD[held]
 
 
 class StoreRunFolder:
