@@ -365,7 +365,7 @@ class StoreSettings(Strict):
     """Prefer the environment or an Airflow connection to a secret in a file."""
     airflow_connection: str | None = None
     """An Airflow connection of type aws: login, password, extra's endpoint_url and region_name."""
-    lease_seconds: int = Field(default=60, ge=5)
+    lease_seconds: int = Field(default=60, ge=2)
     """A writer's lease on a run folder lasts this long unless renewed (every third of it); a
     crashed writer's lease expires after it, and the next writer takes the folder."""
     work_dir: Path = Path("~/.cache/lockstep/store")

@@ -37,10 +37,10 @@ def test_a_second_lease_is_refused_until_the_first_is_released(store, bucket, pr
 
 def test_a_lapsed_lease_is_taken_over_and_its_holder_cannot_commit(store, bucket, prefix, tmp_path):
     run = StoreUrl(bucket, f"{prefix}/q")
-    crashed = Lease(store, run, seconds=5)
+    crashed = Lease(store, run, seconds=2)
     crashed.acquire()
     crashed._stop.set()  # a holder that stopped renewing (killed, or stalled past its lease)
-    time.sleep(5.5)
+    time.sleep(2.5)
     taker = Lease(store, run, seconds=30)
     taker.acquire()
     mirror = Mirror(store, run, tmp_path / "work" / "q")

@@ -29,6 +29,23 @@ pytestmark = pytest.mark.slow
 TWO_STAGE = ("q/stream", "q/stages/stage1_dedup/stream")
 
 
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """The two-stage query over 12 changes (6 micro-batches per stage), run once on local disk:
+    what the interrupted runs on the store must end with. Returns (its spec, its runs folder)."""
+    folder = tmp_path_factory.mktemp("clean")
+    spec = dedup_then_distinct_spec(folder / "spec", rows=12)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli.main", "run", str(spec), "--out", str(folder / "runs"), "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return spec, folder / "runs"
+
+
 def _settings(folder: Path, lease_seconds: int = 60) -> Path:
     path = folder / "settings.yaml"
     path.write_text(f"store:\n  work_dir: {folder / 'work'}\n  lease_seconds: {lease_seconds}\n")
@@ -129,11 +146,10 @@ def test_a_group_aggregate_on_the_store_equals_the_local_run(s3_server, bucket, 
     )
 
 
-def test_kill_9_mid_stream_then_a_rerun_leaves_what_a_clean_run_leaves(s3_server, bucket, prefix, tmp_path):
-    spec = dedup_then_distinct_spec(tmp_path / "spec")  # 20 micro-batches
-    settings, url = _settings(tmp_path, lease_seconds=5), f"s3a://{bucket}/{prefix}"
+def test_kill_9_mid_stream_then_a_rerun_leaves_what_a_clean_run_leaves(s3_server, bucket, prefix, clean, tmp_path):
+    spec, reference = clean
+    settings, url = _settings(tmp_path, lease_seconds=2), f"s3a://{bucket}/{prefix}"
     env = s3_server.environment()
-    clean = _lockstep("stream", spec, tmp_path / "clean", settings, env)
     killed = _lockstep("stream", spec, url, settings, env)
     work = tmp_path / "work" / bucket / prefix
     while committed_batches(work) < 3:
@@ -141,18 +157,16 @@ def test_kill_9_mid_stream_then_a_rerun_leaves_what_a_clean_run_leaves(s3_server
         time.sleep(0.05)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    time.sleep(5.5)  # the killed writer's lease lapses by itself
+    time.sleep(2.5)  # the killed writer's lease lapses by itself
     assert _finish(_lockstep("stream", spec, url, settings, env)) == 0
-    assert _finish(clean) == 0
-    assert _store_tables(s3_server, url, TWO_STAGE) == tables_and_feeds(tmp_path / "clean", TWO_STAGE)
+    assert _store_tables(s3_server, url, TWO_STAGE) == tables_and_feeds(reference, TWO_STAGE)
 
 
-def test_the_store_gone_mid_run_is_one_line_and_the_rerun_finishes_as_a_clean_run(tmp_path):
+def test_the_store_gone_mid_run_is_one_line_and_the_rerun_finishes_as_a_clean_run(clean, tmp_path):
+    spec, reference = clean
     with LocalS3Server(tmp_path / "server") as server:
         server.create_bucket("runs")
-        spec = dedup_then_distinct_spec(tmp_path / "spec")
-        settings, url = _settings(tmp_path, lease_seconds=5), "s3a://runs/q"
-        clean = _lockstep("stream", spec, tmp_path / "clean", settings, server.environment())
+        settings, url = _settings(tmp_path, lease_seconds=2), "s3a://runs/q"
         cut = _lockstep("stream", spec, url, settings, server.environment())
         while committed_batches(tmp_path / "work") < 2:
             assert cut.poll() is None, cut.communicate()[1]
@@ -163,10 +177,9 @@ def test_the_store_gone_mid_run_is_one_line_and_the_rerun_finishes_as_a_clean_ru
         assert len(err.strip().splitlines()) == 1 and f"cannot reach the object store at {server.endpoint}" in err
         server.start()  # the same objects, new ports
         assert not [k for k in _listed(server, "runs", "q/q/_commits/")]  # nothing committed
-        time.sleep(5.5)
+        time.sleep(2.5)
         assert _finish(_lockstep("stream", spec, url, settings, server.environment())) == 0
-        assert _finish(clean) == 0
-        assert _store_tables(server, url, TWO_STAGE) == tables_and_feeds(tmp_path / "clean", TWO_STAGE)
+        assert _store_tables(server, url, TWO_STAGE) == tables_and_feeds(reference, TWO_STAGE)
 
 
 def _listed(server: LocalS3Server, bucket: str, prefix: str) -> list:
@@ -209,35 +222,34 @@ def test_a_second_writer_from_another_process_is_refused(s3_server, bucket, pref
 
 
 def test_a_crash_after_a_sink_commit_then_one_after_the_commit_record_then_a_new_host(
-    s3_server, bucket, prefix, store, tmp_path
+    s3_server, bucket, prefix, store, clean, tmp_path
 ):
     """The first crash leaves the store as it was. The second leaves a commit whose Delta log
     entries are not published yet: the record is the commit, and the next step that opens the run
     folder, here on a host that never saw it, publishes them from the record's blobs."""
-    spec = dedup_then_distinct_spec(tmp_path / "spec", rows=12)
-    settings, url = _settings(tmp_path, lease_seconds=5), f"s3a://{bucket}/{prefix}"
+    spec, reference = clean
+    settings, url = _settings(tmp_path, lease_seconds=2), f"s3a://{bucket}/{prefix}"
     env = s3_server.environment()
-    clean = _lockstep("stream", spec, tmp_path / "clean", settings, env)
     after_sink = _lockstep("stream", spec, url, settings, {**env, "LOCKSTEP_FAULT_AFTER_SINK_COMMIT": "2"})
     assert after_sink.wait(600) == 70
     assert _listed(s3_server, bucket, f"{prefix}/q/_commits/") == []
-    time.sleep(5.5)  # the crashed writer's lease lapses
+    time.sleep(2.5)  # the crashed writer's lease lapses
     after_record = _lockstep("stream", spec, url, settings, {**env, "LOCKSTEP_FAULT_AFTER_STORE_RECORD": "1"})
     assert after_record.wait(600) == 71
     assert len(_listed(s3_server, bucket, f"{prefix}/q/_commits/")) == 1
     assert store.get(bucket, f"{prefix}/q/stream/_delta_log/00000000000000000000.json") is None  # not published
     shutil.rmtree(tmp_path / "work")
-    time.sleep(5.5)
+    time.sleep(2.5)
     assert _finish(_lockstep("stream", spec, url, settings, env)) == 0  # nothing new: restores and publishes
-    assert _finish(clean) == 0
-    assert _store_tables(s3_server, url, TWO_STAGE) == tables_and_feeds(tmp_path / "clean", TWO_STAGE)
+    assert _store_tables(s3_server, url, TWO_STAGE) == tables_and_feeds(reference, TWO_STAGE)
 
 
-def test_a_kill_during_the_batch_step_then_a_rerun_gives_the_clean_verdict(s3_server, bucket, prefix, store, tmp_path):
-    spec = dedup_then_distinct_spec(tmp_path / "spec", rows=12)
-    settings, url = _settings(tmp_path, lease_seconds=5), f"s3a://{bucket}/{prefix}"
+def test_a_kill_during_the_batch_step_then_a_rerun_gives_the_clean_verdict(
+    s3_server, bucket, prefix, store, clean, tmp_path
+):
+    spec, reference = clean
+    settings, url = _settings(tmp_path, lease_seconds=2), f"s3a://{bucket}/{prefix}"
     env = s3_server.environment()
-    clean = _lockstep("run", spec, tmp_path / "clean", settings, env)
     assert _finish(_lockstep("stream", spec, url, settings, env)) == 0
     committed = _listed(s3_server, bucket, f"{prefix}/q/_commits/")
     batch = _lockstep("batch", spec, url, settings, env)
@@ -248,13 +260,12 @@ def test_a_kill_during_the_batch_step_then_a_rerun_gives_the_clean_verdict(s3_se
     batch.wait()
     assert _listed(s3_server, bucket, f"{prefix}/q/_commits/") == committed  # nothing of the batch step
     assert store.get(bucket, f"{prefix}/q/batch/_delta_log/00000000000000000000.json") is None
-    time.sleep(5.5)
+    time.sleep(2.5)
     assert _finish(_lockstep("run", spec, url, settings, env)) == 0
-    assert _finish(clean) == 0
-    assert _store_tables(s3_server, url, ("q/stream",)) == tables_and_feeds(tmp_path / "clean", ("q/stream",))
+    assert _store_tables(s3_server, url, ("q/stream",)) == tables_and_feeds(reference, ("q/stream",))
     options = {**s3_server.environment(), "AWS_ALLOW_HTTP": "true", "AWS_S3_ADDRESSING_STYLE": "path"}
     batch_on_store = DeltaTable(f"s3://{bucket}/{prefix}/q/batch", storage_options=options).to_pyarrow_table()
-    batch_clean = DeltaTable(str(tmp_path / "clean" / "q" / "batch")).to_pyarrow_table()
+    batch_clean = DeltaTable(str(reference / "q" / "batch")).to_pyarrow_table()
     assert Counter(map(str, batch_on_store.to_pylist())) == Counter(map(str, batch_clean.to_pylist()))
     assert _verdict_on_store(store, bucket, f"{prefix}/q/report.json") == "pass"
 
