@@ -118,7 +118,7 @@ def test_wrong_credentials_and_a_missing_bucket_are_one_line(s3_server, bucket, 
 
 
 def test_an_unreachable_store_is_one_line(tmp_path):
-    from tests.support.standalone_cluster import free_port
+    from jobs.cli.local_store import free_port
 
     endpoint = f"http://127.0.0.1:{free_port()}"
     store = ObjectStore(StoreAccess(endpoint, "us-east-1", "k", "s"))

@@ -13,12 +13,9 @@ Every JVM gets a parent-death signal, so a test process killed outright takes it
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -27,20 +24,11 @@ from pathlib import Path
 import psutil
 import pyspark
 
+from jobs.cli.local_store import _dies_with_parent, free_port  # one of each for every server the tests start
+
 SPARK_HOME = Path(pyspark.__file__).parent
-PR_SET_PDEATHSIG = 1
 MASTER_URL = re.compile(r"Starting Spark master at spark://[^:]+:(\d+)")
 MASTER_UI = re.compile(r"MasterWebUI: Bound MasterWebUI to .*started at http://[^:]+:(\d+)")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _dies_with_parent() -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class StandaloneCluster:
