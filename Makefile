@@ -26,7 +26,7 @@ demo-s3: setup
 	$(BIN)/lockstep demo --local-store
 
 test: setup
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q --durations=60
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -33,8 +33,6 @@ from tests.integration.test_cli import lockstep
 from tests.integration.test_writers import feed_by_version
 from tests.support.standalone_cluster import StandaloneCluster
 
-# Event-time windows, and deduplication then a group aggregate (two stages).
-QUERIES = ["seed_004_windows", "seed_000_dedup"]
 # Two to five micro-batches each (the demo's own sizes make up to eight): on two cores every
 # micro-batch on the cluster costs seconds, and the writer tests cover the small sizes.
 ROWS_PER_BATCH = 3
@@ -61,37 +59,31 @@ def query_folder(folder, names: list[str]):
     return folder
 
 
-@pytest.fixture
-def queries(tmp_path):
-    return query_folder(tmp_path / "queries", QUERIES)
-
-
 def applications(cluster: StandaloneCluster) -> list[dict]:
     with urllib.request.urlopen(f"http://127.0.0.1:{cluster.ui_port}/json/", timeout=5) as page:
         state = json.load(page)
     return state.get("activeapps", []) + state.get("completedapps", [])
 
 
-def demos_side_by_side(cluster: StandaloneCluster, queries, tmp_path, *cluster_options) -> None:
-    """`lockstep demo` over the queries locally (into tmp_path/local) and on the cluster with
-    `cluster_options` (into tmp_path/cluster); both must finish with every query passing. Side by
+def demos_side_by_side(cluster: StandaloneCluster, local_queries, cluster_queries, tmp_path) -> None:
+    """`lockstep demo` over `local_queries` locally (into tmp_path/local) and over `cluster_queries`
+    on the cluster (into tmp_path/cluster); both must finish with every query passing. Side by
     side: the cluster run's executors sit idle most of its time (about 65 of 200 s busy, the
     driver is the rest), room the local run can use."""
     with ThreadPoolExecutor(2) as both:
         local = both.submit(
-            lockstep, "demo", "--queries", queries, "--out", tmp_path / "local", "--quiet", cwd=tmp_path
+            lockstep, "demo", "--queries", local_queries, "--out", tmp_path / "local", "--quiet", cwd=tmp_path
         )
         on_cluster = both.submit(
             lockstep,
             "demo",
             "--queries",
-            queries,
+            cluster_queries,
             "--out",
             tmp_path / "cluster",
             "--quiet",
             "--master",
             cluster.url,
-            *cluster_options,
             cwd=tmp_path,
             timeout=1200,
         )
@@ -100,34 +92,52 @@ def demos_side_by_side(cluster: StandaloneCluster, queries, tmp_path, *cluster_o
     assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
 
 
-def verdicts(tmp_path, name: str) -> list[str]:
-    """The query's verdict in the local run and in the cluster run."""
-    return [json.loads((tmp_path / run / name / "report.json").read_text())["verdict"] for run in ("local", "cluster")]
+def verdicts(tmp_path, local_name: str, cluster_name: str) -> list[str]:
+    """A query's verdict in the local run and in the cluster run."""
+    return [
+        json.loads((tmp_path / run / name / "report.json").read_text())["verdict"]
+        for run, name in (("local", local_name), ("cluster", cluster_name))
+    ]
 
 
-def test_queries_on_a_standalone_cluster_with_delta_spark_match_local_mode(cluster, queries, tmp_path):
-    assert cluster.alive_workers() == 2
-    demos_side_by_side(cluster, queries, tmp_path, "--engine", "local", "--writer", "delta-spark")
-    assert [app["name"] for app in applications(cluster)] == ["lockstep"]  # it ran there, not locally
-    for name in QUERIES:
-        assert verdicts(tmp_path, name) == ["pass", "pass"], name
-        assert table_rows(tmp_path / "cluster" / name / "stream") == table_rows(tmp_path / "local" / name / "stream")
-        assert feed_by_version(tmp_path / "cluster" / name / "stream") == feed_by_version(
-            tmp_path / "local" / name / "stream"
-        ), name
-        assert table_rows(tmp_path / "cluster" / name / "batch") == table_rows(tmp_path / "local" / name / "batch")
-
-
-# The spark engine: MIN / MAX / COUNT DISTINCT per group, a join behind the upsert materializer,
-# deduplication then an aggregate (two stages, the second reading the first's feed), and
-# windows with final results.
+# On the cluster, the spark engine (a cluster master's default) runs MIN / MAX / COUNT DISTINCT
+# per group, a join behind the upsert materializer, deduplication then an aggregate (two stages,
+# the second reading the first's feed) and windows with final results. The same two stages also
+# run on the local engine with the delta-spark writer, named apart in the same `lockstep demo`.
 ON_SPARK_ENGINE = ["customer_stats", "seed_003_join", "seed_000_dedup", "seed_004_windows"]
+ON_LOCAL_ENGINE = "seed_000_dedup_local_engine"
 
 
-def test_the_spark_engine_on_a_standalone_cluster_matches_the_local_engine(cluster, tmp_path):
-    # No --engine: a cluster master chooses the spark engine.
-    demos_side_by_side(cluster, query_folder(tmp_path / "queries", ON_SPARK_ENGINE), tmp_path)
+def cluster_queries(folder):
+    """The spark engine's queries, and seed_000_dedup again under ON_LOCAL_ENGINE's name with the
+    local engine and the delta-spark writer (the spec's choice wins over the master's default)."""
+    query_folder(folder, ON_SPARK_ENGINE)
+    spec = yaml.safe_load((folder / "seed_000_dedup.yaml").read_text())
+    spec["name"] = ON_LOCAL_ENGINE
+    spec["stream"]["engine"] = "local"
+    spec.setdefault("sink", {})["writer"] = "delta-spark"
+    (folder / f"{ON_LOCAL_ENGINE}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return folder
+
+
+def test_both_engines_on_a_standalone_cluster_match_the_local_engine_in_local_mode(cluster, tmp_path):
+    assert cluster.alive_workers() == 2
+    local_queries = query_folder(tmp_path / "local_queries", ON_SPARK_ENGINE)
+    demos_side_by_side(cluster, local_queries, cluster_queries(tmp_path / "queries"), tmp_path)
+    assert [app["name"] for app in applications(cluster)] == ["lockstep"]  # it ran there, not locally
     for name in ON_SPARK_ENGINE:
-        assert verdicts(tmp_path, name) == ["pass", "pass"], name
-        assert (tmp_path / "cluster" / name / "_state" / "engine").read_text().strip() == "spark"
+        assert verdicts(tmp_path, name, name) == ["pass", "pass"], name
+        assert engine(tmp_path / "cluster" / name) == "spark"
         assert table_rows(tmp_path / "cluster" / name / "stream") == table_rows(tmp_path / "local" / name / "stream")
+    # The local engine and delta-spark on the cluster: the same verdict, tables and change feed,
+    # version for version, as the local run's delta-rs.
+    on_local, reference = tmp_path / "cluster" / ON_LOCAL_ENGINE, tmp_path / "local" / "seed_000_dedup"
+    assert verdicts(tmp_path, "seed_000_dedup", ON_LOCAL_ENGINE) == ["pass", "pass"]
+    assert engine(on_local) == "local"
+    for table in ("stream", "batch", "stages/stage1_dedup/stream"):
+        assert table_rows(on_local / table) == table_rows(reference / table), table
+    assert feed_by_version(on_local / "stream") == feed_by_version(reference / "stream")
+
+
+def engine(run) -> str:
+    return (run / "_state" / "engine").read_text().strip()

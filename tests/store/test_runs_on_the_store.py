@@ -106,7 +106,7 @@ def _verdict_on_store(store, bucket: str, key: str) -> str:
 def test_a_two_stage_run_and_its_rerun_from_a_new_working_copy_equal_the_local_ones(
     s3_server, bucket, prefix, store, tmp_path
 ):
-    spec = dedup_then_distinct_spec(tmp_path / "spec", rows=12)
+    spec = dedup_then_distinct_spec(tmp_path / "spec", rows=6)  # three micro-batches per stage
     settings, url, local = _settings(tmp_path), f"s3a://{bucket}/{prefix}", tmp_path / "local"
     env = s3_server.environment()
     for round_ in (1, 2):
@@ -120,7 +120,7 @@ def test_a_two_stage_run_and_its_rerun_from_a_new_working_copy_equal_the_local_o
     assert _verdict_on_store(store, bucket, f"{prefix}/q/report.json") == "pass"
 
 
-def test_a_group_aggregate_on_the_store_equals_the_local_run(s3_server, bucket, prefix, store, tmp_path):
+def test_a_group_aggregate_over_a_changelog_on_the_store_equals_a_local_run(s3_server, bucket, prefix, store, tmp_path):
     write_changelog(
         tmp_path / "orders",
         "001.json",
@@ -132,12 +132,14 @@ def test_a_group_aggregate_on_the_store_equals_the_local_run(s3_server, bucket, 
             change("-D", 2, 2, 5),
         ],
     )
-    spec = orders_spec(
-        tmp_path, "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId", sink={"primary_key": ["pId"]}
-    )
+    sql, sink = "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId", {"primary_key": ["pId"]}
+    store.put_file(bucket, f"{prefix}/sources/orders/001.json", tmp_path / "orders" / "001.json")
+    store_spec = orders_spec(tmp_path / "a", sql, sink=sink, source={"path": f"s3a://{bucket}/{prefix}/sources/orders"})
+    disk_spec = orders_spec(tmp_path / "b", sql, sink=sink, source={"path": str(tmp_path / "orders")})
     settings, url, local = _settings(tmp_path), f"s3a://{bucket}/{prefix}", tmp_path / "local"
     env = s3_server.environment()
-    on_store, on_disk = _lockstep("run", spec, url, settings, env), _lockstep("run", spec, local, settings, env)
+    on_store = _lockstep("run", store_spec, url, settings, env)
+    on_disk = _lockstep("run", disk_spec, local, settings, env)
     assert _finish(on_store) == _finish(on_disk) == 0
     assert _store_tables(s3_server, url, ("q/stream",)) == tables_and_feeds(local, ("q/stream",))
     assert (
