@@ -1,21 +1,15 @@
 """The same jobs on a real Spark standalone cluster: a master and two workers on this machine,
-each its own JVM, with `--writer delta-spark` (the MERGEs and change feeds on the executors).
-A window query and a two-stage plan (deduplication, then a group aggregate) give the same
-verdicts, the same sink and batch tables, and the same sink change feed version for version, as
-local mode with the default writer (delta-rs).
+each its own JVM. One `lockstep demo` on the cluster runs four queries on the spark engine (the
+default on a cluster master: keyed and aggregation state on the executors, MERGEs and change feeds
+written by executors, a stage reading another stage's feed), and deduplication then a group
+aggregate once more on the local engine with the delta-spark writer. Each gives the verdict and
+the tables of a local `lockstep demo` beside it (local engine, delta-rs), the change feed version
+for version where the writers differ.
 
 Slow (the cluster and two `lockstep demo` processes, several minutes), and run by CI. Every query
-costs 40 s or more on the cluster on two cores, so the sample holds what a cluster changes: keyed
-state and aggregation state on executors across two workers, MERGEs and change feeds written by
-executors (the windows' end-of-input close by a writer of its own), and a stage reading another
-stage's feed. The group aggregate runs as the two-stage plan's second stage rather than as a
-query of its own; a join writes through the same upsert path as the deduplication, and is left
-to local mode.
-
-The spark engine (docs/engines.md), which a cluster master chooses when nothing else does, runs a
-MIN / MAX / COUNT DISTINCT aggregate, a join behind the upsert materializer, the two-stage plan and
-the windows on the cluster, with the local engine's sinks and verdicts. tests/cluster/test_kills.py
-kills a worker and the driver in the middle of its runs."""
+costs 40 s or more on the cluster on two cores, so the sample holds what a cluster changes; the
+group aggregate runs as the two-stage plan's second stage rather than as a query of its own.
+tests/cluster/test_kills.py kills a worker and the driver in the middle of its runs."""
 
 from __future__ import annotations
 
