@@ -32,7 +32,8 @@ from jobs.spec import load_settings, load_spec, with_master, with_overrides
 from jobs.spec.locations import location
 from jobs.spec.model import Settings
 from jobs.store.run_folder import StoreRunFolder, store_run_folder
-from jobs.store.sources import SourceCopy, check_source_buckets, copy_sources, with_local_sources
+from jobs.store.sources import SourceCopy, check_source_buckets, copy_sources, reach_delta_sources, with_local_sources
+from jobs.store.url import StoreUrl
 from jobs.stream.job import StreamResult, run_stream, stream_until
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ class Pipeline:
     layout: RunLayout
     progress: Progress
     store_folder: StoreRunFolder | None = None  # an s3a:// run folder; layout.root is its working copy
-    source_copies: tuple[SourceCopy, ...] = ()  # sources on an object store, copied before staging
+    source_copies: tuple[SourceCopy, ...] = ()  # changelog folders on an object store, copied before staging
+    store_tables: tuple[StoreUrl, ...] = ()  # Delta sources on an object store, read where they are
 
     @classmethod
     def open(
@@ -72,20 +74,21 @@ class Pipeline:
         cls, plan: Plan, settings: Settings, runs_dir: str | Path | None = None, progress: Progress | None = None
     ) -> Pipeline:
         spec, copies = with_local_sources(plan.spec, settings)
+        tables = reach_delta_sources(spec, settings)
         plan = replace(plan, spec=spec)
         progress = progress or Progress(quiet=True)
         runs = location(runs_dir or settings.runs_dir)
         if settings.spark.on_cluster and (copies or isinstance(runs, str)):
             raise StoreError(
-                f"an object store's run folders and sources are worked on in a copy on this host, which a "
+                f"an object store's run folders and changelog folders are worked on in a copy on this host, which a "
                 f"cluster's executors ({settings.spark.master}) cannot see: use a local[N] master with them "
                 f"(docs/object-storage.md)",
                 where=str(runs) if isinstance(runs, str) else str(copies[0].url),
             )
         if isinstance(runs, str):
             folder = store_run_folder(runs, plan.spec.name, settings)
-            return cls(plan, settings, RunLayout(folder.root), progress, folder, copies)
-        return cls(plan, settings, RunLayout.for_query(runs, plan.spec.name), progress, None, copies)
+            return cls(plan, settings, RunLayout(folder.root), progress, folder, copies, tables)
+        return cls(plan, settings, RunLayout.for_query(runs, plan.spec.name), progress, None, copies, tables)
 
     @property
     def store_url(self) -> str | None:
@@ -97,7 +100,7 @@ class Pipeline:
         credentials and bucket, one request each, before anything else starts."""
         if self.store_folder is not None:
             self.store_folder.check()
-        check_source_buckets(self.source_copies, self.settings)
+        check_source_buckets([c.url for c in self.source_copies] + list(self.store_tables), self.settings)
 
     @property
     def lock(self) -> RunLock | StoreRunFolder:

@@ -66,6 +66,9 @@ install_venv .venv pyproject.toml constraints.txt -- -c constraints.txt -e '.[ai
 # this pyspark's Spark and Scala, fetched once with Maven into .venv/jars (next to the package they
 # must match). Spark gets them through spark.jars; nothing is resolved when Spark starts.
 scripts/delta-jars.sh .venv
+# Hadoop's S3A file system (hadoop-aws and the AWS SDK modules it uses, 12 MB) into .venv/jars/s3a:
+# Spark reads and writes s3a:// URLs through it (docs/object-storage.md).
+scripts/s3a-jars.sh .venv
 # lockstep's Java classes, built against this pyspark's jars into .venv/jars: the Hadoop local file
 # system without a `chmod` child process per file (jobs/runtime/local_fs.py), and the Spark engine's
 # keyed state (jobs/stream/operators/keyed_state.py).

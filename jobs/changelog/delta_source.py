@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -31,17 +30,10 @@ from jobs.changelog.formats import ParsedFile
 from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
 from jobs.changelog.schema import SourceSchema, parse_schema
 from jobs.errors import InputError
-from jobs.runtime.delta import (
-    CHANGE_TYPE,
-    COMMIT_VERSION,
-    change_data_feed_on,
-    change_feed_frame,
-    is_delta_table,
-    read_with_connector,
-    table_version,
-)
+from jobs.runtime.delta import CHANGE_DATA_FEED, CHANGE_TYPE, COMMIT_VERSION, change_feed_frame, read_with_connector
 from jobs.runtime.delta_connector import require_connector
 from jobs.spec.model import SourceSpec
+from jobs.store.tables import is_table, open_table, readable_by
 
 
 @dataclass(frozen=True)
@@ -67,7 +59,7 @@ def new_versions(
         next_version = start + 1
     else:
         next_version = max(staged_versions) + 1
-    latest = table_version(spec.folder)
+    latest = open_table(spec.path).version()
     if next_version > latest:
         return
     feed = _change_feed(spark, name, spec, schema, next_version, latest)
@@ -81,19 +73,17 @@ def starting_version(name: str, spec: SourceSpec) -> int:
     """The spec's starting version, or the latest version committed at or before its
     starting timestamp; version 0 when it gives neither."""
     if spec.starting_timestamp is None:
-        start = spec.starting_version or 0
-        if start > table_version(spec.folder):
+        start, latest = spec.starting_version or 0, open_table(spec.path).version()
+        if start > latest:
             raise InputError(
-                f"source {name}: starting_version {start} is past the table's latest version "
-                f"{table_version(spec.folder)}",
-                where=str(spec.folder),
+                f"source {name}: starting_version {start} is past the table's latest version {latest}",
+                where=str(spec.path),
             )
         return start
     wanted = spec.starting_timestamp
     wanted = wanted if wanted.tzinfo else wanted.replace(tzinfo=UTC)
     commits = [
-        (c["version"], datetime.fromtimestamp(c["timestamp"] / 1000, UTC))
-        for c in DeltaTable(str(spec.folder)).history()
+        (c["version"], datetime.fromtimestamp(c["timestamp"] / 1000, UTC)) for c in open_table(spec.path).history()
     ]
     before = [version for version, at in commits if at <= wanted]
     if not before:
@@ -101,7 +91,7 @@ def starting_version(name: str, spec: SourceSpec) -> int:
         raise InputError(
             f"source {name}: no version was committed at or before starting_timestamp {wanted:%Y-%m-%d %H:%M:%S%z} "
             f"(the first commit is at {first:%Y-%m-%d %H:%M:%S%z})",
-            where=str(spec.folder),
+            where=str(spec.path),
         )
     return max(before)
 
@@ -109,17 +99,18 @@ def starting_version(name: str, spec: SourceSpec) -> int:
 def check_table(name: str, spec: SourceSpec) -> None:
     """A Delta table with its change data feed on and the declared columns: checked from the log
     alone, before Spark starts, so a wrong path is one line at once."""
-    path, schema = spec.folder, parse_schema(spec.schema_ddl, where=f"source {name}: schema")
-    if not is_delta_table(path):
+    path, schema = spec.path, parse_schema(spec.schema_ddl, where=f"source {name}: schema")
+    if not is_table(path):
         raise InputError(f"source {name}: not a Delta table (no _delta_log here)", where=str(path))
-    if not change_data_feed_on(path):
+    table = open_table(path)
+    if str(table.metadata().configuration.get(CHANGE_DATA_FEED, "false")).lower() != "true":
         raise InputError(
             f"source {name}: the Delta table's change data feed is off; turn it on with "
             f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true) "
             f"and start after that version (starting_version)",
             where=str(path),
         )
-    present = {f.name.lower() for f in pa.schema(DeltaTable(str(path)).schema().to_arrow())}
+    present = {f.name.lower() for f in pa.schema(table.schema().to_arrow())}
     missing = [c for c in schema.names if c.lower() not in present]
     if missing:
         raise InputError(
@@ -129,8 +120,8 @@ def check_table(name: str, spec: SourceSpec) -> None:
 
 
 def _snapshot(spark: SparkSession, spec: SourceSpec, schema: SourceSchema, version: int) -> ParsedFile:
-    rows = read_with_connector(spark, spec.folder, version)
-    table = _typed(rows.select(*[f"`{c}`" for c in schema.names]).toArrow(), schema, spec.folder, version)
+    rows = read_with_connector(spark, _for_spark(spark, spec), version)
+    table = _typed(rows.select(*[f"`{c}`" for c in schema.names]).toArrow(), schema, spec.path, version)
     kinds = pa.array(np.full(table.num_rows, int(RowKind.INSERT), np.int8))
     return _parsed(_ordered(table, kinds, spec.primary_key))
 
@@ -139,13 +130,13 @@ def _change_feed(
     spark: SparkSession, name: str, spec: SourceSpec, schema: SourceSchema, first: int, last: int
 ) -> pa.Table:
     try:
-        frame = change_feed_frame(spark, spec.folder, first, last)
+        frame = change_feed_frame(spark, _for_spark(spark, spec), first, last)
         return frame.select(*[f"`{c}`" for c in schema.names], CHANGE_TYPE, COMMIT_VERSION).toArrow()
     except (PySparkException, Py4JJavaError) as exc:  # a version without a feed (turned on later), or vacuumed
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(
             f"source {name}: cannot read the change data feed of versions {first} to {last}: {first_line}",
-            where=str(spec.folder),
+            where=str(spec.path),
         ) from None
 
 
@@ -169,7 +160,7 @@ def _ordered(table: pa.Table, kinds: pa.Array, key: tuple[str, ...]) -> pa.Table
     return table.append_column(KIND, kinds).take(pa.array(order))
 
 
-def _typed(table: pa.Table, schema: SourceSchema, path: Path | None, version: int | None) -> pa.Table:
+def _typed(table: pa.Table, schema: SourceSchema, path: Path | str | None, version: int | None) -> pa.Table:
     try:
         return table.rename_columns(list(schema.names)).cast(schema.arrow())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -199,5 +190,9 @@ def consumed_version(manifest: dict, consumed: int) -> int | None:
 
 def table_as_of(spark: SparkSession, spec: SourceSpec, schema: SourceSchema, version: int):
     """The Delta table at `version` (time travel), as the declared columns and types."""
-    rows = read_with_connector(spark, spec.folder, version)
+    rows = read_with_connector(spark, _for_spark(spark, spec), version)
     return rows.select(*[rows[f"`{c.name}`"].cast(c.spark_type).alias(c.name) for c in schema.columns])
+
+
+def _for_spark(spark: SparkSession, spec: SourceSpec) -> str:
+    return readable_by(spark, spec.path, f"a Delta source at {spec.path}")

@@ -73,7 +73,7 @@ def read_change_feed(path: Path, starting_version: int = 0, ending_version: int 
 
 
 def change_feed_frame(
-    spark: SparkSession, path: Path, starting_version: int = 0, ending_version: int | None = None
+    spark: SparkSession, path: Path | str, starting_version: int = 0, ending_version: int | None = None
 ) -> DataFrame:
     """The change data feed through Delta's Spark connector, read on the executors."""
     reader = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", starting_version)

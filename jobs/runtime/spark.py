@@ -25,6 +25,7 @@ from jobs.runtime.delta_connector import connector_conf, connector_jars
 from jobs.runtime.jit import input_bytes, jit_options
 from jobs.runtime.local_fs import local_fs_conf
 from jobs.runtime.progress import Progress
+from jobs.runtime.s3a import with_s3a_jars
 from jobs.runtime.stream_jar import with_stream_jar
 from jobs.spec.model import QuerySpec, SparkSettings
 
@@ -210,7 +211,7 @@ def _start(settings: SparkSettings | None, jit: str = ""):
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         .config("spark.driver.extraJavaOptions", java_opts)
     )
-    connector = with_stream_jar(connector_conf(connector_jars(), partitions=settings.shuffle_partitions))
+    connector = with_s3a_jars(with_stream_jar(connector_conf(connector_jars(), partitions=settings.shuffle_partitions)))
     local_fs = local_fs_conf(settings.extra, on_cluster=settings.on_cluster)
     for key, value in {**connector, **_cluster_conf(settings), **settings.extra, **local_fs}.items():
         builder = builder.config(key, value)

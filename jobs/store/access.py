@@ -24,15 +24,29 @@ class StoreAccess:
     access_key_id: str
     secret_access_key: str
 
-    def hadoop_conf(self) -> dict[str, str]:
-        """The same store for Spark's S3A file system (hadoop-aws, scripts/store-jars.sh)."""
+    def hadoop_conf(self, bucket: str) -> dict[str, str]:
+        """The store for Hadoop's S3A file system (Spark's s3a:// URLs), set for one bucket so
+        that buckets on different stores can sit side by side."""
+        per_bucket = f"fs.s3a.bucket.{bucket}."
         return {
-            "spark.hadoop.fs.s3a.endpoint": self.endpoint,
-            "spark.hadoop.fs.s3a.endpoint.region": self.region,
-            "spark.hadoop.fs.s3a.access.key": self.access_key_id,
-            "spark.hadoop.fs.s3a.secret.key": self.secret_access_key,
-            "spark.hadoop.fs.s3a.path.style.access": "true",
-            "spark.hadoop.fs.s3a.connection.ssl.enabled": str(self.endpoint.startswith("https")).lower(),
+            per_bucket + "endpoint": self.endpoint,
+            per_bucket + "endpoint.region": self.region,
+            per_bucket + "access.key": self.access_key_id,
+            per_bucket + "secret.key": self.secret_access_key,
+            per_bucket + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+            per_bucket + "path.style.access": "true",
+            per_bucket + "connection.ssl.enabled": str(self.endpoint.startswith("https")).lower(),
+        }
+
+    def delta_rs_options(self) -> dict[str, str]:
+        """The store for delta-rs (its storage options)."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": self.region,
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "AWS_ALLOW_HTTP": str(self.endpoint.startswith("http:")).lower(),
+            "AWS_S3_ADDRESSING_STYLE": "path",
         }
 
 

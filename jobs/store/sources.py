@@ -1,9 +1,11 @@
 """Sources on an object store: a changelog folder or a Delta table at s3a://bucket/prefix.
 
-Before the stream step stages them, their objects are copied into a local cache beside the run
-folders' working copies (<store.work_dir>/sources/<bucket>/<prefix>), each object only when it is
-new or its ETag changed, so a source is read as the same folder a local source is. A file that
-changed on the store arrives changed, and staging treats it as it treats a local changed file.
+A Delta table is read where it is, by delta-rs and by Spark through S3A (tables.py): only the
+versions staged are read. A changelog folder's objects are copied before the stream step stages
+them into a local cache beside the run folders' working copies
+(<store.work_dir>/sources/<bucket>/<prefix>), each object only when it is new or its ETag changed,
+so the folder is read as a local one is. A file that changed on the store arrives changed, and
+staging treats it as it treats a local changed file.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from jobs.runtime.progress import Progress
 from jobs.spec.model import QuerySpec, Settings
 from jobs.store.access import store_access
 from jobs.store.client import ObjectStore
+from jobs.store.tables import reach
 from jobs.store.url import StoreUrl
 
 
@@ -33,12 +36,12 @@ class SourceCopy:
 
 
 def with_local_sources(spec: QuerySpec, settings: Settings) -> tuple[QuerySpec, tuple[SourceCopy, ...]]:
-    """The spec with each store source's path turned into its local copy's, and the copies to
-    make before staging."""
+    """The spec with each changelog folder on a store turned into its local copy's path, and the
+    copies to make before staging."""
     copies = []
     sources = dict(spec.sources)
     for name, source in spec.sources.items():
-        if isinstance(source.path, str):
+        if isinstance(source.path, str) and source.format != "delta":
             url = StoreUrl.parse(source.path)
             local = Path(settings.store.work_dir).expanduser() / "sources" / url.bucket / (url.prefix or "_root")
             copies.append(SourceCopy(name, url, local))
@@ -46,8 +49,16 @@ def with_local_sources(spec: QuerySpec, settings: Settings) -> tuple[QuerySpec, 
     return (spec.model_copy(update={"sources": sources}) if copies else spec), tuple(copies)
 
 
-def check_source_buckets(copies: tuple[SourceCopy, ...], settings: Settings) -> None:
-    for bucket in sorted({c.url.bucket for c in copies}):
+def reach_delta_sources(spec: QuerySpec, settings: Settings) -> tuple[StoreUrl, ...]:
+    """The Delta sources on a store, each bucket's access registered for their readers."""
+    urls = tuple(StoreUrl.parse(s.path) for s in spec.sources.values() if isinstance(s.path, str))
+    for url in urls:
+        reach(str(url), store_access(settings.store, str(url)))
+    return urls
+
+
+def check_source_buckets(urls: list[StoreUrl], settings: Settings) -> None:
+    for bucket in sorted({url.bucket for url in urls}):
         store = ObjectStore(store_access(settings.store, f"s3a://{bucket}"))
         try:
             store.check_bucket(bucket)

@@ -272,7 +272,7 @@ def test_a_kill_during_the_batch_step_then_a_rerun_gives_the_clean_verdict(
     assert _verdict_on_store(store, bucket, f"{prefix}/q/report.json") == "pass"
 
 
-def test_a_delta_source_on_the_store_gives_what_the_same_table_on_disk_gives(
+def test_a_delta_source_read_on_the_store_gives_what_the_same_table_on_disk_gives(
     s3_server, bucket, prefix, store, tmp_path
 ):
     from deltalake import write_deltalake
@@ -296,3 +296,4 @@ def test_a_delta_source_on_the_store_gives_what_the_same_table_on_disk_gives(
     assert _finish(first) == _finish(second) == 0
     assert _store_tables(s3_server, url, ("q/stream",)) == tables_and_feeds(local, ("q/stream",))
     assert _verdict_on_store(store, bucket, f"{prefix}/runs/q/report.json") == "pass"
+    assert not (tmp_path / "work" / "sources").exists()  # read where it is (S3A, delta-rs), not copied
