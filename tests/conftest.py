@@ -147,3 +147,18 @@ def late_event_spec(folder: Path, name: str = "late") -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One SeaweedFS S3 server on 127.0.0.1 for the session (the store and cluster tests),
+    stopped whatever happens."""
+    from jobs.cli.local_store import LocalS3Server
+
+    with LocalS3Server(tmp_path_factory.mktemp("seaweedfs")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def shared_bucket(s3_server) -> str:
+    return s3_server.create_bucket("lockstep-tests")

@@ -18,10 +18,11 @@ import shutil
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+import pyarrow as pa
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, orders_spec
 from tests.integration.conftest import table_rows
 from tests.integration.test_cli import lockstep
 from tests.integration.test_writers import feed_by_version
@@ -135,3 +136,44 @@ def test_both_engines_on_a_standalone_cluster_match_the_local_engine_in_local_mo
 
 def engine(run) -> str:
     return (run / "_state" / "engine").read_text().strip()
+
+
+def test_a_delta_source_on_the_store_is_read_in_place_by_the_cluster(cluster, s3_server, shared_bucket, tmp_path):
+    """The cluster's executors read the table's versions through S3A (the run folder is local
+    here: on the store it is not served to a cluster yet). The same spec over the same table on
+    local disk, in local mode, gives the same sink and verdict."""
+    from deltalake import DeltaTable, write_deltalake
+
+    env = s3_server.environment()
+    options = {**env, "AWS_ALLOW_HTTP": "true", "AWS_S3_ADDRESSING_STYLE": "path", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    on_store, on_disk = f"s3://{shared_bucket}/cluster-delta-source/orders", str(tmp_path / "orders")
+    for table, storage in ((on_store, options), (on_disk, None)):  # versions 0 to 2
+        rows = pa.table({"order_id": [1, 2, 3], "pId": [1, 1, 2], "income": [5, 3, 8]})
+        write_deltalake(table, rows, configuration={"delta.enableChangeDataFeed": "true"}, storage_options=storage)
+        DeltaTable(table, storage_options=storage).update(predicate="order_id = 1", updates={"income": "7"})
+        DeltaTable(table, storage_options=storage).delete("order_id = 2")
+    sql, sink = "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId", {"primary_key": ["pId"]}
+    store_url = on_store.replace("s3://", "s3a://")
+    store_spec = orders_spec(tmp_path / "a", sql, sink=sink, source={"path": store_url, "format": "delta"})
+    disk_spec = orders_spec(tmp_path / "b", sql, sink=sink, source={"path": on_disk, "format": "delta"})
+    with ThreadPoolExecutor(2) as both:
+        on_cluster = both.submit(
+            lockstep,
+            "run",
+            store_spec,
+            "--out",
+            tmp_path / "cluster",
+            "--master",
+            cluster.url,
+            "--quiet",
+            cwd=tmp_path,
+            env=env,
+            timeout=900,
+        )
+        local = both.submit(lockstep, "run", disk_spec, "--out", tmp_path / "local", "--quiet", cwd=tmp_path)
+        on_cluster, local = on_cluster.result(), local.result()
+    assert on_cluster.returncode == 0, on_cluster.stderr
+    assert local.returncode == 0, local.stderr
+    assert verdicts(tmp_path, "q", "q") == ["pass", "pass"]
+    assert engine(tmp_path / "cluster" / "q") == "spark"
+    assert table_rows(tmp_path / "cluster" / "q" / "stream") == table_rows(tmp_path / "local" / "q" / "stream")

@@ -1,4 +1,5 @@
-"""One SeaweedFS S3 server for the store tests (tests/support/s3_server.py); a bucket per test."""
+"""The store tests' bucket, key prefix and client, on the session's SeaweedFS server (s3_server in
+tests/conftest.py): a prefix per test in one shared bucket."""
 
 from __future__ import annotations
 
@@ -6,22 +7,11 @@ import itertools
 
 import pytest
 
-from jobs.cli.local_store import ACCESS_KEY, SECRET_KEY, LocalS3Server
+from jobs.cli.local_store import ACCESS_KEY, SECRET_KEY
 from jobs.store.access import StoreAccess
 from jobs.store.client import ObjectStore
 
 _PREFIXES = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory):
-    with LocalS3Server(tmp_path_factory.mktemp("seaweedfs")) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def shared_bucket(s3_server) -> str:
-    return s3_server.create_bucket("lockstep-tests")
 
 
 @pytest.fixture
