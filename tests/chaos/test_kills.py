@@ -109,12 +109,12 @@ def _stream(spec: Path, out: Path) -> subprocess.Popen:
     )
 
 
-def tables_and_feeds(out: Path, tables: tuple[str, ...]) -> dict:
+def tables_and_feeds(out: Path | str, tables: tuple[str, ...], storage_options: dict | None = None) -> dict:
     """Each table's rows and its change feed, as multisets (a MERGE writes a commit's rows in no
-    fixed order)."""
+    fixed order). `out` is a runs folder, or an object store's URL read with `storage_options`."""
     found = {}
     for table in tables:
-        delta = DeltaTable(str(out / table))
+        delta = DeltaTable(f"{out}/{table}", storage_options=storage_options)
         rows = Counter(tuple(sorted(r.items())) for r in delta.to_pyarrow_table().to_pylist())
         feed = Counter(
             (r["_change_type"], r["_commit_version"], *sorted((k, v) for k, v in r.items() if not k.startswith("_")))

@@ -18,7 +18,6 @@ import shutil
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-import pyarrow as pa
 import pytest
 import yaml
 
@@ -26,6 +25,7 @@ from tests.conftest import ROOT, orders_spec
 from tests.integration.conftest import table_rows
 from tests.integration.test_cli import lockstep
 from tests.integration.test_writers import feed_by_version
+from tests.support.delta_orders import store_options, write_orders_table
 from tests.support.standalone_cluster import StandaloneCluster
 
 # Two to five micro-batches each (the demo's own sizes make up to eight): on two cores every
@@ -142,16 +142,10 @@ def test_a_delta_source_on_the_store_is_read_in_place_by_the_cluster(cluster, s3
     """The cluster's executors read the table's versions through S3A (the run folder is local
     here: on the store it is not served to a cluster yet). The same spec over the same table on
     local disk, in local mode, gives the same sink and verdict."""
-    from deltalake import DeltaTable, write_deltalake
-
     env = s3_server.environment()
-    options = {**env, "AWS_ALLOW_HTTP": "true", "AWS_S3_ADDRESSING_STYLE": "path", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
     on_store, on_disk = f"s3://{shared_bucket}/cluster-delta-source/orders", str(tmp_path / "orders")
-    for table, storage in ((on_store, options), (on_disk, None)):  # versions 0 to 2
-        rows = pa.table({"order_id": [1, 2, 3], "pId": [1, 1, 2], "income": [5, 3, 8]})
-        write_deltalake(table, rows, configuration={"delta.enableChangeDataFeed": "true"}, storage_options=storage)
-        DeltaTable(table, storage_options=storage).update(predicate="order_id = 1", updates={"income": "7"})
-        DeltaTable(table, storage_options=storage).delete("order_id = 2")
+    write_orders_table(on_store, store_options(env))
+    write_orders_table(on_disk)
     sql, sink = "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId", {"primary_key": ["pId"]}
     store_url = on_store.replace("s3://", "s3a://")
     store_spec = orders_spec(tmp_path / "a", sql, sink=sink, source={"path": store_url, "format": "delta"})

@@ -14,7 +14,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
@@ -23,6 +22,7 @@ from jobs.store.lease import Lease
 from jobs.store.url import StoreUrl
 from tests.chaos.test_kills import committed_batches, dedup_then_distinct_spec, tables_and_feeds
 from tests.conftest import ROOT, change, orders_spec, write_changelog
+from tests.support.delta_orders import store_options, write_orders_table
 
 pytestmark = pytest.mark.slow
 
@@ -82,21 +82,7 @@ def _finish(process: subprocess.Popen) -> int:
 
 def _store_tables(server: LocalS3Server, url: str, tables: tuple[str, ...]) -> dict:
     """The run folder's tables as anyone reads them from the store (delta-rs, no working copy)."""
-    options = {**server.environment(), "AWS_ALLOW_HTTP": "true", "AWS_S3_ADDRESSING_STYLE": "path"}
-    return tables_and_feeds_on_store(options, url, tables)
-
-
-def tables_and_feeds_on_store(options: dict, url: str, tables: tuple[str, ...]) -> dict:
-    found = {}
-    for table in tables:
-        delta = DeltaTable(f"{url.replace('s3a://', 's3://')}/{table}", storage_options=options)
-        rows = Counter(tuple(sorted(r.items())) for r in delta.to_pyarrow_table().to_pylist())
-        feed = Counter(
-            (r["_change_type"], r["_commit_version"], *sorted((k, v) for k, v in r.items() if not k.startswith("_")))
-            for r in pa.table(delta.load_cdf(starting_version=0).read_all()).to_pylist()
-        )
-        found[table] = (rows, feed)
-    return found
+    return tables_and_feeds(url, tables, store_options(server.environment()))
 
 
 def _verdict_on_store(store, bucket: str, key: str) -> str:
@@ -265,7 +251,7 @@ def test_a_kill_during_the_batch_step_then_a_rerun_gives_the_clean_verdict(
     time.sleep(2.5)
     assert _finish(_lockstep("run", spec, url, settings, env)) == 0
     assert _store_tables(s3_server, url, ("q/stream",)) == tables_and_feeds(reference, ("q/stream",))
-    options = {**s3_server.environment(), "AWS_ALLOW_HTTP": "true", "AWS_S3_ADDRESSING_STYLE": "path"}
+    options = store_options(s3_server.environment())
     batch_on_store = DeltaTable(f"s3://{bucket}/{prefix}/q/batch", storage_options=options).to_pyarrow_table()
     batch_clean = DeltaTable(str(reference / "q" / "batch")).to_pyarrow_table()
     assert Counter(map(str, batch_on_store.to_pylist())) == Counter(map(str, batch_clean.to_pylist()))
@@ -275,16 +261,10 @@ def test_a_kill_during_the_batch_step_then_a_rerun_gives_the_clean_verdict(
 def test_a_delta_source_read_on_the_store_gives_what_the_same_table_on_disk_gives(
     s3_server, bucket, prefix, store, tmp_path
 ):
-    from deltalake import write_deltalake
-
-    options = {**s3_server.environment(), "AWS_ALLOW_HTTP": "true", "AWS_S3_ADDRESSING_STYLE": "path"}
-    options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"  # one writer, this test
+    options = store_options(s3_server.environment())
     on_store, on_disk = f"s3://{bucket}/{prefix}/orders", str(tmp_path / "orders")
-    for table, storage in ((on_store, options), (on_disk, None)):  # another tool's table: versions 0 to 2
-        rows = pa.table({"order_id": [1, 2, 3], "pId": [1, 1, 2], "income": [5, 3, 8]})
-        write_deltalake(table, rows, configuration={"delta.enableChangeDataFeed": "true"}, storage_options=storage)
-        DeltaTable(table, storage_options=storage).update(predicate="order_id = 1", updates={"income": "7"})
-        DeltaTable(table, storage_options=storage).delete("order_id = 2")
+    write_orders_table(on_store, options)
+    write_orders_table(on_disk)
     sql = "SELECT pId, SUM(income) AS total FROM orders GROUP BY pId"
     store_spec = orders_spec(
         tmp_path / "a", sql, source={"path": on_store.replace("s3://", "s3a://"), "format": "delta"}
