@@ -15,7 +15,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from datetime import datetime, timedelta
@@ -25,7 +24,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from tests.conftest import ROOT, orders_spec, write_changelog, write_spec
+from tests.conftest import orders_spec, write_changelog, write_spec
+from tests.integration.test_cli import start_lockstep
 
 KILLS = int(os.environ.get("CHAOS_KILLS", "1"))
 SPEC = """
@@ -100,13 +100,7 @@ SPECS = {"dedup_then_distinct": dedup_then_distinct_spec, "windows": _windows_sp
 
 
 def _stream(spec: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "jobs.cli.main", "stream", str(spec), "--out", str(out), "--quiet"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_lockstep("stream", spec, "--out", out, "--quiet")
 
 
 def tables_and_feeds(out: Path | str, tables: tuple[str, ...], storage_options: dict | None = None) -> dict:

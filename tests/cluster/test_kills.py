@@ -13,7 +13,6 @@ Slow (a cluster, two runs on it and a rerun, about five minutes), and run by CI.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -22,9 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.test_kills import TABLES, committed_batches, dedup_then_distinct_spec
-from tests.conftest import ROOT
 from tests.integration.conftest import table_rows
-from tests.integration.test_cli import LOCKSTEP
+from tests.integration.test_cli import start_lockstep
 from tests.support.standalone_cluster import StandaloneCluster
 
 pytestmark = pytest.mark.slow
@@ -67,14 +65,7 @@ def undisturbed(spec, tmp_path_factory):
 
 def start_run(spec: Path, out: Path, *options: str) -> subprocess.Popen:
     """`lockstep run` (stream, batch, check) in the background."""
-    return subprocess.Popen(
-        [*LOCKSTEP, "run", str(spec), "--out", str(out), "--quiet", *options],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_lockstep("run", spec, "--out", out, "--quiet", *options)
 
 
 def finished(run: subprocess.Popen) -> None:

@@ -22,6 +22,18 @@ def lockstep(*args, cwd: Path, env: dict | None = None, timeout: int = 600):
     )
 
 
+def start_lockstep(*args, env: dict | None = None) -> subprocess.Popen:
+    """`lockstep ARGS` in the background from the checkout, its stderr kept for the test."""
+    return subprocess.Popen(
+        [*LOCKSTEP, *map(str, args)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 GOOD = [change("+I", 1, 1, 5), change("+I", 2, 1, 6)]
 
 

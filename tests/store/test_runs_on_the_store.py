@@ -22,6 +22,7 @@ from jobs.store.lease import Lease
 from jobs.store.url import StoreUrl
 from tests.chaos.test_kills import committed_batches, dedup_then_distinct_spec, tables_and_feeds
 from tests.conftest import ROOT, change, orders_spec, write_changelog
+from tests.integration.test_cli import start_lockstep
 from tests.support.delta_orders import store_options, write_orders_table
 
 pytestmark = pytest.mark.slow
@@ -53,25 +54,7 @@ def _settings(folder: Path, lease_seconds: int = 60) -> Path:
 
 
 def _lockstep(command: str, spec: Path, out: str | Path, settings: Path, env: dict) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jobs.cli.main",
-            command,
-            str(spec),
-            "--out",
-            str(out),
-            "--settings",
-            str(settings),
-            "--quiet",
-        ],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_lockstep(command, spec, "--out", out, "--settings", settings, "--quiet", env=env)
 
 
 def _finish(process: subprocess.Popen) -> int:
