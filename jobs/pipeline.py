@@ -113,9 +113,11 @@ class Pipeline:
         already past that date (the date is then re-checked at its recorded point)."""
         with self.lock:
             copy_sources(self.source_copies, self.settings, self.progress)
+            # On an object store each micro-batch is committed as it finishes.
+            commit = self.store_folder.commit_progress if self.store_folder is not None else None
             if logical_date is None:
-                return run_stream(self.plan, self.settings, self.layout, self.progress)
-            return stream_until(self.plan, self.settings, self.layout, self.progress, logical_date)
+                return run_stream(self.plan, self.settings, self.layout, self.progress, after_micro_batch=commit)
+            return stream_until(self.plan, self.settings, self.layout, self.progress, logical_date, commit)
 
     def batch(self, logical_date: date | None = None) -> BatchResult:
         with self.lock:

@@ -121,26 +121,34 @@ class Mirror:
         commit's, and a restore after a crash must not trust it."""
         self._write_marker(commit.number if commit else 0, commit.files if commit else {}, clean=False)
 
-    def commit(self, previous: Commit | None, still_holds) -> Commit:
+    def commit(self, previous: Commit | None, still_holds) -> Commit | None:
         """Upload what changed and write the next commit record; `still_holds()` is asked just
-        before the record, so a writer whose lease lapsed does not commit."""
+        before the record, so a writer whose lease lapsed does not commit. A working copy the
+        same as `previous` writes no record (None)."""
         before = previous.files if previous else {}
         files = self._scan(self._read_marker().get("files", {}))
+        if previous and {r: e.sha256 for r, e in files.items()} == {r: e.sha256 for r, e in before.items()}:
+            self._write_marker(previous.number, files, clean=True)
+            return None
         tables = _delta_tables(files)
         publish: list[str] = []
         stored_blobs = {e.key for e in before.values() if e.key.startswith(BLOBS)}
-        for rel, entry in files.items():
+        for rel, entry in list(files.items()):
             old = before.get(rel)
-            if old is not None and old.sha256 == entry.sha256:
-                entry.key = old.key
-            elif _is_table_data(rel, tables):
-                entry.key = rel
-                self.store.put_file(self.run.bucket, self.run.key(rel), self.root / rel)
-            else:
-                entry.key = f"{BLOBS}/{entry.sha256}"
-                if entry.key not in stored_blobs:
-                    self.store.put_file(self.run.bucket, self.run.key(entry.key), self.root / rel)
-                    stored_blobs.add(entry.key)
+            try:
+                if old is not None and old.sha256 == entry.sha256:
+                    entry.key = old.key
+                elif _is_table_data(rel, tables):
+                    entry.key = rel
+                    self.store.put_file(self.run.bucket, self.run.key(rel), self.root / rel)
+                else:
+                    entry.key = f"{BLOBS}/{entry.sha256}"
+                    if entry.key not in stored_blobs:
+                        self.store.put_file(self.run.bucket, self.run.key(entry.key), self.root / rel)
+                        stored_blobs.add(entry.key)
+            except FileNotFoundError:  # a temporary file of Spark's, gone since the scan
+                del files[rel]
+                continue
             if not rel.startswith(PRIVATE) and (old is None or old.sha256 != entry.sha256) and entry.key != rel:
                 publish.append(rel)
         commit = Commit((previous.number if previous else 0) + 1, files, sorted(publish, key=_publish_order))
@@ -222,12 +230,12 @@ class Mirror:
             for name in names:
                 path = Path(folder) / name
                 rel = path.relative_to(self.root).as_posix()
-                stat = path.stat()
-                seen = known.get(rel)
-                if seen and seen[1] == stat.st_size and seen[3] == stat.st_mtime_ns:
-                    sha = seen[0]
-                else:
-                    sha = _sha256(path)
+                try:
+                    stat = path.stat()
+                    seen = known.get(rel)
+                    sha = seen[0] if seen and (seen[1], seen[3]) == (stat.st_size, stat.st_mtime_ns) else _sha256(path)
+                except FileNotFoundError:  # Spark's background threads replace and delete files mid-step
+                    continue
                 files[rel] = Entry(sha, stat.st_size, "", stat.st_mtime_ns)
         return files
 

@@ -2,10 +2,12 @@
 
 Entering: take the lease (a second writer is refused at once), restore the local working copy to
 the newest commit. The step then reads and writes the working copy as it would a local run
-folder. Leaving normally: commit the working copy (mirror.py), release the lease. Leaving with an
-error: release the lease and commit nothing, so the store keeps the run folder as the last step
-that finished left it. Steps nest (run holds it while calling stream, batch and check): only the
-outermost enters and leaves.
+folder. The stream step also commits after each micro-batch (commit_progress), so a step that
+dies keeps the micro-batches it finished: the working copy is then in a state a kill -9 on local
+disk could leave, which the next run recovers from in the same way. Leaving normally: commit the
+working copy (mirror.py), release the lease. Leaving with an error: release the lease and commit
+nothing more, so the store keeps the run folder as the last commit left it. Steps nest (run holds
+it while calling stream, batch and check): only the outermost enters and leaves.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class StoreCost:
     bytes_put: int = 0
     restore_seconds: float = 0.0  # taking the lease and restoring the working copy
     commit_seconds: float = 0.0  # uploading, the commit record, publishing, pruning
+    progress_commits: int = 0  # commits in the middle of a stream step, one per micro-batch
 
 
 def working_root(runs: StoreUrl, work_dir: Path, query: str) -> Path:
@@ -71,11 +74,30 @@ class StoreRunFolder:
         try:
             if kind is None:
                 assert self._store is not None and self._lease is not None
-                lease, started = self._lease, time.monotonic()
-                self.last_commit = Mirror(self._store, self.run, self.root).commit(self._restored, lease.holds)
+                started = time.monotonic()
+                self.last_commit = self._commit() or self.last_commit
                 self.cost.commit_seconds += time.monotonic() - started
         finally:
             self._close(quiet=kind is not None)
+
+    def commit_progress(self) -> None:
+        """Commit the working copy in the middle of the stream step, after each micro-batch, so
+        that a step that dies keeps the micro-batches it finished; the step goes on after it."""
+        if self._depth == 0:
+            return
+        started = time.monotonic()
+        self._commit()
+        assert self._store is not None
+        Mirror(self._store, self.run, self.root).begin(self._restored)  # changed again from here on
+        self.cost.commit_seconds += time.monotonic() - started
+        self.cost.progress_commits += 1
+
+    def _commit(self) -> Commit | None:
+        assert self._store is not None and self._lease is not None
+        commit = Mirror(self._store, self.run, self.root).commit(self._restored, self._lease.holds)
+        if commit is not None:
+            self._restored = self.last_commit = commit
+        return commit
 
     def check(self) -> None:
         """The endpoint, the credentials and the bucket, with one request."""

@@ -7,6 +7,7 @@ import json
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -58,8 +59,10 @@ class MicroBatchHandler:
         spark: SparkSession,
         totals: StreamCounts,
         sums: GroupSums | None = None,
+        after_micro_batch: Callable[[], None] | None = None,
     ):
         self.stage, self.sink, self.emitter, self.layout, self.sums = stage, sink, emitter, layout, sums
+        self.after_micro_batch = after_micro_batch
         self.progress, self.spark, self.totals = progress, spark, totals
         self.error: Exception | None = None
         self.staged = [staged_input(layout, node) for node in stage.inputs]
@@ -103,6 +106,8 @@ class MicroBatchHandler:
         if os.environ.get(FAULT_AFTER_COMMIT) == str(batch_id) and not merged.skipped_replay:
             os._exit(70)
         self._record(batch, merged, time.monotonic() - started)
+        if self.after_micro_batch is not None:
+            self.after_micro_batch()
 
     def _record(self, batch: MicroBatch, merged, seconds: float) -> None:
         ignored = self.sums.ignored_groups - self.totals.ignored_groups if self.sums else 0

@@ -9,6 +9,7 @@ Incremental: the Spark checkpoints and the staged changelogs live in the run fol
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -62,9 +63,12 @@ def run_stream(
     layout: RunLayout,
     progress: Progress | None = None,
     logical_date: date | None = None,
+    after_micro_batch: Callable[[], None] | None = None,
 ) -> StreamResult:
     """Stream the sources' new changelog files (with a logical date: the partitions up to it) into
-    the sink, and record the consistency point (per logical date too, for later re-checks)."""
+    the sink, and record the consistency point (per logical date too, for later re-checks).
+    `after_micro_batch` is called once each micro-batch is in the sink and the run folder (a run
+    folder on an object store commits then)."""
     progress = progress or Progress(quiet=True)
     for warning in plan.warnings:
         progress.say(f"warning: {warning}")
@@ -91,7 +95,7 @@ def run_stream(
             if len(plan.stages) > 1:
                 progress.say(f"stage {stage.number}/{len(plan.stages)}: {stage.name}")
             totals = sink_counts if stage.is_final else StreamCounts()
-            run_stage(spark, plan, stage, layout, progress, totals, settings.spark.small_work_rows)
+            run_stage(spark, plan, stage, layout, progress, totals, settings.spark.small_work_rows, after_micro_batch)
             progress.done()
     finally:
         progress.done()  # a failed micro-batch's one line must not be drawn over by the bar
@@ -114,7 +118,12 @@ def run_stream(
 
 
 def stream_until(
-    plan: Plan, settings: Settings, layout: RunLayout, progress: Progress, logical_date: date
+    plan: Plan,
+    settings: Settings,
+    layout: RunLayout,
+    progress: Progress,
+    logical_date: date,
+    after_micro_batch: Callable[[], None] | None = None,
 ) -> StreamResult | None:
     """The stream step of a scheduled run: stream up to the logical date, unless the stream has
     already moved beyond it (a re-run of a past date): then nothing is streamed, and the date is
@@ -132,7 +141,7 @@ def stream_until(
             f"{logical_date} is re-checked at its consistency point by time travel"
         )
         return None
-    return run_stream(plan, settings, layout, progress, logical_date)
+    return run_stream(plan, settings, layout, progress, logical_date, after_micro_batch)
 
 
 def _late_events(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> int:

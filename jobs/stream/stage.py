@@ -4,6 +4,7 @@ run until every staged segment is consumed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 
 import pyarrow as pa
@@ -54,6 +55,7 @@ def run_stage(
     progress: Progress,
     totals: StreamCounts,
     small_work_rows: int,
+    after_micro_batch: Callable[[], None] | None = None,
 ) -> None:
     """Stream the stage's new input (its sources' segments, or an earlier stage's new versions).
     Micro-batches all under `small_work_rows` rows run with Spark's settings for small work."""
@@ -72,7 +74,7 @@ def run_stage(
         emitter = _emitter(stage, streaming, output, own, sink, initial, spark if on_keyed_state else None)
     if forget_unplanned_finds(own.checkpoint):
         progress.say("  the last run stopped between Spark's find of a segment and its micro-batch: found again")
-    handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals, streaming.sums)
+    handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals, streaming.sums, after_micro_batch)
     progress.say("  streaming query started: micro-batches follow as Spark commits them")
     # The streaming query's session is a copy of this one taken at its start: set before it.
     with (

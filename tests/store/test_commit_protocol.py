@@ -140,3 +140,15 @@ def test_commit_records_name_every_file_with_its_hash(store, bucket, prefix, tmp
     assert set(record["files"]) == {"_state/a", "_state/b"}
     assert record["files"]["_state/a"][2] == record["files"]["_state/b"][2]  # one blob for equal content
     assert len(store.list(bucket, f"{prefix}/q/_blobs/")) == 1
+
+
+def test_a_working_copy_unchanged_since_the_last_commit_writes_no_record(store, bucket, prefix, tmp_path):
+    run = StoreUrl(bucket, f"{prefix}/q")
+    mirror = Mirror(store, run, tmp_path / "q")
+    _working_copy(mirror.root, {"_state/consistency.json": '{"v": 1}'})
+    first = mirror.commit(None, lambda: True)
+    assert mirror.commit(first, lambda: True) is None  # as a micro-batch that changed nothing leaves it
+    (mirror.root / "_state" / "consistency.json").write_text('{"v": 2}')
+    second = mirror.commit(first, lambda: True)
+    assert first is not None and second is not None and second.number == first.number + 1
+    assert len(store.list(bucket, f"{prefix}/q/_commits/")) == 2

@@ -128,6 +128,8 @@ def test_kill_9_mid_stream_then_a_rerun_leaves_what_a_clean_run_leaves(s3_server
         time.sleep(0.05)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
+    # The micro-batches finished before the kill are committed (one record after each), whole.
+    assert _micro_batches_committed(s3_server, bucket, f"{prefix}/q") >= 2
     time.sleep(2.5)  # the killed writer's lease lapses by itself
     assert _finish(_lockstep("stream", spec, url, settings, env)) == 0
     assert _store_tables(s3_server, url, TWO_STAGE) == tables_and_feeds(reference, TWO_STAGE)
@@ -147,10 +149,38 @@ def test_the_store_gone_mid_run_is_one_line_and_the_rerun_finishes_as_a_clean_ru
         assert cut.returncode == 2
         assert len(err.strip().splitlines()) == 1 and f"cannot reach the object store at {server.endpoint}" in err
         server.start()  # the same objects, new ports
-        assert not [k for k in _listed(server, "runs", "q/q/_commits/")]  # nothing committed
+        _micro_batches_committed(server, "runs", "q/q")  # what is committed is whole
         time.sleep(2.5)
         assert _finish(_lockstep("stream", spec, url, settings, server.environment())) == 0
         assert _store_tables(server, url, TWO_STAGE) == tables_and_feeds(reference, TWO_STAGE)
+
+
+def _micro_batches_committed(server: LocalS3Server, bucket: str, run: str) -> int:
+    """How many micro-batches the newest commit record holds, over the stages' checkpoints,
+    after checking that every record names only objects the store has."""
+    present = {item.key for item in _listed(server, bucket, f"{run}/")}
+    newest: dict = {}
+    for record in sorted(k for k in present if k.startswith(f"{run}/_commits/")):
+        newest = json.loads(_read(server, bucket, record))["files"]
+        missing = [rel for rel, (_, _, key) in newest.items() if f"{run}/{key}" not in present]
+        assert not missing, f"{record} names objects the store does not have: {missing[:3]}"
+    return sum(1 for rel in newest if "/checkpoint/commits/" in rel and rel.rsplit("/", 1)[1].isdigit())
+
+
+def _read(server: LocalS3Server, bucket: str, key: str) -> bytes:
+    from jobs.store.access import StoreAccess
+    from jobs.store.client import ObjectStore
+
+    env = server.environment()
+    store = ObjectStore(
+        StoreAccess(server.endpoint, "us-east-1", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
+    )
+    try:
+        data = store.get(bucket, key)
+        assert data is not None, key
+        return data
+    finally:
+        store.close()
 
 
 def _listed(server: LocalS3Server, bucket: str, prefix: str) -> list:
@@ -192,26 +222,30 @@ def test_a_second_writer_from_another_process_is_refused(s3_server, bucket, pref
     assert f"the run folder is in use by pid {os.getpid()}" in err
 
 
-def test_a_crash_after_a_sink_commit_then_one_after_the_commit_record_then_a_new_host(
+def test_a_crash_after_the_first_commit_record_then_one_after_a_sink_commit_on_a_new_host(
     s3_server, bucket, prefix, store, clean, tmp_path
 ):
-    """The first crash leaves the store as it was. The second leaves a commit whose Delta log
-    entries are not published yet: the record is the commit, and the next step that opens the run
-    folder, here on a host that never saw it, publishes them from the record's blobs."""
+    """The first crash leaves a commit (the first micro-batch's) whose Delta log entries are not
+    published yet: the record is the commit, and the next step that opens the run folder, here on
+    a host that never saw it, publishes them from the record's blobs. That step crashes right after
+    a later micro-batch's sink commit, before its record: the store keeps the micro-batches before.
+    A third run finishes as a clean run."""
     spec, reference = clean
     settings, url = _settings(tmp_path, lease_seconds=2), f"s3a://{bucket}/{prefix}"
     env = s3_server.environment()
-    after_sink = _lockstep("stream", spec, url, settings, {**env, "LOCKSTEP_FAULT_AFTER_SINK_COMMIT": "2"})
-    assert after_sink.wait(600) == 70
-    assert _listed(s3_server, bucket, f"{prefix}/q/_commits/") == []
-    time.sleep(2.5)  # the crashed writer's lease lapses
+    sink_log = f"{prefix}/q/stages/stage1_dedup/stream/_delta_log/00000000000000000000.json"
     after_record = _lockstep("stream", spec, url, settings, {**env, "LOCKSTEP_FAULT_AFTER_STORE_RECORD": "1"})
     assert after_record.wait(600) == 71
     assert len(_listed(s3_server, bucket, f"{prefix}/q/_commits/")) == 1
-    assert store.get(bucket, f"{prefix}/q/stream/_delta_log/00000000000000000000.json") is None  # not published
+    assert store.get(bucket, sink_log) is None  # not published
     shutil.rmtree(tmp_path / "work")
+    time.sleep(2.5)  # the crashed writer's lease lapses
+    after_sink = _lockstep("stream", spec, url, settings, {**env, "LOCKSTEP_FAULT_AFTER_SINK_COMMIT": "3"})
+    assert after_sink.wait(600) == 70
+    assert store.get(bucket, sink_log) is not None  # published by the restore
+    assert 1 <= _micro_batches_committed(s3_server, bucket, f"{prefix}/q") <= 3
     time.sleep(2.5)
-    assert _finish(_lockstep("stream", spec, url, settings, env)) == 0  # nothing new: restores and publishes
+    assert _finish(_lockstep("stream", spec, url, settings, env)) == 0
     assert _store_tables(s3_server, url, TWO_STAGE) == tables_and_feeds(reference, TWO_STAGE)
 
 
