@@ -22,6 +22,10 @@ from jobs.store.signing import EMPTY_SHA256, signed_headers
 
 _S3 = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _ATTEMPTS = (0.2, 0.8)  # pauses between the three tries of a request that did not reach the store
+# Pauses between the tries of a request the store answered with a server error (500, 502, 503,
+# 504: busy, or a server still coming up), backing off as S3's clients do.
+_BUSY_ATTEMPTS = (0.25, 0.5, 1.0, 2.0, 4.0)
+_BUSY = {500, 502, 503, 504}
 _CHUNK = 1 << 20
 
 
@@ -118,6 +122,23 @@ class ObjectStore:
         data: bytes = b"",
         headers: dict[str, str] | None = None,
         query: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        for pause in (*_BUSY_ATTEMPTS, None):
+            response = self._reach(method, bucket, key, data=data, headers=headers, query=query)
+            if response.status_code not in _BUSY or pause is None:
+                return response
+            time.sleep(pause)
+        raise AssertionError("unreachable")
+
+    def _reach(
+        self,
+        method: str,
+        bucket: str,
+        key: str,
+        *,
+        data: bytes,
+        headers: dict[str, str] | None,
+        query: dict[str, str] | None,
     ) -> httpx.Response:
         path = f"/{bucket}/{key}" if key else f"/{bucket}"
         query = query or {}

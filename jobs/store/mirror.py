@@ -2,8 +2,9 @@
 
 What the store holds under a run folder's URL (docs/object-storage.md):
 
-  _commits/<n>.json   commit records: every file of the run folder, with its SHA-256, its size
-                      and the key its content is at; the newest record is the run folder
+  _commits/<n>.json   commit records: every file of the run folder, with its SHA-256, its size,
+                      the key its content is at and its modification time; the newest record is
+                      the run folder
   _blobs/<sha256>     the content of lockstep's own files (`_state/`) and of every file that
                       can change (report.json, Data Docs, a Delta log's entries), by content
   stream/, batch/ …   the Delta tables and reports at their own keys, for anyone to read
@@ -43,10 +44,14 @@ class Entry:
     sha256: str
     size: int
     key: str  # the object key, relative to the run folder's URL
-    mtime_ns: int = 0  # the local copy's, so an unchanged file is not hashed again
+    # The file's modification time, restored with it: Spark's file source orders the staged
+    # segments by it and forgets files older than its newest by more than a week, so a segment
+    # restored with today's time would be read again. Also, with the size, how the working copy
+    # knows an unchanged file without hashing it again.
+    mtime_ns: int = 0
 
     def record(self) -> list:
-        return [self.sha256, self.size, self.key]
+        return [self.sha256, self.size, self.key, self.mtime_ns]
 
 
 @dataclass
@@ -104,10 +109,12 @@ class Mirror:
             (self.root / rel).unlink()
         _remove_empty_folders(self.root)  # an empty _delta_log would pass for a table
         for rel, entry in wanted.items():
-            have = local.get(rel)
+            have, path = local.get(rel), self.root / rel
             if have is None or have.sha256 != entry.sha256:
-                self.store.get_file(self.run.bucket, self.run.key(entry.key), self.root / rel)
-            entry.mtime_ns = (self.root / rel).stat().st_mtime_ns
+                self.store.get_file(self.run.bucket, self.run.key(entry.key), path)
+            if entry.mtime_ns and path.stat().st_mtime_ns != entry.mtime_ns:
+                os.utime(path, ns=(entry.mtime_ns, entry.mtime_ns))
+            entry.mtime_ns = path.stat().st_mtime_ns
         self.root.mkdir(parents=True, exist_ok=True)
         if commit:
             self._publish(commit)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -152,3 +153,16 @@ def test_a_working_copy_unchanged_since_the_last_commit_writes_no_record(store, 
     second = mirror.commit(first, lambda: True)
     assert first is not None and second is not None and second.number == first.number + 1
     assert len(store.list(bucket, f"{prefix}/q/_commits/")) == 2
+
+
+def test_a_restored_file_keeps_its_modification_time(store, bucket, prefix, tmp_path):
+    # Spark's file source orders the staged segments by it, and reads again a file it forgot.
+    run = StoreUrl(bucket, f"{prefix}/q")
+    writer = Mirror(store, run, tmp_path / "a" / "q")
+    segment = "_state/staged/orders/segments/seg-000000000000.parquet"
+    _working_copy(writer.root, {segment: "rows"})
+    os.utime(writer.root / segment, (1_000_000_000, 1_000_000_000))
+    writer.commit(None, lambda: True)
+    reader = Mirror(store, run, tmp_path / "b" / "q")
+    reader.restore()
+    assert (reader.root / segment).stat().st_mtime == 1_000_000_000

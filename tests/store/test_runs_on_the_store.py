@@ -162,7 +162,7 @@ def _micro_batches_committed(server: LocalS3Server, bucket: str, run: str) -> in
     newest: dict = {}
     for record in sorted(k for k in present if k.startswith(f"{run}/_commits/")):
         newest = json.loads(_read(server, bucket, record))["files"]
-        missing = [rel for rel, (_, _, key) in newest.items() if f"{run}/{key}" not in present]
+        missing = [rel for rel, entry in newest.items() if f"{run}/{entry[2]}" not in present]
         assert not missing, f"{record} names objects the store does not have: {missing[:3]}"
     return sum(1 for rel in newest if "/checkpoint/commits/" in rel and rel.rsplit("/", 1)[1].isdigit())
 
