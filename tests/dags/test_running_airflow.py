@@ -35,6 +35,7 @@ from jobs.spec.model import Settings
 from jobs.stream.handler import FAULT_AFTER_COMMIT
 from jobs.stream.job import run_stream
 from tests.conftest import ROOT
+from tests.support.group_watchdog import watch
 
 pytestmark = pytest.mark.slow
 DAG_ID = "lockstep_daily_orders"
@@ -122,6 +123,7 @@ def airflow(tmp_path):
     process = subprocess.Popen(
         [str(ROOT / "scripts" / "airflow.sh")], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
+    watch(process.pid)  # the group dies with this process even if its fixtures never run
     api = Airflow(f"http://127.0.0.1:{port}", tmp_path / "airflow")
     try:
         _wait("the API server and scheduler", lambda: _healthy(api), timeout=240)
