@@ -128,14 +128,18 @@ class Mirror:
         commit's, and a restore after a crash must not trust it."""
         self._write_marker(commit.number if commit else 0, commit.files if commit else {}, clean=False)
 
-    def commit(self, previous: Commit | None, still_holds) -> Commit | None:
+    def commit(self, previous: Commit | None, still_holds, *, prune: bool = True) -> Commit | None:
         """Upload what changed and write the next commit record; `still_holds()` is asked just
         before the record, so a writer whose lease lapsed does not commit. A working copy the
-        same as `previous` writes no record (None)."""
+        same as `previous` writes no record (None). `prune`: remove the records before the
+        newest two and the blobs only they name (a step's commits after each micro-batch leave
+        that to its last commit)."""
         before = previous.files if previous else {}
         files = self._scan(self._read_marker().get("files", {}))
         if previous and {r: e.sha256 for r, e in files.items()} == {r: e.sha256 for r, e in before.items()}:
             self._write_marker(previous.number, files, clean=True)
+            if prune:
+                self._prune(previous)
             return None
         tables = _delta_tables(files)
         publish: list[str] = []
@@ -165,7 +169,8 @@ class Mirror:
             os._exit(71)
         self._publish(commit)
         self._write_marker(commit.number, files, clean=True, published=True)
-        self._prune(commit)
+        if prune:
+            self._prune(commit)
         return commit
 
     def _write_record(self, commit: Commit, still_holds) -> None:

@@ -75,7 +75,7 @@ class StoreRunFolder:
             if kind is None:
                 assert self._store is not None and self._lease is not None
                 started = time.monotonic()
-                self.last_commit = self._commit() or self.last_commit
+                self.last_commit = self._commit(prune=True) or self.last_commit
                 self.cost.commit_seconds += time.monotonic() - started
         finally:
             self._close(quiet=kind is not None)
@@ -86,15 +86,15 @@ class StoreRunFolder:
         if self._depth == 0:
             return
         started = time.monotonic()
-        self._commit()
+        self._commit(prune=False)
         assert self._store is not None
         Mirror(self._store, self.run, self.root).begin(self._restored)  # changed again from here on
         self.cost.commit_seconds += time.monotonic() - started
         self.cost.progress_commits += 1
 
-    def _commit(self) -> Commit | None:
+    def _commit(self, *, prune: bool) -> Commit | None:
         assert self._store is not None and self._lease is not None
-        commit = Mirror(self._store, self.run, self.root).commit(self._restored, self._lease.holds)
+        commit = Mirror(self._store, self.run, self.root).commit(self._restored, self._lease.holds, prune=prune)
         if commit is not None:
             self._restored = self.last_commit = commit
         return commit
