@@ -30,7 +30,7 @@ from jobs.changelog.formats import ParsedFile
 from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
 from jobs.changelog.schema import SourceSchema, parse_schema
 from jobs.errors import InputError
-from jobs.runtime.delta import CHANGE_DATA_FEED, CHANGE_TYPE, COMMIT_VERSION, change_feed_frame, read_with_connector
+from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, change_data_feed_on, change_feed_frame, read_with_connector
 from jobs.runtime.delta_connector import require_connector
 from jobs.spec.model import SourceSpec
 from jobs.store.tables import is_table, open_table, readable_by
@@ -103,7 +103,7 @@ def check_table(name: str, spec: SourceSpec) -> None:
     if not is_table(path):
         raise InputError(f"source {name}: not a Delta table (no _delta_log here)", where=str(path))
     table = open_table(path)
-    if str(table.metadata().configuration.get(CHANGE_DATA_FEED, "false")).lower() != "true":
+    if not change_data_feed_on(table):
         raise InputError(
             f"source {name}: the Delta table's change data feed is off; turn it on with "
             f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true) "

@@ -40,8 +40,8 @@ def is_committed(table: DeltaTable, app_id: str, batch_id: int) -> bool:
     return done is not None and done >= batch_id
 
 
-def change_data_feed_on(path: Path | str) -> bool:
-    configuration = DeltaTable(str(path)).metadata().configuration
+def change_data_feed_on(table: DeltaTable) -> bool:
+    configuration = table.metadata().configuration
     return str(configuration.get(CHANGE_DATA_FEED, "false")).lower() == "true"
 
 

@@ -35,6 +35,14 @@ def connector_jars(folder: Path = JARS) -> list[Path]:
     return jars
 
 
+def with_jars(conf: dict[str, str], jars: list[Path]) -> dict[str, str]:
+    """`conf` with `jars` added to spark.jars after those it names."""
+    if not jars:
+        return conf
+    present = [j for j in conf.get("spark.jars", "").split(",") if j]
+    return {**conf, "spark.jars": ",".join([*present, *map(str, jars)])}
+
+
 def connector_conf(jars: list[Path], partitions: int) -> dict[str, str]:
     """Spark settings that load the connector: the jars, Delta's SQL extension and catalog, and
     the log's snapshot state in `partitions` partitions (Delta's default, 50, makes every

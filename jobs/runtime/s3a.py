@@ -10,17 +10,14 @@ import sys
 from pathlib import Path
 
 from jobs.errors import SetupError
+from jobs.runtime.delta_connector import with_jars
 
 JARS = Path(sys.prefix) / "jars" / "s3a"
 
 
 def with_s3a_jars(conf: dict[str, str], folder: Path = JARS) -> dict[str, str]:
     """`conf` with the S3A jars added to spark.jars, when setup fetched them."""
-    jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
-    if not jars:
-        return conf
-    present = [j for j in conf.get("spark.jars", "").split(",") if j]
-    return {**conf, "spark.jars": ",".join([*present, *map(str, jars)])}
+    return with_jars(conf, sorted(folder.glob("*.jar")) if folder.is_dir() else [])
 
 
 def set_hadoop_conf(spark, conf: dict[str, str], needed_for: str) -> None:

@@ -9,17 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from jobs.errors import SetupError
-from jobs.runtime.delta_connector import JARS
+from jobs.runtime.delta_connector import JARS, with_jars
 
 STREAM_JAR = JARS / "lockstep-stream.jar"
 
 
 def with_stream_jar(conf: dict[str, str], jar: Path = STREAM_JAR) -> dict[str, str]:
     """`conf` with the jar added to spark.jars, when setup built it."""
-    if not jar.is_file():
-        return conf
-    jars = [j for j in conf.get("spark.jars", "").split(",") if j]
-    return {**conf, "spark.jars": ",".join([*jars, str(jar)])}
+    return with_jars(conf, [jar] if jar.is_file() else [])
 
 
 def require_stream_jar(spark, needed_for: str) -> None:

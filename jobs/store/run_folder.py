@@ -32,7 +32,6 @@ class StoreCost:
     bytes_put: int = 0
     restore_seconds: float = 0.0  # taking the lease and restoring the working copy
     commit_seconds: float = 0.0  # uploading, the commit record, publishing, pruning
-    progress_commits: int = 0  # commits in the middle of a stream step, one per micro-batch
 
 
 def working_root(runs: StoreUrl, work_dir: Path, query: str) -> Path:
@@ -90,7 +89,6 @@ class StoreRunFolder:
         assert self._store is not None
         Mirror(self._store, self.run, self.root).begin(self._restored)  # changed again from here on
         self.cost.commit_seconds += time.monotonic() - started
-        self.cost.progress_commits += 1
 
     def _commit(self, *, prune: bool) -> Commit | None:
         assert self._store is not None and self._lease is not None

@@ -51,7 +51,9 @@ def with_local_sources(spec: QuerySpec, settings: Settings) -> tuple[QuerySpec, 
 
 def reach_delta_sources(spec: QuerySpec, settings: Settings) -> tuple[StoreUrl, ...]:
     """The Delta sources on a store, each bucket's access registered for their readers."""
-    urls = tuple(StoreUrl.parse(s.path) for s in spec.sources.values() if isinstance(s.path, str))
+    urls = tuple(
+        StoreUrl.parse(s.path) for s in spec.sources.values() if isinstance(s.path, str) and s.format == "delta"
+    )
     for url in urls:
         reach(str(url), store_access(settings.store, str(url)))
     return urls

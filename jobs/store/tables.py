@@ -28,15 +28,11 @@ def reach(url: str, access: StoreAccess) -> None:
 
 def open_table(location: Path | str, version: int | None = None) -> DeltaTable:
     """The Delta table at a local path or an s3a:// URL."""
-    if not is_store_url(location):
-        return DeltaTable(str(location), version=version)
-    return DeltaTable(str(location), version=version, storage_options=_access(str(location)).delta_rs_options())
+    return DeltaTable(str(location), version=version, storage_options=_storage_options(location))
 
 
 def is_table(location: Path | str) -> bool:
-    if not is_store_url(location):
-        return DeltaTable.is_deltatable(str(location))
-    return DeltaTable.is_deltatable(str(location), storage_options=_access(str(location)).delta_rs_options())
+    return DeltaTable.is_deltatable(str(location), storage_options=_storage_options(location))
 
 
 def readable_by(spark, location: Path | str, needed_for: str) -> str:
@@ -53,6 +49,11 @@ def readable_by(spark, location: Path | str, needed_for: str) -> str:
             _close_cached_file_system(spark, bucket)
         _SET[held] = access
     return str(location)
+
+
+def _storage_options(location: Path | str) -> dict[str, str] | None:
+    """delta-rs's storage options for a store URL; none for a local path."""
+    return _access(str(location)).delta_rs_options() if is_store_url(location) else None
 
 
 def _access(url: str) -> StoreAccess:
