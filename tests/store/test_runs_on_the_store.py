@@ -12,12 +12,16 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
 from jobs.cli.local_store import LocalS3Server
+from jobs.store.access import StoreAccess
+from jobs.store.client import ObjectStore
 from jobs.store.lease import Lease
 from jobs.store.url import StoreUrl
 from tests.chaos.test_kills import committed_batches, dedup_then_distinct_spec, tables_and_feeds
@@ -158,43 +162,34 @@ def test_the_store_gone_mid_run_is_one_line_and_the_rerun_finishes_as_a_clean_ru
 def _micro_batches_committed(server: LocalS3Server, bucket: str, run: str) -> int:
     """How many micro-batches the newest commit record holds, over the stages' checkpoints,
     after checking that every record names only objects the store has."""
-    present = {item.key for item in _listed(server, bucket, f"{run}/")}
-    newest: dict = {}
-    for record in sorted(k for k in present if k.startswith(f"{run}/_commits/")):
-        newest = json.loads(_read(server, bucket, record))["files"]
-        missing = [rel for rel, entry in newest.items() if f"{run}/{entry[2]}" not in present]
-        assert not missing, f"{record} names objects the store does not have: {missing[:3]}"
+    with _client(server) as store:
+        present = {item.key for item in store.list(bucket, f"{run}/")}
+        newest: dict = {}
+        for record in sorted(k for k in present if k.startswith(f"{run}/_commits/")):
+            data = store.get(bucket, record)
+            assert data is not None, record
+            newest = json.loads(data)["files"]
+            missing = [rel for rel, entry in newest.items() if f"{run}/{entry[2]}" not in present]
+            assert not missing, f"{record} names objects the store does not have: {missing[:3]}"
     return sum(1 for rel in newest if "/checkpoint/commits/" in rel and rel.rsplit("/", 1)[1].isdigit())
 
 
-def _read(server: LocalS3Server, bucket: str, key: str) -> bytes:
-    from jobs.store.access import StoreAccess
-    from jobs.store.client import ObjectStore
-
+@contextmanager
+def _client(server: LocalS3Server) -> Iterator[ObjectStore]:
+    """A client of `server`, whichever ports it has now."""
     env = server.environment()
     store = ObjectStore(
         StoreAccess(server.endpoint, "us-east-1", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
     )
     try:
-        data = store.get(bucket, key)
-        assert data is not None, key
-        return data
+        yield store
     finally:
         store.close()
 
 
 def _listed(server: LocalS3Server, bucket: str, prefix: str) -> list:
-    from jobs.store.access import StoreAccess
-    from jobs.store.client import ObjectStore
-
-    env = server.environment()
-    store = ObjectStore(
-        StoreAccess(server.endpoint, "us-east-1", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
-    )
-    try:
+    with _client(server) as store:
         return store.list(bucket, prefix)
-    finally:
-        store.close()
 
 
 def test_wrong_credentials_stop_the_step_before_spark_starts(s3_server, bucket, prefix, tmp_path):

@@ -18,24 +18,17 @@ def watch(group: int) -> subprocess.Popen:
 
 
 def _watch(parent: int, group: int) -> None:
-    while _alive(group):
-        if not _alive_process(parent):
+    while _alive(os.killpg, group):
+        if not _alive(os.kill, parent):
             os.killpg(group, signal.SIGKILL)
             return
         time.sleep(1)
 
 
-def _alive(group: int) -> bool:
+def _alive(send, target: int) -> bool:
+    """Whether the process (os.kill) or process group (os.killpg) `target` still exists."""
     try:
-        os.killpg(group, 0)
-        return True
-    except ProcessLookupError:
-        return False
-
-
-def _alive_process(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
+        send(target, 0)
         return True
     except ProcessLookupError:
         return False
