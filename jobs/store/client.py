@@ -11,6 +11,8 @@ import os
 import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -34,6 +36,7 @@ class Listed:
     key: str
     size: int
     etag: str = ""
+    modified: float = 0.0  # seconds since the epoch (the store's Last-Modified)
 
 
 class ObjectStore:
@@ -86,31 +89,55 @@ class ObjectStore:
         partial.write_bytes(data)
         os.replace(partial, path)  # the local working folder is a POSIX disk
 
+    def head(self, bucket: str, key: str) -> Listed | None:
+        """An object's size and time, None when no object has the key."""
+        response = self._send("HEAD", bucket, key)
+        if response.status_code == 404:
+            return None
+        self._raise_for(response, f"s3a://{bucket}/{key}")
+        headers = response.headers
+        modified = parsedate_to_datetime(headers["last-modified"]).timestamp()
+        return Listed(key, int(headers.get("content-length", 0)), headers.get("etag", "").strip('"'), modified)
+
     def delete(self, bucket: str, key: str) -> None:
         response = self._send("DELETE", bucket, key)
         if response.status_code != 404:
             self._raise_for(response, f"s3a://{bucket}/{key}")
 
     def list(self, bucket: str, prefix: str) -> list[Listed]:
+        """Every object under the prefix, at any depth."""
+        return self._listing(bucket, prefix)[0]
+
+    def children(self, bucket: str, folder: str) -> tuple[list[Listed], list[str]]:
+        """The objects directly in a folder (a prefix ending in /) and the names of its
+        sub-folders: a listing with "/" as the delimiter."""
+        return self._listing(bucket, folder, delimiter="/")
+
+    def any_under(self, bucket: str, prefix: str) -> bool:
+        """Whether an object's key starts with the prefix: one listing of one key."""
+        return bool(self._listing(bucket, prefix, limit=1)[0])
+
+    def _listing(
+        self, bucket: str, prefix: str, *, delimiter: str | None = None, limit: int | None = None
+    ) -> tuple[list[Listed], list[str]]:
         found: list[Listed] = []
+        folders: list[str] = []
         token: str | None = None
         while True:
             query = {"list-type": "2", "prefix": prefix}
+            if delimiter:
+                query["delimiter"] = delimiter
+            if limit:
+                query["max-keys"] = str(limit)
             if token:
                 query["continuation-token"] = token
             response = self._send("GET", bucket, "", query=query)
             self._raise_for(response, f"s3a://{bucket}/{prefix}")
             root = ElementTree.fromstring(response.content)
-            for item in root.iter(f"{_S3}Contents"):
-                found.append(
-                    Listed(
-                        item.findtext(f"{_S3}Key", ""),
-                        int(item.findtext(f"{_S3}Size", "0")),
-                        item.findtext(f"{_S3}ETag", "").strip('"'),
-                    )
-                )
-            if root.findtext(f"{_S3}IsTruncated") != "true":
-                return found
+            found.extend(_listed(item) for item in root.iter(f"{_S3}Contents"))
+            folders.extend(p.findtext(f"{_S3}Prefix", "") for p in root.iter(f"{_S3}CommonPrefixes"))
+            if limit or root.findtext(f"{_S3}IsTruncated") != "true":
+                return found, folders
             token = root.findtext(f"{_S3}NextContinuationToken")
 
     def _send(
@@ -182,6 +209,16 @@ class ObjectStore:
             f"the object store at {self.access.endpoint} answered {response.status_code} {code or ''}".rstrip(),
             where=where,
         )
+
+
+def _listed(item: ElementTree.Element) -> Listed:
+    modified = item.findtext(f"{_S3}LastModified", "")
+    return Listed(
+        item.findtext(f"{_S3}Key", ""),
+        int(item.findtext(f"{_S3}Size", "0")),
+        item.findtext(f"{_S3}ETag", "").strip('"'),
+        datetime.fromisoformat(modified.replace("Z", "+00:00")).timestamp() if modified else 0.0,
+    )
 
 
 def _error_code(response: httpx.Response) -> str | None:

@@ -18,24 +18,25 @@ micro-batch's offset up to its own.
 from __future__ import annotations
 
 import json
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from urllib.parse import unquote, urlparse
 
 from jobs.changelog.staging import StagedChangelog
 from jobs.errors import RunStateError
+from jobs.store.files import RunPath
 
 
-def committed_batches(checkpoint: Path) -> list[int]:
+def committed_batches(checkpoint: RunPath) -> list[int]:
     """The ids of the micro-batches Spark recorded as done, in order."""
     return _batch_ids(checkpoint / "commits")
 
 
-def planned_batches(checkpoint: Path) -> list[int]:
+def planned_batches(checkpoint: RunPath) -> list[int]:
     """The ids of the micro-batches Spark planned (recorded an offset for), in order."""
     return _batch_ids(checkpoint / "offsets")
 
 
-def recorded_conf(checkpoint: Path) -> dict[str, str] | None:
+def recorded_conf(checkpoint: RunPath) -> dict[str, str] | None:
     """The Spark settings the query's newest offset log entry records (Spark writes them at the
     first micro-batch and carries them over to every later one); None before any micro-batch."""
     offsets = checkpoint / "offsets"
@@ -48,7 +49,7 @@ def recorded_conf(checkpoint: Path) -> dict[str, str] | None:
     return None
 
 
-def batch_timestamp_ms(checkpoint: Path, batch_id: int) -> int:
+def batch_timestamp_ms(checkpoint: RunPath, batch_id: int) -> int:
     """Spark's time of a micro-batch (milliseconds since the epoch), which its offset log entry
     records when the micro-batch is planned: a replay of it has the same."""
     entry = checkpoint / "offsets" / str(batch_id)
@@ -58,12 +59,12 @@ def batch_timestamp_ms(checkpoint: Path, batch_id: int) -> int:
     raise RunStateError(f"Spark's offset log has no time for micro-batch {batch_id}", where=str(entry))
 
 
-def _batch_ids(log: Path) -> list[int]:
+def _batch_ids(log: RunPath) -> list[int]:
     """The batch ids of one of the checkpoint's logs: a file per batch, named by its id."""
     return sorted(int(p.name) for p in log.iterdir() if p.name.isdigit()) if log.exists() else []
 
 
-def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:
+def logged_files(checkpoint: RunPath, source_index: int) -> dict[int, set[str]]:
     """File-log entry -> names of the files found in it.
 
     Spark's `<c>.compact` holds the entries of every batch up to c, so the newest one and the
@@ -79,12 +80,12 @@ def logged_files(checkpoint: Path, source_index: int) -> dict[int, set[str]]:
     return taken
 
 
-def current_log_files(folder: Path) -> list[Path]:
+def current_log_files(folder: RunPath) -> list[RunPath]:
     """The newest compact file (if any) and the plain log files after it."""
     if not folder.exists():
         return []
-    plain: dict[int, Path] = {}
-    compact: dict[int, Path] = {}
+    plain: dict[int, RunPath] = {}
+    compact: dict[int, RunPath] = {}
     for log in folder.iterdir():
         batch, _, suffix = log.name.partition(".")
         if batch.isdigit() and suffix in ("", "compact"):
@@ -93,7 +94,7 @@ def current_log_files(folder: Path) -> list[Path]:
     return ([compact[since]] if compact else []) + [plain[b] for b in sorted(plain) if b > since]
 
 
-def read_up_to(checkpoint: Path, source_index: int, batch_id: int) -> int:
+def read_up_to(checkpoint: RunPath, source_index: int, batch_id: int) -> int:
     """The file-log entry of source `source_index` that micro-batch `batch_id` read up to, from
     the offset log (its lines after the version and the batch's metadata are the sources' offsets,
     in source order; "-" for a source that has none yet). -1 before the first micro-batch."""
@@ -129,12 +130,12 @@ def consumed_rows(taken: dict[int, set[str]], up_to: int, staged: StagedChangelo
     return end
 
 
-def consumed_by(checkpoint: Path, source_index: int, batch_id: int, staged: StagedChangelog) -> int:
+def consumed_by(checkpoint: RunPath, source_index: int, batch_id: int, staged: StagedChangelog) -> int:
     """Rows of the source that the micro-batches up to `batch_id` consumed."""
     return consumed_rows(logged_files(checkpoint, source_index), read_up_to(checkpoint, source_index, batch_id), staged)
 
 
-def largest_unread_segment(checkpoint: Path, source_index: int, staged: StagedChangelog) -> int:
+def largest_unread_segment(checkpoint: RunPath, source_index: int, staged: StagedChangelog) -> int:
     """Rows of the largest staged segment past what the committed micro-batches consumed: at most
     what one micro-batch of the coming run reads from this source. Segments already consumed do
     not count, or one large first run would size every later small increment as large work."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from jobs.runtime.layout import RunLayout
-from jobs.stream.spark_logs import rewrite_log, write_atomically
+from jobs.store.files import replace_whole
+from jobs.stream.spark_logs import rewrite_log
 
 ROOT_FILE = "root"  # in _state/: the absolute path the run folder was last streamed at
 
@@ -27,7 +28,7 @@ def follow_moved_run_folder(layout: RunLayout) -> int:
     before = Path(recorded.read_text().strip()) if recorded.exists() else None
     rewritten = _rewrite_source_logs(here, before, here) if before is not None and before != here else 0
     layout.state.mkdir(parents=True, exist_ok=True)
-    write_atomically(recorded, f"{here}\n")
+    replace_whole(recorded, f"{here}\n")
     return rewritten
 
 

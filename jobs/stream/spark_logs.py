@@ -10,26 +10,19 @@ two steps leaves the old log without its checksum, which still reads, and is rew
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
+from jobs.store.files import RunPath, replace_whole
 from jobs.stream.offsets import current_log_files, planned_batches, read_up_to
 
 
-def rewrite_log(path: Path, text: str) -> None:
-    """Replace a log file's text: its checksum goes first, then the text."""
+def rewrite_log(path: RunPath, text: str) -> None:
+    """Replace a log file's text: its checksum goes first (on a store Hadoop's S3A keeps none),
+    then the text."""
     path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
-    write_atomically(path, text)
+    replace_whole(path, text)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """A crash leaves the old file or the new one, never half of either."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    os.replace(partial, path)
-
-
-def forget_unplanned_finds(checkpoint: Path) -> int:
+def forget_unplanned_finds(checkpoint: RunPath) -> int:
     """Empty the file-source log entries that no micro-batch planned; returns how many log files
     changed.
 
