@@ -43,7 +43,7 @@ from expectations.window_check import WindowCheck
 from jobs.changelog.columns import COUNT
 from jobs.changelog.kinds import CDF_CHANGE_TYPES
 from jobs.changelog.quarantine import read_quarantine
-from jobs.changelog.staging import StagedChangelog
+from jobs.changelog.staging import staged_changelog
 from jobs.lookup.spark import lookup_figures
 from jobs.plan import Plan, StagePlan
 from jobs.plan.explain import explain
@@ -132,7 +132,7 @@ def _check(
         consistency_point={"sink_version": point.sink_version, "sources": point.to_json()["sources"]},
         quarantined_rows=read_quarantine(layout.quarantine).num_rows,
         source_anomalies=read_quarantine(layout.anomalies).num_rows,
-        rows_with_absent_fields=sum(StagedChangelog(layout.staged(t)).absent_fields for t in plan.source_tables),
+        rows_with_absent_fields=sum(staged_changelog(layout, t).absent_fields for t in plan.source_tables),
         micro_batches=micro_batches(layout, point.last_batch),
         sink={"path": "stream", "primary_key": list(plan.sink_key), "version": point.sink_version},
         data_docs=DATA_DOCS,

@@ -43,7 +43,7 @@ from expectations.window_check import WindowCheck
 from jobs.changelog.columns import FILE, LINE
 from jobs.changelog.frames import consumed_changes, source_snapshot
 from jobs.changelog.quarantine import read_quarantine
-from jobs.changelog.staging import StagedChangelog
+from jobs.changelog.staging import staged_changelog
 from jobs.lookup.tables import lookup_joins
 from jobs.plan import Plan
 from jobs.plan.nodes import ChangelogSource, LookupJoin
@@ -211,7 +211,7 @@ def _keys_fed_by(evidence: Evidence, source: str, rows: DataFrame) -> DataFrame:
     spark, plan = evidence.spark, evidence.plan
     tables = {
         s.table: source_snapshot(
-            spark, StagedChangelog(evidence.layout.staged(s.table)), evidence.point.rows_consumed(s.table)
+            spark, staged_changelog(evidence.layout, s.table), evidence.point.rows_consumed(s.table)
         )
         for s in plan.sources
     }
@@ -224,7 +224,7 @@ def _keys_fed_by(evidence: Evidence, source: str, rows: DataFrame) -> DataFrame:
 def _suspect_images(spark: SparkSession, layout: RunLayout, source: str, consumed: int, anomalies) -> DataFrame:
     """The row images a protocol-breaking change involves: with a primary key, every image its key
     ever had (a +U without its -U leaves the old image counted), else the row itself."""
-    staged = StagedChangelog(layout.staged(source))
+    staged = staged_changelog(layout, source)
     changes = consumed_changes(spark, staged, consumed)
     mine = [
         (f, line)
@@ -250,9 +250,9 @@ def _lookups_changed(evidence: Evidence) -> Found | None:
         changed_keys += changed.count()
         keys = changed.toDF(*node.input_keys)
         consumed = evidence.point.rows_consumed(node.input.table)
-        rows = source_snapshot(
-            evidence.spark, StagedChangelog(evidence.layout.staged(node.input.table)), consumed
-        ).join(keys, list(node.input_keys), "left_semi")
+        rows = source_snapshot(evidence.spark, staged_changelog(evidence.layout, node.input.table), consumed).join(
+            keys, list(node.input_keys), "left_semi"
+        )
         touched.append(_keys_fed_by(evidence, node.input.table, rows))
     if not changed_keys:
         return None

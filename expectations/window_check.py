@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from expectations.columns import Columns
@@ -20,11 +19,11 @@ from expectations.sql import BATCH_VIEW, LATE_WINDOWS_VIEW, STREAM_COMPARED_VIEW
 from expectations.suites import SuiteSpec
 from expectations.suites.windows import ExpectWindowsWithoutLateEventsAgree, windows_suite
 from jobs.batch.without_late import batch_without_late
-from jobs.changelog.staging import StagedChangelog
+from jobs.changelog.staging import staged_changelog
 from jobs.plan import Plan
 from jobs.plan.nodes import SessionAggregate
 from jobs.point import ConsistencyPoint
-from jobs.runtime.delta import read_snapshot
+from jobs.runtime.delta import is_delta_table, read_snapshot
 from jobs.runtime.layout import RunLayout
 
 WITHOUT_LATE_VIEW = "lockstep_batch_without_late"
@@ -40,7 +39,7 @@ class WindowCheck:
 
     @classmethod
     def of(cls, spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> WindowCheck:
-        if DeltaTable.is_deltatable(str(layout.late_events)):
+        if is_delta_table(layout.late_events):
             late = read_snapshot(spark, layout.late_events)
         else:
             late = spark.createDataFrame([], "window_start TIMESTAMP, window_end TIMESTAMP, op STRING")
@@ -105,7 +104,7 @@ class WindowCheck:
         """The differing rows left when the batch result is recomputed without the late events."""
         if self.without_late is None:
             source = self.plan.sources[0]
-            staged = StagedChangelog(self.layout.staged(source.table))
+            staged = staged_changelog(self.layout, source.table)
             consumed = self.point.rows_consumed(source.table)
             self.without_late = batch_without_late(spark, self.plan, staged, consumed).cache()
         self.without_late.createOrReplaceTempView(WITHOUT_LATE_VIEW)

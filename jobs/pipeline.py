@@ -78,16 +78,19 @@ class Pipeline:
         plan = replace(plan, spec=spec)
         progress = progress or Progress(quiet=True)
         runs = location(runs_dir or settings.runs_dir)
-        if settings.spark.on_cluster and (copies or isinstance(runs, str)):
+        if settings.spark.on_cluster and copies and not isinstance(runs, str):
             raise StoreError(
-                f"an object store's run folders and changelog folders are worked on in a copy on this host, which a "
-                f"cluster's executors ({settings.spark.master}) cannot see: use a local[N] master with them "
-                f"(docs/object-storage.md)",
-                where=str(runs) if isinstance(runs, str) else str(copies[0].url),
+                f"a changelog folder on an object store is copied to this host, which a cluster's executors "
+                f"({settings.spark.master}) cannot see when they stage it into a local run folder: put the run folder "
+                f"on the store too, or use a local[N] master (docs/object-storage.md)",
+                where=str(copies[0].url),
             )
         if isinstance(runs, str):
             folder = store_run_folder(runs, plan.spec.name, settings)
-            return cls(plan, settings, RunLayout(folder.root), progress, folder, copies, tables)
+            layout = RunLayout(folder.root)
+            if settings.spark.on_cluster:
+                layout, settings = folder.shared_with_spark(layout, settings)
+            return cls(plan, settings, layout, progress, folder, copies, tables)
         return cls(plan, settings, RunLayout.for_query(runs, plan.spec.name), progress, None, copies, tables)
 
     @property

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
-from deltalake import DeltaTable
-
 from jobs.errors import RunStateError
+from jobs.runtime.delta import is_delta_table, open_delta
 from jobs.runtime.layout import RunLayout
 
 FINGERPRINT_KEY = "lockstep.consistency_point"  # batch table commit metadata
@@ -132,11 +131,11 @@ def latest_logical_date(layout: RunLayout) -> date | None:
 
 def batch_is_at(layout: RunLayout, point: ConsistencyPoint) -> bool:
     """Whether the batch result in place was computed at this point."""
-    if not DeltaTable.is_deltatable(str(layout.batch)):
+    if not is_delta_table(layout.batch):
         return False
     # The newest commit a batch step wrote: later commits by hand (an edit, a test's tampering)
     # change the rows, not the point they were computed at.
-    history = DeltaTable(str(layout.batch)).history()
+    history = open_delta(layout.batch).history()
     written = next((found for found in map(_fingerprint_in, history) if found is not None), None)
     return written == point.fingerprint()
 

@@ -13,7 +13,7 @@ from datetime import date
 
 from jobs.changelog.delta_source import consumed_version, table_as_of
 from jobs.changelog.frames import source_snapshot
-from jobs.changelog.staging import StagedChangelog
+from jobs.changelog.staging import staged_changelog
 from jobs.lookup.tables import lookup_tables
 from jobs.plan import Plan
 from jobs.point import FINGERPRINT_KEY, ConsistencyPoint, read_point
@@ -79,7 +79,7 @@ def _source_table(spark, plan: Plan, name: str, layout: RunLayout, consumed: int
     stream had reached (independent of the staged changelog); a folder source, and a Delta
     source whose rows were set aside or consumed to the middle of a version, from the staged
     changelog."""
-    staged = StagedChangelog(layout.staged(name))
+    staged = staged_changelog(layout, name)
     spec = plan.spec.sources[name]
     if spec.format == "delta":
         version = consumed_version(staged.manifest, consumed)

@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
@@ -28,7 +27,7 @@ from jobs.changelog.feed_spark import SparkFeedStager, stage_versions
 from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind, weights_of
 from jobs.changelog.schema import SourceSchema, schema_of_arrow
 from jobs.changelog.segments import SEGMENTS, put_in_order, segment_name
-from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, read_change_feed, table_version
+from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION, open_delta, read_change_feed, table_version
 
 
 def stage_change_feed(
@@ -47,7 +46,7 @@ def stage_change_feed(
     The manifest is written even when there is nothing new: an earlier stage that has emitted
     nothing yet (a join without matches) is an empty changelog, not a missing one."""
     (directory / SEGMENTS).mkdir(parents=True, exist_ok=True)
-    schema = schema_of_arrow(pa.schema(DeltaTable(str(table)).schema().to_arrow()), columns)
+    schema = schema_of_arrow(pa.schema(open_delta(table).schema().to_arrow()), columns)
     manifest = _read(directory) or _new_manifest(name, schema, key)
     last_version = table_version(table)
     if manifest["next_version"] > last_version:

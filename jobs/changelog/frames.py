@@ -23,7 +23,7 @@ def weight() -> Column:
 
 def consumed_changes(spark: SparkSession, staged: StagedChangelog, consumed: int) -> DataFrame:
     """The changelog rows before position `consumed` (every staged column), or an empty frame."""
-    files = [str(staged.directory / seg["file"]) for seg in staged.segments()]
+    files = [str(staged.spark_directory / seg["file"]) for seg in staged.segments()]
     if not files:
         return spark.createDataFrame([], staged.segment_ddl())
     return spark.read.schema(staged.segment_ddl()).parquet(*files).where(F.col(SEQ) < consumed)

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 
-from jobs.runtime.delta import is_committed
+from jobs.runtime.delta import is_committed, is_delta_table, open_delta
 
 SCHEMA = pa.schema(
     [
@@ -46,12 +46,12 @@ def append_quarantine(path: Path, table: pa.Table, *, app_id: str, version: int)
 
 
 def read_quarantine(path: Path) -> pa.Table:
-    if not DeltaTable.is_deltatable(str(path)):
+    if not is_delta_table(path):
         return SCHEMA.empty_table()
-    return DeltaTable(str(path)).to_pyarrow_table()
+    return open_delta(path).to_pyarrow_table()
 
 
 def _already_committed(path: Path, app_id: str, version: int) -> bool:
-    if not DeltaTable.is_deltatable(str(path)):
+    if not is_delta_table(path):
         return False
-    return is_committed(DeltaTable(str(path)), app_id, version)
+    return is_committed(open_delta(path), app_id, version)

@@ -64,6 +64,7 @@ from jobs.changelog.segments import (
     move_to_segments,
 )
 from jobs.errors import InputError, RunStateError, place
+from jobs.runtime.layout import RunLayout
 from jobs.spec.model import SourceSpec, StreamSpec
 
 HIDDEN_PREFIXES = (".", "_")
@@ -105,8 +106,11 @@ class StageResult:
 class StagedChangelog:
     """Read access to one source's staged rows."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, spark_directory=None):
         self.directory = directory
+        # Where Spark's executors read the segments (jobs/runtime/layout.py's for_spark): the
+        # same folder, or its place on an object store.
+        self.spark_directory = spark_directory if spark_directory is not None else directory
         manifest = _read_manifest(directory)
         if manifest is None:
             raise RunStateError("no staged changelog here; run `lockstep stream` first", where=str(directory))
@@ -126,6 +130,10 @@ class StagedChangelog:
     @property
     def segment_dir(self) -> Path:
         return self.directory / SEGMENTS
+
+    @property
+    def spark_segment_dir(self):
+        return self.spark_directory / SEGMENTS
 
     @property
     def event_time(self) -> str | None:
@@ -179,6 +187,11 @@ class StagedChangelog:
             pa.field(FILE, pa.string()),
         ]
         return pa.schema(fields).empty_table()
+
+
+def staged_changelog(layout: RunLayout, table: str) -> StagedChangelog:
+    """A source's staged changelog in a run folder, with where Spark reads its segments."""
+    return StagedChangelog(layout.staged(table), layout.for_spark(layout.staged(table)))
 
 
 @dataclass(frozen=True)

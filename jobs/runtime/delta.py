@@ -24,12 +24,18 @@ CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = "_change_type", "_commit_version
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
 
-def is_delta_table(path: Path | str) -> bool:
-    return DeltaTable.is_deltatable(str(path))
+def open_delta(path, version: int | None = None) -> DeltaTable:
+    """A Delta table by delta-rs: at a local path, or at a run folder's place on an object store
+    (a jobs.store.paths.StorePath, which carries its storage options)."""
+    return DeltaTable(str(path), version=version, storage_options=getattr(path, "storage_options", None))
 
 
-def table_version(path: Path | str) -> int:
-    return DeltaTable(str(path)).version()
+def is_delta_table(path) -> bool:
+    return DeltaTable.is_deltatable(str(path), storage_options=getattr(path, "storage_options", None))
+
+
+def table_version(path) -> int:
+    return open_delta(path).version()
 
 
 def is_committed(table: DeltaTable, app_id: str, batch_id: int) -> bool:
@@ -47,7 +53,7 @@ def change_data_feed_on(table: DeltaTable) -> bool:
 
 def read_snapshot(spark: SparkSession, path: Path, version: int | None = None) -> DataFrame:
     """The table (at `version`) as its Parquet files, listed by delta-rs."""
-    table = DeltaTable(str(path), version=version)
+    table = open_delta(path, version)
     files = table.file_uris()
     if files:
         return spark.read.parquet(*files)
@@ -64,7 +70,7 @@ def read_change_feed(path: Path, starting_version: int = 0, ending_version: int 
     """The table's change data feed from `starting_version` on (no rows when the table has no
     such version yet: nothing new), with plain Arrow types (delta-rs returns string_view and
     uint64 columns, which Spark and pandas do not all take)."""
-    table = DeltaTable(str(path))
+    table = open_delta(path)
     last = table.version() if ending_version is None else min(ending_version, table.version())
     if starting_version > last:
         return _feed_schema(table).empty_table()

@@ -18,19 +18,34 @@ runs/<query>/
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
 class RunLayout:
     root: Path
     staging: Path | None = None  # where staged changelogs live: a stage shares its query's
+    # On a cluster with the run folder on an object store (jobs/pipeline.py): the run folder's
+    # URL (a jobs.store.paths.StorePath), where the executors read and write what Spark does:
+    # the checkpoint, the Delta tables Spark writes, the staged segments it reads. `top` is the
+    # query's working folder, whose relative paths map onto it. None: Spark uses the folder.
+    spark_root: Any = None
+    top: Path | None = None
 
     def for_stage(self, name: str) -> RunLayout:
-        return RunLayout(self.root / "stages" / name, staging=self.staging or self.state / "staged")
+        return replace(self, root=self.root / "stages" / name, staging=self.staging or self.state / "staged")
 
-    def stage_table(self, name: str) -> Path:
+    def for_spark(self, path: Path) -> Any:
+        """Where Spark's executors reach a path of the run folder: the path itself, or its place
+        under the run folder's URL."""
+        if self.spark_root is None:
+            return path
+        assert self.top is not None, "a layout with a spark_root knows its top folder"
+        return self.spark_root / path.relative_to(self.top).as_posix()
+
+    def stage_table(self, name: str) -> Any:
         return self.for_stage(name).stream
 
     @classmethod
@@ -38,12 +53,12 @@ class RunLayout:
         return cls(Path(runs_dir) / name)
 
     @property
-    def stream(self) -> Path:
-        return self.root / "stream"
+    def stream(self) -> Any:
+        return self.for_spark(self.root / "stream")
 
     @property
-    def batch(self) -> Path:
-        return self.root / "batch"
+    def batch(self) -> Any:
+        return self.for_spark(self.root / "batch")
 
     @property
     def quarantine(self) -> Path:
@@ -54,8 +69,8 @@ class RunLayout:
         return self.root / "anomalies"
 
     @property
-    def late_events(self) -> Path:
-        return self.root / "late_events"
+    def late_events(self) -> Any:
+        return self.for_spark(self.root / "late_events")
 
     @property
     def pending(self) -> Path:
@@ -74,8 +89,8 @@ class RunLayout:
         return self.root / "_state"
 
     @property
-    def checkpoint(self) -> Path:
-        return self.state / "checkpoint"
+    def checkpoint(self) -> Any:
+        return self.for_spark(self.state / "checkpoint")
 
     @property
     def aggregate_state(self) -> Path:
@@ -91,10 +106,10 @@ class RunLayout:
     def consistency(self) -> Path:
         return self.state / "consistency.json"
 
-    def lookup_answers(self, lookup: str, side: str) -> Path:
+    def lookup_answers(self, lookup: str, side: str) -> Any:
         """What a lookup's service answered the stream (a Parquet file per Spark task and
         micro-batch) or the batch job (one file), for the check to compare."""
-        return self.state / "lookups" / lookup / side
+        return self.for_spark(self.state / "lookups" / lookup / side)
 
     @property
     def points(self) -> Path:
@@ -120,10 +135,10 @@ class RunLayout:
         return self.state / "materializer"
 
     @property
-    def materializer_table(self) -> Path:
+    def materializer_table(self) -> Any:
         """The spark engine's materializer: a Delta table of the live rows
         (jobs/stream/operators/materialize/on_spark_state.py)."""
-        return self.state / "materializer_table"
+        return self.for_spark(self.state / "materializer_table")
 
     def app_id(self, query: str) -> str:
         """The sink's transaction application id: stable for the life of the checkpoint.

@@ -39,6 +39,9 @@ class Listed:
     modified: float = 0.0  # seconds since the epoch (the store's Last-Modified)
 
 
+Listing = tuple[list[Listed], list[str]]  # objects, and the sub-folders a delimited listing names
+
+
 class ObjectStore:
     def __init__(self, access: StoreAccess):
         self.access = access
@@ -108,7 +111,7 @@ class ObjectStore:
         """Every object under the prefix, at any depth."""
         return self._listing(bucket, prefix)[0]
 
-    def children(self, bucket: str, folder: str) -> tuple[list[Listed], list[str]]:
+    def children(self, bucket: str, folder: str) -> Listing:
         """The objects directly in a folder (a prefix ending in /) and the names of its
         sub-folders: a listing with "/" as the delimiter."""
         return self._listing(bucket, folder, delimiter="/")
@@ -119,9 +122,9 @@ class ObjectStore:
 
     def _listing(
         self, bucket: str, prefix: str, *, delimiter: str | None = None, limit: int | None = None
-    ) -> tuple[list[Listed], list[str]]:
-        found: list[Listed] = []
-        folders: list[str] = []
+    ) -> Listing:
+        listing: Listing = ([], [])
+        objects, folders = listing
         token: str | None = None
         while True:
             query = {"list-type": "2", "prefix": prefix}
@@ -134,10 +137,10 @@ class ObjectStore:
             response = self._send("GET", bucket, "", query=query)
             self._raise_for(response, f"s3a://{bucket}/{prefix}")
             root = ElementTree.fromstring(response.content)
-            found.extend(_listed(item) for item in root.iter(f"{_S3}Contents"))
+            objects.extend(_listed(item) for item in root.iter(f"{_S3}Contents"))
             folders.extend(p.findtext(f"{_S3}Prefix", "") for p in root.iter(f"{_S3}CommonPrefixes"))
             if limit or root.findtext(f"{_S3}IsTruncated") != "true":
-                return found, folders
+                return listing
             token = root.findtext(f"{_S3}NextContinuationToken")
 
     def _send(

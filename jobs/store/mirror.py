@@ -8,6 +8,9 @@ What the store holds under a run folder's URL (docs/object-storage.md):
   _blobs/<sha256>     the content of lockstep's own files (`_state/`) and of every file that
                       can change (report.json, Data Docs, a Delta log's entries), by content
   stream/, batch/ …   the Delta tables and reports at their own keys, for anyone to read
+  _state/staged/<source>/segments/
+                      the staged segments at their own keys, where a cluster's executors read
+                      them
 
 A step commits by writing the next record with If-None-Match: *; there is no rename. Content is
 uploaded first, so a record never names a missing object: a step killed before the record leaves
@@ -144,12 +147,13 @@ class Mirror:
         tables = _delta_tables(files)
         publish: list[str] = []
         stored_blobs = {e.key for e in before.values() if e.key.startswith(BLOBS)}
-        for rel, entry in list(files.items()):
+        # In name order: a folder's staged segments reach the store in changelog order.
+        for rel, entry in sorted(files.items()):
             old = before.get(rel)
             try:
                 if old is not None and old.sha256 == entry.sha256:
                     entry.key = old.key
-                elif _is_table_data(rel, tables):
+                elif _is_table_data(rel, tables) or _is_segment(rel):
                     entry.key = rel
                     self.store.put_file(self.run.bucket, self.run.key(rel), self.root / rel)
                 else:
@@ -162,6 +166,7 @@ class Mirror:
                 continue
             if not rel.startswith(PRIVATE) and (old is None or old.sha256 != entry.sha256) and entry.key != rel:
                 publish.append(rel)
+        self._drop_unlisted_segments(files, before)
         commit = Commit((previous.number if previous else 0) + 1, files, sorted(publish, key=_publish_order))
         self._write_record(commit, still_holds)
         self._write_marker(commit.number, files, clean=True, published=False)
@@ -172,6 +177,16 @@ class Mirror:
         if prune:
             self._prune(commit)
         return commit
+
+    def _drop_unlisted_segments(self, files: dict[str, Entry], before: dict[str, Entry]) -> None:
+        """A segment folder that gets new segments loses those at its keys that the commit does
+        not list: a staging that was never committed left them, and Spark's file source, which
+        lists the folder, would read them."""
+        folders = {rel.rsplit("/", 1)[0] for rel in files if _is_segment(rel) and rel not in before}
+        for folder in sorted(folders):
+            for listed in self.store.list(self.run.bucket, self.run.key(folder) + "/"):
+                if listed.key[len(self.run.key()) :].lstrip("/") not in files:
+                    self.store.delete(self.run.bucket, listed.key)
 
     def _write_record(self, commit: Commit, still_holds) -> None:
         if not still_holds():
@@ -312,6 +327,13 @@ def _is_table_data(rel: str, tables: set[str]) -> bool:
     if rel.startswith(PRIVATE) or "/_delta_log/" in rel:
         return False
     return any(rel.startswith(table + "/") for table in tables)
+
+
+def _is_segment(rel: str) -> bool:
+    """A staged changelog segment: written once under its first row's number, and read by
+    Spark's file source from its own key when the executors cannot see the working copy."""
+    folder, _, name = rel.rpartition("/")
+    return folder.endswith("/segments") and "/staged/" in folder and name.startswith("seg-")
 
 
 def _is_log_entry(rel: str) -> bool:

@@ -76,6 +76,11 @@ class StorePath:
     def parent(self) -> StorePath:
         return StorePath(StoreUrl(self.url.bucket, self.url.prefix.rpartition("/")[0]), self.access)
 
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """delta-rs's options for this store (jobs/runtime/delta.py's open_delta)."""
+        return self.access.delta_rs_options()
+
     def with_name(self, name: str) -> StorePath:
         return self.parent / name
 

@@ -13,14 +13,18 @@ it while calling stream, batch and check): only the outermost enters and leaves.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from jobs.errors import StoreError
+from jobs.runtime.layout import RunLayout
+from jobs.spec.model import Settings
 from jobs.store.access import store_access
 from jobs.store.client import ObjectStore
 from jobs.store.lease import Lease
 from jobs.store.mirror import Commit, Mirror
+from jobs.store.paths import StorePath
+from jobs.store.tables import reach
 from jobs.store.url import StoreUrl
 
 _HELD: dict[tuple[str, str], StoreRunFolder] = {}
@@ -96,6 +100,18 @@ class StoreRunFolder:
         if commit is not None:
             self._restored = self.last_commit = commit
         return commit
+
+    def shared_with_spark(self, layout: RunLayout, settings: Settings) -> tuple[RunLayout, Settings]:
+        """For a cluster master: the layout whose Spark areas (checkpoint, Spark's Delta tables,
+        the staged segments it reads) are the run folder's own keys on the store, reached by the
+        executors through S3A; and the settings with the bucket's S3A configuration in Spark's.
+        lockstep's own files stay in the working copy, committed as on a local master."""
+        access = store_access(self.settings.store, str(self.run))
+        reach(str(self.run), access)  # delta-rs, in this process, reads those tables too
+        hadoop = {f"spark.hadoop.{key}": value for key, value in access.hadoop_conf(self.run.bucket).items()}
+        spark = settings.spark.model_copy(update={"extra": {**settings.spark.extra, **hadoop}})
+        shared = replace(layout, spark_root=StorePath(self.run, access), top=layout.root)
+        return shared, settings.model_copy(update={"spark": spark})
 
     def check(self) -> None:
         """The endpoint, the credentials and the bucket, with one request."""

@@ -51,8 +51,11 @@ def readable_by(spark, location: Path | str, needed_for: str) -> str:
     return str(location)
 
 
-def _storage_options(location: Path | str) -> dict[str, str] | None:
-    """delta-rs's storage options for a store URL; none for a local path."""
+def _storage_options(location) -> dict[str, str] | None:
+    """delta-rs's storage options for a store URL (a StorePath carries its own); none for a
+    local path."""
+    if hasattr(location, "storage_options"):
+        return location.storage_options
     return _access(str(location)).delta_rs_options() if is_store_url(location) else None
 
 

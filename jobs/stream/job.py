@@ -82,7 +82,9 @@ def run_stream(
     delta_sources = {name: s for name, s in plan.spec.sources.items() if s.format == "delta"}
     for name, source in delta_sources.items():
         check_table(name, source)
-    as_tasks = plan.spec.stream.engine == "spark"  # the sources staged by the executors
+    # The spark engine's executors stage the folder sources; with the run folder on an object
+    # store they cannot see the working copy, and the driver stages into it.
+    as_tasks = plan.spec.stream.engine == "spark" and layout.spark_root is None
     early = spark_session(settings.spark) if delta_sources or as_tasks else None  # quiet: one line if it fails
     start_in_background(settings.spark, plan.spec)
     with memory_returned():

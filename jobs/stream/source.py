@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.columns import KIND, SEQ, WATERMARK, WEIGHT
 from jobs.changelog.frames import weight
-from jobs.changelog.staging import StagedChangelog, StageResult
+from jobs.changelog.staging import StagedChangelog, StageResult, staged_changelog
 from jobs.plan import Plan
 from jobs.plan.nodes import StagedInput
 from jobs.runtime.layout import RunLayout
@@ -70,14 +70,16 @@ def _staged_line(staged: StageResult, source_format: str) -> str:
 
 
 def staged_input(layout: RunLayout, node: StagedInput) -> StagedChangelog:
-    return StagedChangelog(layout.staged(node.table))
+    return staged_changelog(layout, node.table)
 
 
 def changelog_stream(spark: SparkSession, staged: StagedChangelog) -> DataFrame:
     """The staged changelog as a stream, one segment (micro-batch) per trigger, each row with its
     weight: +1 for +I and +U, -1 for -U and -D."""
     segments = (
-        spark.readStream.schema(staged.segment_ddl()).option("maxFilesPerTrigger", 1).parquet(str(staged.segment_dir))
+        spark.readStream.schema(staged.segment_ddl())
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(staged.spark_segment_dir))
     )
     watermark = [WATERMARK] if staged.event_time else []
     return segments.select(*staged.schema.names, weight().alias(WEIGHT), SEQ, KIND, *watermark)

@@ -34,7 +34,9 @@ def forget_unplanned_finds(checkpoint: RunPath) -> int:
     planned = planned_batches(checkpoint)
     last = planned[-1] if planned else -1
     changed = 0
-    for folder in sorted((checkpoint / "sources").glob("[0-9]*")):
+    sources: RunPath = checkpoint / "sources"
+    folders: list[RunPath] = sorted(sources.glob("[0-9]*"), key=lambda p: p.name)
+    for folder in folders:
         up_to = read_up_to(checkpoint, int(folder.name), last)
         for log in current_log_files(folder):
             version, *entries = log.read_text().splitlines()

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from contextlib import nullcontext
 
 import pyarrow as pa
-from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_type
@@ -26,6 +25,7 @@ from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
 from jobs.runtime.tables import tables_for
 from jobs.spark_sql import first_content
+from jobs.store.tables import open_table
 from jobs.stream.emitters import Emitter, emitter_for
 from jobs.stream.handler import MicroBatchHandler, StreamCounts
 from jobs.stream.offsets import committed_batches
@@ -66,6 +66,10 @@ def run_stage(
     store = store_in_effect(own.aggregate_state, own.checkpoint, wanted)
     with progress.waiting("  opening the sink and the changelog feeds ..."):
         _stage_feeds(spark, stage, layout)
+        if own.spark_root is not None and after_micro_batch is not None:
+            # The executors work on the store, beside the working copy: what the query starts
+            # from (the staged segments it lists, the engine marker) is committed first.
+            after_micro_batch()
         initial = with_sink_columns(first_content(spark, plan, stage), stage)
         sink = open_writer(stage.spec.sink.writer, spark, own.stream, write_key(stage, initial), own.app_id(stage.name))
         _ensure_sink(sink, initial, stage, own)
@@ -161,7 +165,9 @@ def _emitter(
     )
     if stage.window is not None and stage.window.emit == "final":
         if keyed_state is not None:
-            emitter = FinalWindowsTable(keyed_state, emitter, layout.pending, stage.sink_key, sink.app_id)
+            emitter = FinalWindowsTable(
+                keyed_state, emitter, layout.for_spark(layout.pending), stage.sink_key, sink.app_id
+            )
         else:
             emitter = FinalWindowEmitter(emitter, layout.pending, stage.sink_key, sink.app_id)
         emitter.create_pending(initial)
@@ -213,7 +219,7 @@ def _ensure_sink(sink: TableWriter, rows: pa.Table, stage: StagePlan, layout: Ru
         what = "intermediate stage table" if stage.is_intermediate else "stream sink"
         sink.create(rows, description=f"lockstep {what} of {stage.spec.name}: {stage.name}")
         return
-    existing = [f.name for f in pa.schema(DeltaTable(str(layout.stream)).schema().to_arrow())]
+    existing = [f.name for f in pa.schema(open_table(layout.stream).schema().to_arrow())]
     if existing != rows.column_names:
         raise RunStateError(
             f"the sink has columns {existing} but the query now outputs {rows.column_names}; use a new --out folder",

@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pyarrow as pa
 from delta.tables import DeltaTable as SparkDeltaTable
-from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.changelog.columns import COUNT
 from jobs.runtime.arrow_frames import frame_of
-from jobs.runtime.delta import is_committed, table_version
+from jobs.runtime.delta import is_committed, open_delta, table_version
 from jobs.runtime.delta_connector import require_connector
 from jobs.stream.writers import Changes, MergeCounts
 from jobs.stream.writers.merge import (
@@ -47,7 +46,8 @@ TABLE_OPTIONS = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVect
 class DeltaSparkWriter:
     def __init__(self, spark: SparkSession, path: Path, key: tuple[str, ...], app_id: str):
         require_connector(spark, "the delta-spark writer")
-        self.spark, self.path, self.key, self.app_id = spark, str(path), key, app_id
+        self.spark, self.location, self.key, self.app_id = spark, path, key, app_id
+        self.path = str(path)  # as Spark reads it; the location keeps a store's options for delta-rs
 
     def exists(self) -> bool:
         return SparkDeltaTable.isDeltaTable(self.spark, self.path)
@@ -57,7 +57,7 @@ class DeltaSparkWriter:
         writer.options(**TABLE_OPTIONS).option("description", description).save(self.path)
 
     def committed(self, batch_id: int) -> bool:
-        return is_committed(DeltaTable(self.path), self.app_id, batch_id)
+        return is_committed(open_delta(self.location), self.app_id, batch_id)
 
     def write(self, changes: Changes, batch_id: int, mode: str) -> MergeCounts:
         if self.committed(batch_id):
@@ -132,4 +132,4 @@ class DeltaSparkWriter:
             self.spark.conf.unset(TXN_VERSION)
 
     def version(self) -> int:
-        return table_version(self.path)
+        return table_version(self.location)
