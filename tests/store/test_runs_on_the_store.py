@@ -12,22 +12,19 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
 from jobs.cli.local_store import LocalS3Server
-from jobs.store.access import StoreAccess
-from jobs.store.client import ObjectStore
 from jobs.store.lease import Lease
 from jobs.store.url import StoreUrl
 from tests.chaos.test_kills import committed_batches, dedup_then_distinct_spec, tables_and_feeds
 from tests.conftest import ROOT, change, orders_spec, write_changelog
 from tests.integration.test_cli import start_lockstep
 from tests.support.delta_orders import store_options, write_orders_table
+from tests.support.store_client import store_client
 
 pytestmark = pytest.mark.slow
 
@@ -162,7 +159,7 @@ def test_the_store_gone_mid_run_is_one_line_and_the_rerun_finishes_as_a_clean_ru
 def _micro_batches_committed(server: LocalS3Server, bucket: str, run: str) -> int:
     """How many micro-batches the newest commit record holds, over the stages' checkpoints,
     after checking that every record names only objects the store has."""
-    with _client(server) as store:
+    with store_client(server) as store:
         present = {item.key for item in store.list(bucket, f"{run}/")}
         newest: dict = {}
         for record in sorted(k for k in present if k.startswith(f"{run}/_commits/")):
@@ -174,21 +171,8 @@ def _micro_batches_committed(server: LocalS3Server, bucket: str, run: str) -> in
     return sum(1 for rel in newest if "/checkpoint/commits/" in rel and rel.rsplit("/", 1)[1].isdigit())
 
 
-@contextmanager
-def _client(server: LocalS3Server) -> Iterator[ObjectStore]:
-    """A client of `server`, whichever ports it has now."""
-    env = server.environment()
-    store = ObjectStore(
-        StoreAccess(server.endpoint, "us-east-1", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
-    )
-    try:
-        yield store
-    finally:
-        store.close()
-
-
 def _listed(server: LocalS3Server, bucket: str, prefix: str) -> list:
-    with _client(server) as store:
+    with store_client(server) as store:
         return store.list(bucket, prefix)
 
 
