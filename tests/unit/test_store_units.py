@@ -1,5 +1,5 @@
 """The object store's pieces that need no server: request signing, URLs, where access comes
-from, and the refusal of a cluster master."""
+from, and where a cluster master reaches a run folder on a store."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from jobs.spec.model import StoreSettings
 from jobs.store.access import store_access
 from jobs.store.signing import EMPTY_SHA256, signed_headers
 from jobs.store.url import StoreUrl
+from tests.conftest import orders_spec
 
 
 def test_the_signature_of_awss_published_get_object_example():
@@ -67,7 +68,28 @@ def test_missing_credentials_are_one_line_naming_where_to_set_them(monkeypatch):
         store_access(StoreSettings(), "s3a://b/runs")
 
 
-def test_a_cluster_master_with_a_run_folder_on_a_store_is_refused():
+def test_a_cluster_master_with_a_changelog_folder_on_a_store_and_a_local_run_folder_is_refused(tmp_path):
+    spec = orders_spec(tmp_path, "SELECT pId FROM orders", source={"path": "s3a://b/orders"})
     with pytest.raises(StoreError, match="a cluster's executors .* cannot see") as refused:
-        Pipeline.open("conf/queries/income_per_product.yaml", runs_dir="s3a://b/runs", master="spark://127.0.0.1:7077")
-    assert refused.value.where == "s3a://b/runs"
+        Pipeline.open(spec, runs_dir=tmp_path / "runs", master="spark://127.0.0.1:7077")
+    assert refused.value.where == "s3a://b/orders"
+
+
+def test_under_a_cluster_master_spark_reaches_a_store_run_folder_at_its_own_keys(monkeypatch):
+    """The executors cannot see the driver's working copy: Spark's areas are the run folder's
+    keys, its S3A settings are in Spark's, and lockstep's own files stay in the working copy."""
+    for name, value in {
+        "AWS_ENDPOINT_URL": "http://store:1",
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+    }.items():
+        monkeypatch.setenv(name, value)
+    pipeline = Pipeline.open(
+        "conf/queries/seed_000_dedup.yaml", runs_dir="s3a://b/runs", master="spark://127.0.0.1:7077"
+    )
+    layout, run = pipeline.layout, "s3a://b/runs/seed_000_dedup"
+    assert str(layout.checkpoint) == f"{run}/_state/checkpoint"
+    assert str(layout.for_stage("stage1_dedup").stream) == f"{run}/stages/stage1_dedup/stream"
+    assert str(layout.for_spark(layout.staged("shipments"))) == f"{run}/_state/staged/shipments"
+    assert layout.batches_log == pipeline.layout.root / "_state" / "batches.jsonl"  # the working copy's
+    assert pipeline.settings.spark.extra["spark.hadoop.fs.s3a.bucket.b.endpoint"] == "http://store:1"
