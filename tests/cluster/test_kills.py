@@ -20,10 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from jobs.stream.handler import FAULT_AFTER_COMMIT
 from tests.chaos.test_kills import TABLES, committed_batches, dedup_then_distinct_spec
 from tests.integration.conftest import table_rows
 from tests.integration.test_cli import start_lockstep
+from tests.support.delta_orders import store_options
 from tests.support.standalone_cluster import StandaloneCluster
+from tests.support.store_client import store_client
 
 pytestmark = pytest.mark.slow
 
@@ -98,18 +101,51 @@ def tasks_started(cluster: StandaloneCluster, worker: int) -> int:
     return sum(log.read_text(errors="replace").count("Running task") for log in cluster.executor_logs(worker))
 
 
-def test_the_driver_killed_between_two_micro_batches_then_run_again_changes_nothing(
-    cluster, spec, undisturbed, tmp_path
+def test_on_the_store_a_crash_after_a_sink_commit_a_kill_mid_stream_and_one_in_the_batch_step_change_nothing(
+    cluster, spec, undisturbed, s3_server, shared_bucket, tmp_path
 ):
-    killed = start_run(spec, tmp_path / "killed", "--master", cluster.url)
-    wait_for(lambda: committed_batches(tmp_path / "killed") >= 2, killed, "second commit")
-    killed.send_signal(signal.SIGKILL)  # just after a commit, before the next offsets are used
+    """The run folder on the S3 server (Spark's checkpoints and tables at its keys, lockstep's
+    files committed from the driver's working copy). The driver dies three times: right after a
+    sink commit, before Spark records the micro-batch; by kill -9 between two micro-batches of a
+    rerun; and by kill -9 in the batch step. Each rerun goes on from what the store holds, and the
+    last ends with the undisturbed run's verdict and tables."""
+    env, runs = s3_server.environment(), f"s3a://{shared_bucket}/cluster-kills"
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"store:\n  work_dir: {tmp_path / 'work'}\n  lease_seconds: 2\n")
+
+    def step(command: str, fault: dict | None = None) -> subprocess.Popen:
+        options = ("--out", runs, "--settings", settings, "--master", cluster.url, "--quiet")
+        return start_lockstep(command, spec, *options, env={**env, **(fault or {})})
+
+    crashed = step("stream", {FAULT_AFTER_COMMIT: "2"})
+    assert crashed.wait(TIMEOUT) == 70, crashed.stderr.read()
+    done_before = store_commits(s3_server, shared_bucket)
+    time.sleep(2.5)  # the crashed writer's lease lapses by itself
+    killed = step("stream")
+    wait_for(lambda: store_commits(s3_server, shared_bucket) >= done_before + 2, killed, "two more commits")
+    killed.send_signal(signal.SIGKILL)
     killed.wait()
-    assert not (tmp_path / "killed" / "q" / "report.json").exists()
-    finished(start_run(spec, tmp_path / "killed", "--master", cluster.url))
-    assert (tmp_path / "killed" / "q" / "_state" / "engine").read_text().strip() == "spark"
-    assert outcome(tmp_path / "killed") == undisturbed()
+    time.sleep(2.5)
+    assert step("stream").wait(TIMEOUT) == 0
+    batch = step("batch")
+    wait_for(lambda: list((tmp_path / "work").glob("**/logs/q.spark.log")), batch, "the batch step's JVM")
+    batch.send_signal(signal.SIGKILL)
+    batch.wait()
+    time.sleep(2.5)
+    finished(step("run"))
+    options = store_options(env)
+    with store_client(s3_server) as store:
+        verdict = json.loads(store.get(shared_bucket, "cluster-kills/q/report.json") or b"{}").get("verdict")
+    tables = [table_rows(f"s3://{shared_bucket}/cluster-kills/{table}", options) for table in STAGES]
+    assert (verdict, tables) == undisturbed()
     assert undisturbed()[0] == "pass"
+
+
+def store_commits(server, bucket: str) -> int:
+    """Micro-batches Spark recorded as done in the checkpoints on the store, over the stages."""
+    with store_client(server) as store:
+        keys = [item.key for item in store.list(bucket, "cluster-kills/")]
+    return sum(1 for key in keys if "/_state/checkpoint/commits/" in key and key.rsplit("/", 1)[1].isdigit())
 
 
 def test_a_worker_lost_in_the_middle_of_a_micro_batch_changes_nothing(cluster, spec, undisturbed, tmp_path):

@@ -36,8 +36,11 @@ def run_both(spec_path: Path, out: Path, settings: Settings | None = None) -> Ou
     return Outcome(layout, table_rows(layout.stream), table_rows(layout.batch), read_change_feed(layout.stream))
 
 
-def table_rows(path: Path) -> list[dict]:
-    return sorted(DeltaTable(str(path)).to_pyarrow_table().to_pylist(), key=_order)
+def table_rows(path: Path | str, storage_options: dict | None = None) -> list[dict]:
+    """A Delta table's rows in a fixed order: at a local path, or at a store's URL read with
+    `storage_options`."""
+    table = DeltaTable(str(path), storage_options=storage_options)
+    return sorted(table.to_pyarrow_table().to_pylist(), key=_order)
 
 
 def _order(row: dict):
