@@ -41,7 +41,7 @@ def listed_rows(layout: RunLayout, late: DataFrame | None, time_zone: str) -> di
 
 def _listing(layout: RunLayout, path: Path, total: int, rows: list[dict]) -> dict:
     # The table's path inside the run folder: a report stays right when the folder moves.
-    return {"table": str(path.relative_to(layout.root)), "total": total, "rows": rows}
+    return {"table": layout.relative(path), "total": total, "rows": rows}
 
 
 def _first_by_place(table: pa.Table) -> list[dict]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetch what Spark needs to read and write s3a:// URLs into VENV/jars/s3a (default .venv), unless
-# it is there already: hadoop-aws at pyspark's Hadoop version and the AWS SDK modules it uses
-# (scripts/s3a/pom.xml, 12 MB). Spark gets the jars through spark.jars (jobs/runtime/s3a.py);
+# it is there already: hadoop-aws at pyspark's Hadoop version and the AWS SDK modules it uses, and
+# Spark's checkpoint file manager for object stores (scripts/s3a/pom.xml, 12 MB). Spark gets the jars through spark.jars (jobs/runtime/s3a.py);
 # nothing is resolved when Spark starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ jars = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop
 print(re.search(r"hadoop-client-api-(.+)\.jar$", jars[0]).group(1))
 PY
 )
-[ -f "$JARS/hadoop-aws-$HADOOP.jar" ] && exit 0
+[ -f "$JARS/hadoop-aws-$HADOOP.jar" ] && ls "$JARS"/spark-hadoop-cloud_*.jar >/dev/null 2>&1 && exit 0
 grep -q "<hadoop>$HADOOP</hadoop>" scripts/s3a/pom.xml || {
   echo "setup: pyspark's Hadoop is $HADOOP but scripts/s3a/pom.xml names another hadoop-aws; set its <hadoop> and its <sdk> (the AWS SDK version hadoop-aws $HADOOP names)" >&2
   exit 1

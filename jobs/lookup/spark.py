@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
@@ -26,6 +24,7 @@ from jobs.errors import LockstepError, WorkerFailure
 from jobs.lookup.config import LookupConfig
 from jobs.lookup.engine import AsyncLookup
 from jobs.plan.nodes import LookupJoin
+from jobs.store.files import RunPath, read_parquet_folder, write_parquet
 
 STATS = "stream_stats"  # beside the stream's answers: the engine's counters per batch
 _ENGINES: dict[LookupConfig, AsyncLookup] = {}  # one per Python worker and lookup: keeps its cache
@@ -45,7 +44,7 @@ def lookup_fields(node: LookupJoin, config: LookupConfig, input_schema: StructTy
     return [StructField(name, t, True) for name, t in zip(node.lookup_output, types)]
 
 
-def enrich_stream(frame: DataFrame, node: LookupJoin, config: LookupConfig, answers: Path) -> DataFrame:
+def enrich_stream(frame: DataFrame, node: LookupJoin, config: LookupConfig, answers: RunPath) -> DataFrame:
     """`answers`: a folder where each task writes the answers it got (key and output columns), so
     the check can tell a dimension that changed between stream and batch from an engine error."""
     fields = lookup_fields(node, config, frame.schema)
@@ -85,29 +84,29 @@ def _enriched(batch: pa.RecordBatch, engine: AsyncLookup, input_keys, output_nam
     return pa.RecordBatch.from_arrays(list(taken.columns) + arrays, schema=pa.schema(list(taken.schema) + fields))
 
 
-def _record_stats(folder: Path, before: dict, after: dict) -> None:
+def _record_stats(folder: RunPath, before: dict, after: dict) -> None:
     """This batch's share of the engine's counters (requests, cache hits, retries, timeouts, rows
     given nulls), for the report: the engine lives in a Spark worker, not on the driver."""
     figures = {name: after[name] - before.get(name, 0) for name in after if name != "max_in_flight"}
     figures["max_in_flight"] = after.get("max_in_flight", 0)
     folder.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist([figures]), folder / f"part-{uuid.uuid4().hex}.parquet")
+    write_parquet(pa.Table.from_pylist([figures]), folder / f"part-{uuid.uuid4().hex}.parquet")
 
 
-def lookup_figures(folder: Path) -> dict:
+def lookup_figures(folder: RunPath) -> dict:
     """The summed counters of a lookup's stream side (see _record_stats); {} if none."""
     stats = folder / STATS
     if not stats.is_dir():
         return {}
-    rows = pq.read_table(stats).to_pylist()
+    rows = read_parquet_folder(stats).to_pylist()
     summed = {name: sum(r.get(name) or 0 for r in rows) for name in rows[0] if name != "max_in_flight"}
     return {**summed, "max_in_flight": max(r.get("max_in_flight") or 0 for r in rows)}
 
 
-def _record(folder: Path, answers: pa.RecordBatch) -> None:
+def _record(folder: RunPath, answers: pa.RecordBatch) -> None:
     if answers.num_rows:
         folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_batches([answers]), folder / f"part-{uuid.uuid4().hex}.parquet")
+        write_parquet(pa.Table.from_batches([answers]), folder / f"part-{uuid.uuid4().hex}.parquet")
 
 
 def lookup_table(spark: SparkSession, node: LookupJoin, config: LookupConfig, keys_frame: DataFrame) -> DataFrame:

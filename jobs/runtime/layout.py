@@ -52,6 +52,12 @@ class RunLayout:
     def for_query(cls, runs_dir: Path, name: str) -> RunLayout:
         return cls(Path(runs_dir) / name)
 
+    def relative(self, path: Any) -> str:
+        """A path of the run folder (in the working folder or at Spark's place) relative to it."""
+        if isinstance(path, Path):
+            return path.relative_to(self.root).as_posix()
+        return str(path).removeprefix(str(self.for_spark(self.root)) + "/")
+
     @property
     def stream(self) -> Any:
         return self.for_spark(self.root / "stream")

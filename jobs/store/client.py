@@ -120,9 +120,7 @@ class ObjectStore:
         """Whether an object's key starts with the prefix: one listing of one key."""
         return bool(self._listing(bucket, prefix, limit=1)[0])
 
-    def _listing(
-        self, bucket: str, prefix: str, *, delimiter: str | None = None, limit: int | None = None
-    ) -> Listing:
+    def _listing(self, bucket: str, prefix: str, *, delimiter: str | None = None, limit: int | None = None) -> Listing:
         listing: Listing = ([], [])
         objects, folders = listing
         token: str | None = None

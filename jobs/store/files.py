@@ -4,10 +4,14 @@ interface, which both have."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 from pathlib import Path
 from typing import TypeAlias
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from jobs.store.paths import StorePath
 
@@ -32,3 +36,21 @@ def remove_tree(path: RunPath) -> None:
         path.remove_tree()
     else:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def write_parquet(table: pa.Table, path: RunPath) -> None:
+    """A Parquet file written whole: a store gets it in one PUT, never half seen."""
+    if isinstance(path, StorePath):
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer)
+        path.write_bytes(buffer.getvalue())
+    else:
+        pq.write_table(table, path)
+
+
+def read_parquet_folder(folder: RunPath) -> pa.Table:
+    """Every Parquet file in a folder, as one table."""
+    if not isinstance(folder, StorePath):
+        return pq.read_table(folder)
+    parts = [pq.read_table(pa.BufferReader(p.read_bytes())) for p in folder.glob("*.parquet")]
+    return pa.concat_tables(parts)

@@ -59,7 +59,7 @@ class MaterializedRows:
         touched sink key, its newest live row tagged upsert, or the key tagged delete."""
         copies = typed.withColumn(WEIGHT, F.explode(F.array_repeat(F.signum(WEIGHT), F.abs(WEIGHT).cast("int"))))
         touched = copies.select(*cols(self.key)).distinct()
-        version = table_version(str(self.path))
+        version = table_version(self.path)
         before = self.spark.read.format("delta").option("versionAsOf", version).load(str(self.path))
         before = _joined(before, touched, self.key, "left_semi")
         gone = self._gone(before, copies.where(F.col(WEIGHT) < 0))

@@ -29,7 +29,7 @@ class FinalWindowsTable(OpenWindows[DeltaSparkWriter]):
 
     def __init__(self, spark: SparkSession, inner, pending_path: Path, key: tuple[str, ...], app_id: str):
         super().__init__(inner, lambda app: DeltaSparkWriter(spark, pending_path, key, app), app_id)
-        self.spark, self.path = spark, str(pending_path)
+        self.spark, self.location, self.path = spark, pending_path, str(pending_path)
         self._closing: DataFrame | None = None
 
     def changes(self, spark: SparkSession, updated: DataFrame, batch) -> Changes:
@@ -61,5 +61,5 @@ class FinalWindowsTable(OpenWindows[DeltaSparkWriter]):
 
     def _open_windows(self) -> DataFrame:
         """The table at its current version, pinned: a frame read twice sees the same rows."""
-        version = table_version(self.path)
+        version = table_version(self.location)
         return self.spark.read.format("delta").option("versionAsOf", version).load(self.path)

@@ -28,6 +28,7 @@ from jobs.changelog.frames import assign_windows, consumed_changes, on_time
 from jobs.changelog.kinds import SHORT_NAMES
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan.nodes import Calc, SessionAggregate, WindowAssign
+from jobs.store.files import RunPath
 from jobs.stream.writers import Changes, MergeCounts, TableWriter
 from jobs.stream.writers.delta_rs import DeltaRsWriter
 
@@ -121,7 +122,7 @@ def _late_session_changes(rows: DataFrame, node: SessionAggregate) -> DataFrame:
 
 
 def write_late_events(
-    spark: SparkSession, node: WindowAssign | SessionAggregate, staged: StagedChangelog, consumed: int, path: Path
+    spark: SparkSession, node: WindowAssign | SessionAggregate, staged: StagedChangelog, consumed: int, path: RunPath
 ) -> int:
     """The (row, window) pairs the stream left out as late, as a Delta table; returns the count.
     A session has no window before it forms: a late change is listed with its own [ts, ts + gap)."""
@@ -148,5 +149,6 @@ def write_late_events(
         .orderBy("seq")
         .toArrow()
     )
-    write_deltalake(str(path), table, mode="overwrite", schema_mode="overwrite")
+    options = getattr(path, "storage_options", None)  # the run folder's place on a store, for a cluster
+    write_deltalake(str(path), table, mode="overwrite", schema_mode="overwrite", storage_options=options)
     return table.num_rows
