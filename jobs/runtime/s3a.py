@@ -13,6 +13,18 @@ from jobs.errors import SetupError
 from jobs.runtime.delta_connector import with_jars
 
 JARS = Path(sys.prefix) / "jars" / "s3a"
+# Spark's checkpoint file manager for object stores (spark-hadoop-cloud, fetched with S3A): a
+# checkpoint file is written in place through an upload that only completes when it is closed,
+# instead of a temporary file renamed (a copy and a delete on S3).
+CHECKPOINT_FILE_MANAGER = "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
+
+
+def checkpoints_on_a_store(folder: Path = JARS) -> dict[str, str]:
+    """The Spark settings for checkpoints on an object store: its checkpoint file manager, when
+    setup fetched it (Spark's own rename-based one otherwise)."""
+    if not any(folder.glob("spark-hadoop-cloud_*.jar")):
+        return {}
+    return {"spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER}
 
 
 def with_s3a_jars(conf: dict[str, str], folder: Path = JARS) -> dict[str, str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from jobs.errors import StoreError
 from jobs.runtime.layout import RunLayout
+from jobs.runtime.s3a import checkpoints_on_a_store
 from jobs.spec.model import Settings
 from jobs.store.access import store_access
 from jobs.store.client import ObjectStore
@@ -109,7 +110,8 @@ class StoreRunFolder:
         access = store_access(self.settings.store, str(self.run))
         reach(str(self.run), access)  # delta-rs, in this process, reads those tables too
         hadoop = {f"spark.hadoop.{key}": value for key, value in access.hadoop_conf(self.run.bucket).items()}
-        spark = settings.spark.model_copy(update={"extra": {**settings.spark.extra, **hadoop}})
+        extra = {**checkpoints_on_a_store(), **hadoop, **settings.spark.extra}  # the settings' own win
+        spark = settings.spark.model_copy(update={"extra": extra})
         shared = replace(layout, spark_root=StorePath(self.run, access), top=layout.root)
         return shared, settings.model_copy(update={"spark": spark})
 
