@@ -37,11 +37,13 @@ def stage_change_feed(
     columns: tuple[str, ...],
     key: tuple[str, ...],
     spark: SparkSession | None = None,
+    spark_directory=None,
 ) -> int:
     """Stage the versions committed since the last call; return the number of new rows. The
     columns are typed as the table holds them (the earlier stage wrote it with its batch SQL's
     types). With `spark` (the delta-spark writer) the feed is read and staged by Spark's
-    executors (feed_spark.py); without, by delta-rs on the driver.
+    executors (feed_spark.py), which reach the staged folder at `spark_directory` (its place on
+    an object store, for a cluster); without, by delta-rs on the driver.
 
     The manifest is written even when there is nothing new: an earlier stage that has emitted
     nothing yet (a join without matches) is an empty changelog, not a missing one."""
@@ -52,7 +54,7 @@ def stage_change_feed(
     if manifest["next_version"] > last_version:
         new_rows = 0  # nothing committed since (Delta refuses a feed range that ends before it starts)
     elif spark is not None:
-        stager = SparkFeedStager(directory, manifest, schema, key, _write_manifest)
+        stager = SparkFeedStager(directory, manifest, schema, key, _write_manifest, spark_directory)
         stage_versions(spark, table, stager)
         new_rows = stager.new_rows
     else:

@@ -14,7 +14,6 @@ the first (and a resumed one fails on a range Delta finds empty).
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -25,6 +24,7 @@ from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
 from jobs.changelog.schema import SourceSchema
 from jobs.changelog.segments import SEGMENTS, put_in_order, segment_name
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION
+from jobs.store.files import RunPath, remove_tree, replace_whole
 
 FEED_CHECKPOINT = "_feed_checkpoint"  # scratch: see the module docstring
 
@@ -32,9 +32,20 @@ FEED_CHECKPOINT = "_feed_checkpoint"  # scratch: see the module docstring
 class SparkFeedStager:
     """The foreachBatch function of the feed's streaming query: stage each new version."""
 
-    def __init__(self, directory: Path, manifest: dict, schema: SourceSchema, key: tuple[str, ...], save_manifest):
+    def __init__(
+        self,
+        directory: Path,
+        manifest: dict,
+        schema: SourceSchema,
+        key: tuple[str, ...],
+        save_manifest,
+        spark_directory: RunPath | None = None,
+    ):
         self.directory, self.manifest, self.schema, self.key = directory, manifest, schema, key
         self.save_manifest = save_manifest
+        # Where the executors write: the staged folder, or its place on an object store when
+        # they cannot see this host's (a cluster with the run folder on a store).
+        self.spark_directory: RunPath = spark_directory if spark_directory is not None else directory
         self.new_rows = 0
 
     def __call__(self, feed: DataFrame, batch_id: int) -> None:
@@ -82,13 +93,21 @@ class SparkFeedStager:
             SEQ,
             F.lit(f"v{version}").alias(FILE),
         )
-        scratch = self.directory / f"_writing-{first_seq}"
+        scratch = self.spark_directory / f"_writing-{first_seq}"
         numbered.coalesce(1).write.mode("overwrite").parquet(str(scratch))
-        part = next(scratch.glob("part-*.parquet"))
         target = self.directory / SEGMENTS / segment_name(first_seq)
-        os.replace(part, target)
-        shutil.rmtree(scratch)
+        _take_part(scratch, target)
         put_in_order(target, len(self.manifest["segments"]))
+
+
+def _take_part(scratch: RunPath, target: Path) -> None:
+    """The one Parquet file Spark wrote into `scratch`, moved to `target` in the working folder
+    (downloaded, from a store), then the scratch folder removed."""
+    if isinstance(scratch, Path):
+        os.replace(next(scratch.glob("part-*.parquet")), target)
+    else:
+        replace_whole(target, next(scratch.glob("part-*.parquet")).read_bytes())
+    remove_tree(scratch)
 
 
 def _expanded(rows: DataFrame, schema: SourceSchema) -> DataFrame:
@@ -116,8 +135,8 @@ def stage_versions(spark: SparkSession, table: Path, stager: SparkFeedStager) ->
         .option("startingVersion", stager.manifest["next_version"])
         .load(str(table))
     )
-    scratch = stager.directory / FEED_CHECKPOINT
-    shutil.rmtree(scratch, ignore_errors=True)
+    scratch = stager.spark_directory / FEED_CHECKPOINT
+    remove_tree(scratch)
     query = (
         feed.writeStream.trigger(availableNow=True)
         .queryName(f"lockstep_feed_{stager.manifest['source']}")
@@ -128,4 +147,4 @@ def stage_versions(spark: SparkSession, table: Path, stager: SparkFeedStager) ->
     try:
         query.awaitTermination()
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)

@@ -186,6 +186,7 @@ def _stage_feeds(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> No
             node.columns,
             node.primary_key,
             spark=through,
+            spark_directory=layout.for_spark(layout.staged(node.table)),
         )
 
 
