@@ -89,7 +89,7 @@ class Pipeline:
             folder = store_run_folder(runs, plan.spec.name, settings)
             layout = RunLayout(folder.root)
             if settings.spark.on_cluster:
-                layout, settings = folder.shared_with_spark(layout, settings)
+                layout, settings = folder.shared_with_spark(layout, settings, plan.spec.sink.writer)
             return cls(plan, settings, layout, progress, folder, copies, tables)
         return cls(plan, settings, RunLayout.for_query(runs, plan.spec.name), progress, None, copies, tables)
 

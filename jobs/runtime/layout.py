@@ -79,8 +79,9 @@ class RunLayout:
         return self.for_spark(self.root / "late_events")
 
     @property
-    def pending(self) -> Path:
-        return self.state / "pending"
+    def pending(self) -> Any:
+        """emit: final: the open windows' Delta table (jobs/stream/operators/window/)."""
+        return self.for_spark(self.state / "pending")
 
     @property
     def report(self) -> Path:

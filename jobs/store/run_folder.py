@@ -102,11 +102,18 @@ class StoreRunFolder:
             self._restored = self.last_commit = commit
         return commit
 
-    def shared_with_spark(self, layout: RunLayout, settings: Settings) -> tuple[RunLayout, Settings]:
+    def shared_with_spark(self, layout: RunLayout, settings: Settings, writer: str) -> tuple[RunLayout, Settings]:
         """For a cluster master: the layout whose Spark areas (checkpoint, Spark's Delta tables,
         the staged segments it reads) are the run folder's own keys on the store, reached by the
         executors through S3A; and the settings with the bucket's S3A configuration in Spark's.
         lockstep's own files stay in the working copy, committed as on a local master."""
+        if writer == "delta-rs":
+            raise StoreError(
+                "the delta-rs writer writes the run folder's tables from this host, and stages their feeds "
+                "where a cluster's executors cannot read them: use --writer delta-spark with a cluster master "
+                "and a run folder on a store (docs/object-storage.md)",
+                where=str(self.run),
+            )
         access = store_access(self.settings.store, str(self.run))
         reach(str(self.run), access)  # delta-rs, in this process, reads those tables too
         hadoop = {f"spark.hadoop.{key}": value for key, value in access.hadoop_conf(self.run.bucket).items()}

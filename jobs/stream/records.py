@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import cast
 
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
@@ -94,4 +95,8 @@ def materializer_rows(spark: SparkSession, layout: RunLayout) -> DataFrame | Non
     if layout.materializer_table.exists():
         return spark.read.format("delta").load(str(layout.materializer_table)).drop(ORDINAL)
     files = sorted(layout.materializer.glob("state-*.parquet")) if layout.materializer.exists() else []
-    return spark.read.parquet(str(files[-1])).drop(ORDINAL) if files else None
+    if not files:
+        return None
+    if layout.spark_root is not None:  # the executors cannot see this host's working folder
+        return frame_of(spark, pq.read_table(files[-1])).drop(ORDINAL)
+    return spark.read.parquet(str(files[-1])).drop(ORDINAL)

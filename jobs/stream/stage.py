@@ -165,9 +165,7 @@ def _emitter(
     )
     if stage.window is not None and stage.window.emit == "final":
         if keyed_state is not None:
-            emitter = FinalWindowsTable(
-                keyed_state, emitter, layout.for_spark(layout.pending), stage.sink_key, sink.app_id
-            )
+            emitter = FinalWindowsTable(keyed_state, emitter, layout.pending, stage.sink_key, sink.app_id)
         else:
             emitter = FinalWindowEmitter(emitter, layout.pending, stage.sink_key, sink.app_id)
         emitter.create_pending(initial)

@@ -1,6 +1,7 @@
 """kill -9 on a standalone cluster under the spark engine: a worker lost in the middle of a
-micro-batch (Spark runs its tasks again on the other worker, from the checkpointed state) and the
-driver killed between two micro-batches (then the same command again) each end with the sink, the
+micro-batch (Spark runs its tasks again on the other worker, from the checkpointed state), and,
+with the run folder on the S3 server, the driver dying after a sink commit, between two
+micro-batches and in the batch step (then the steps again): each ends with the sink, the
 intermediate stage and the verdict of an undisturbed run.
 
 The query is the chaos test's two stages, deduplication keeping the last row per key and then
@@ -8,7 +9,7 @@ COUNT(DISTINCT): both keep keyed state on the executors. The undisturbed run is 
 engine's on a local master, beside the cluster run (the engines' sinks are equal row for row:
 tests/cluster/test_standalone.py, tests/integration/test_spark_engine.py).
 
-Slow (a cluster, two runs on it and a rerun, about five minutes), and run by CI."""
+Slow (a cluster, six runs on it, about six minutes), and run by CI."""
 
 from __future__ import annotations
 

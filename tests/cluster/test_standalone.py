@@ -1,10 +1,12 @@
 """The same jobs on a real Spark standalone cluster: a master and two workers on this machine,
-each its own JVM. One `lockstep demo` on the cluster runs four queries on the spark engine (the
-default on a cluster master: keyed and aggregation state on the executors, MERGEs and change feeds
-written by executors, a stage reading another stage's feed), and deduplication then a group
-aggregate once more on the local engine with the delta-spark writer. Each gives the verdict and
-the tables of a local `lockstep demo` beside it (local engine, delta-rs), the change feed version
-for version where the writers differ.
+each its own JVM, with sources, sinks and run folders on the S3 server (SeaweedFS), as a cluster
+without a shared disk keeps them. One `lockstep demo` on the cluster runs four queries on the
+spark engine (the default on a cluster master: keyed and aggregation state on the executors,
+MERGEs and change feeds written by executors, a stage reading another stage's feed), and
+deduplication then a group aggregate once more on the local engine with the delta-spark writer.
+Each gives the verdict and the tables of a local `lockstep demo` on local disk beside it (local
+engine, delta-rs), the change feed version for version where the writers differ. A Delta source on
+the store is read in place by the executors.
 
 Slow (the cluster and two `lockstep demo` processes, several minutes), and run by CI. Every query
 costs 40 s or more on the cluster on two cores, so the sample holds what a cluster changes; the
@@ -20,16 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
-from deltalake import DeltaTable
 
-from jobs.store.url import StoreUrl
+from jobs.store.paths import StorePath
 from tests.conftest import ROOT, orders_spec
 from tests.integration.conftest import table_rows
 from tests.integration.test_cli import lockstep
 from tests.integration.test_writers import feed_by_version
 from tests.support.delta_orders import store_options, write_orders_table
 from tests.support.standalone_cluster import StandaloneCluster
-from tests.support.store_client import store_client
+from tests.support.store_client import store_access, store_client
 
 # Two to five micro-batches each (the demo's own sizes make up to eight): on two cores every
 # micro-batch on the cluster costs seconds, and the writer tests cover the small sizes.
@@ -63,11 +64,14 @@ def applications(cluster: StandaloneCluster) -> list[dict]:
     return state.get("activeapps", []) + state.get("completedapps", [])
 
 
-def demos_side_by_side(cluster: StandaloneCluster, local_queries, cluster_queries, tmp_path) -> None:
+def demos_side_by_side(cluster: StandaloneCluster, local_queries, cluster_queries, tmp_path, store) -> None:
     """`lockstep demo` over `local_queries` locally (into tmp_path/local) and over `cluster_queries`
-    on the cluster (into tmp_path/cluster); both must finish with every query passing. Side by
-    side: the cluster run's executors sit idle most of its time (about 65 of 200 s busy, the
-    driver is the rest), room the local run can use."""
+    on the cluster, with its sources and run folders on the store (`store`: the server, the
+    runs URL); both must finish with every query passing. Side by side: the cluster run's
+    executors sit idle most of its time (the driver is the rest), room the local run can use."""
+    server, runs = store
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"store:\n  work_dir: {tmp_path / 'work'}\n")
     with ThreadPoolExecutor(2) as both:
         local = both.submit(
             lockstep, "demo", "--queries", local_queries, "--out", tmp_path / "local", "--quiet", cwd=tmp_path
@@ -78,11 +82,14 @@ def demos_side_by_side(cluster: StandaloneCluster, local_queries, cluster_querie
             "--queries",
             cluster_queries,
             "--out",
-            tmp_path / "cluster",
+            runs,
+            "--settings",
+            settings,
             "--quiet",
             "--master",
             cluster.url,
             cwd=tmp_path,
+            env=server.environment(),
             timeout=1200,
         )
         local, on_cluster = local.result(), on_cluster.result()
@@ -90,12 +97,10 @@ def demos_side_by_side(cluster: StandaloneCluster, local_queries, cluster_querie
     assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
 
 
-def verdicts(tmp_path, local_name: str, cluster_name: str) -> list[str]:
-    """A query's verdict in the local run and in the cluster run."""
-    return [
-        json.loads((tmp_path / run / name / "report.json").read_text())["verdict"]
-        for run, name in (("local", local_name), ("cluster", cluster_name))
-    ]
+def verdicts(tmp_path, on_store: StorePath, local_name: str, cluster_name: str) -> list[str]:
+    """A query's verdict in the local run and in the cluster run (its report on the store)."""
+    local = json.loads((tmp_path / "local" / local_name / "report.json").read_text())
+    return [local["verdict"], json.loads((on_store / cluster_name / "report.json").read_text())["verdict"]]
 
 
 # On the cluster, the spark engine (a cluster master's default) runs MIN / MAX / COUNT DISTINCT
@@ -118,27 +123,38 @@ def cluster_queries(folder):
     return folder
 
 
-def test_both_engines_on_a_standalone_cluster_match_the_local_engine_in_local_mode(cluster, tmp_path):
+def test_both_engines_on_a_standalone_cluster_with_everything_on_the_store_match_local_disk(
+    cluster, s3_server, shared_bucket, tmp_path
+):
+    """The cluster run reads its sources from the bucket and keeps its run folders under an s3a://
+    --out: the executors read the staged segments and write the checkpoints and the Delta tables
+    at the run folders' keys (S3A); lockstep's own files are committed from the driver's working
+    copy. Verdicts and tables equal a local `lockstep demo` on local disk."""
     assert cluster.alive_workers() == 2
+    runs = f"s3a://{shared_bucket}/cluster/runs"
+    queries = cluster_queries(tmp_path / "queries")
+    on_the_store(queries, s3_server, shared_bucket, "cluster/queries")
     local_queries = query_folder(tmp_path / "local_queries", ON_SPARK_ENGINE)
-    demos_side_by_side(cluster, local_queries, cluster_queries(tmp_path / "queries"), tmp_path)
+    demos_side_by_side(cluster, local_queries, queries, tmp_path, (s3_server, runs))
     assert [app["name"] for app in applications(cluster)] == ["lockstep"]  # it ran there, not locally
+    on_store = StorePath.of(runs, store_access(s3_server))
     for name in ON_SPARK_ENGINE:
-        assert verdicts(tmp_path, name, name) == ["pass", "pass"], name
-        assert engine(tmp_path / "cluster" / name) == "spark"
-        assert table_rows(tmp_path / "cluster" / name / "stream") == table_rows(tmp_path / "local" / name / "stream")
+        assert verdicts(tmp_path, on_store, name, name) == ["pass", "pass"], name
+        assert engine(tmp_path / "work", shared_bucket, name) == "spark"
+        assert table_rows(on_store / name / "stream") == table_rows(tmp_path / "local" / name / "stream"), name
     # The local engine and delta-spark on the cluster: the same verdict, tables and change feed,
     # version for version, as the local run's delta-rs.
-    on_local, reference = tmp_path / "cluster" / ON_LOCAL_ENGINE, tmp_path / "local" / "seed_000_dedup"
-    assert verdicts(tmp_path, "seed_000_dedup", ON_LOCAL_ENGINE) == ["pass", "pass"]
-    assert engine(on_local) == "local"
+    on_local, reference = on_store / ON_LOCAL_ENGINE, tmp_path / "local" / "seed_000_dedup"
+    assert verdicts(tmp_path, on_store, "seed_000_dedup", ON_LOCAL_ENGINE) == ["pass", "pass"]
+    assert engine(tmp_path / "work", shared_bucket, ON_LOCAL_ENGINE) == "local"
     for table in ("stream", "batch", "stages/stage1_dedup/stream"):
         assert table_rows(on_local / table) == table_rows(reference / table), table
     assert feed_by_version(on_local / "stream") == feed_by_version(reference / "stream")
 
 
-def engine(run) -> str:
-    return (run / "_state" / "engine").read_text().strip()
+def engine(work, bucket: str, name: str) -> str:
+    """The engine a query's run folder records, in the cluster run's working copy."""
+    return (work / bucket / "cluster" / "runs" / name / "_state" / "engine").read_text().strip()
 
 
 def on_the_store(folder, server, bucket: str, prefix: str) -> None:
@@ -153,63 +169,6 @@ def on_the_store(folder, server, bucket: str, prefix: str) -> None:
         for source in spec["sources"].values():
             source["path"] = f"s3a://{bucket}/{prefix}/{source['path']}"
         spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
-
-
-def store_rows(url: str, env: dict) -> list[dict]:
-    table = DeltaTable(url.replace("s3a://", "s3://"), storage_options=store_options(env))
-    return sorted(table.to_pyarrow_table().to_pylist(), key=str)
-
-
-def store_verdict(server, url: str) -> str:
-    with store_client(server) as store:
-        report = StoreUrl.parse(url)
-        return json.loads(store.get(report.bucket, report.key()) or b"{}").get("verdict", "missing")
-
-
-ON_THE_STORE = ["customer_stats", "seed_000_dedup"]  # a group aggregate; two stages, the second a group aggregate
-
-
-def test_run_folders_sources_and_sinks_on_the_store_under_the_cluster_match_local_disk(
-    cluster, s3_server, shared_bucket, tmp_path
-):
-    """Everything on the S3 server: the sources put in the bucket, the run folders under an
-    s3a:// --out. The executors read the staged segments and write the checkpoints and the Delta
-    tables at the run folder's keys (S3A); lockstep's own files are committed from the driver's
-    working copy. Verdicts and tables equal a local `lockstep demo` on local disk."""
-    env, url = s3_server.environment(), f"s3a://{shared_bucket}/cluster-store/runs"
-    store_queries = query_folder(tmp_path / "store_queries", ON_THE_STORE)
-    on_the_store(store_queries, s3_server, shared_bucket, "cluster-store/queries")
-    with ThreadPoolExecutor(2) as both:
-        on_cluster = both.submit(
-            lockstep,
-            "demo",
-            "--queries",
-            store_queries,
-            "--out",
-            url,
-            "--quiet",
-            "--master",
-            cluster.url,
-            cwd=tmp_path,
-            env=env,
-            timeout=1200,
-        )
-        local_queries = query_folder(tmp_path / "local_queries", ON_THE_STORE)
-        local = both.submit(
-            lockstep, "demo", "--queries", local_queries, "--out", tmp_path / "local", "--quiet", cwd=tmp_path
-        )
-        on_cluster, local = on_cluster.result(), local.result()
-    assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
-    assert local.returncode == 0, local.stdout + local.stderr
-    for name in ON_THE_STORE:
-        assert store_verdict(s3_server, f"{url}/{name}/report.json") == "pass", name
-        for table in ("stream", "batch"):
-            assert store_rows(f"{url}/{name}/{table}", env) == sorted(
-                table_rows(tmp_path / "local" / name / table), key=str
-            ), (name, table)
-    assert store_rows(f"{url}/seed_000_dedup/stages/stage1_dedup/stream", env) == sorted(
-        table_rows(tmp_path / "local" / "seed_000_dedup" / "stages" / "stage1_dedup" / "stream"), key=str
-    )
 
 
 def test_a_delta_source_and_the_run_folder_on_the_store_under_the_cluster(cluster, s3_server, shared_bucket, tmp_path):
@@ -243,6 +202,6 @@ def test_a_delta_source_and_the_run_folder_on_the_store_under_the_cluster(cluste
         on_cluster, local = on_cluster.result(), local.result()
     assert on_cluster.returncode == 0, on_cluster.stderr
     assert local.returncode == 0, local.stderr
-    assert store_verdict(s3_server, f"{runs}/q/report.json") == "pass"
-    assert json.loads((tmp_path / "local" / "q" / "report.json").read_text())["verdict"] == "pass"
-    assert store_rows(f"{runs}/q/stream", env) == sorted(table_rows(tmp_path / "local" / "q" / "stream"), key=str)
+    on_store = StorePath.of(runs, store_access(s3_server))
+    assert verdicts(tmp_path, on_store, "q", "q") == ["pass", "pass"]
+    assert table_rows(on_store / "q" / "stream") == table_rows(tmp_path / "local" / "q" / "stream")

@@ -37,9 +37,9 @@ def run_both(spec_path: Path, out: Path, settings: Settings | None = None) -> Ou
 
 
 def table_rows(path: Path | str, storage_options: dict | None = None) -> list[dict]:
-    """A Delta table's rows in a fixed order: at a local path, or at a store's URL read with
-    `storage_options`."""
-    table = DeltaTable(str(path), storage_options=storage_options)
+    """A Delta table's rows in a fixed order: at a local path, at a StorePath, or at a store's URL
+    read with `storage_options`."""
+    table = DeltaTable(str(path), storage_options=storage_options or getattr(path, "storage_options", None))
     return sorted(table.to_pyarrow_table().to_pylist(), key=_order)
 
 

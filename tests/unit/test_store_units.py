@@ -93,3 +93,16 @@ def test_under_a_cluster_master_spark_reaches_a_store_run_folder_at_its_own_keys
     assert str(layout.for_spark(layout.staged("shipments"))) == f"{run}/_state/staged/shipments"
     assert layout.batches_log == pipeline.layout.root / "_state" / "batches.jsonl"  # the working copy's
     assert pipeline.settings.spark.extra["spark.hadoop.fs.s3a.bucket.b.endpoint"] == "http://store:1"
+
+
+def test_the_delta_rs_writer_with_a_cluster_master_and_a_run_folder_on_a_store_is_refused(monkeypatch):
+    for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(StoreError, match="use --writer delta-spark") as refused:
+        Pipeline.open(
+            "conf/queries/income_per_product.yaml",
+            runs_dir="s3a://b/runs",
+            master="spark://127.0.0.1:7077",
+            writer="delta-rs",
+        )
+    assert refused.value.where == "s3a://b/runs/income_per_product"
