@@ -87,9 +87,11 @@ race: setup
 
 # make bench-cluster BENCH_CLUSTER_ARGS="--sizes 200000,800000": both engines at two sizes, the
 # spark engine on a standalone cluster (a master and two workers on this machine); time, marginal
-# rate, the driver's and the executors' peak memory, the bytes returned to the driver.
+# rate, the driver's and the executors' peak memory, the bytes returned to the driver. Then a run
+# folder on a local S3 server against a local one, on the same cluster.
 bench-cluster: setup
 	$(BIN)/python -m tests.benchmarks.bench_cluster $(BENCH_CLUSTER_ARGS)
+	$(BIN)/python -m tests.benchmarks.bench_store_cluster
 
 # make cluster-queries: every demo query on a standalone cluster under the spark engine, against
 # the local engine (tests/cluster/every_query.py); the generator's classes: make differential CLUSTER=1.
