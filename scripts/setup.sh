@@ -69,6 +69,9 @@ scripts/delta-jars.sh .venv
 # Hadoop's S3A file system (hadoop-aws and the AWS SDK modules it uses, 12 MB) into .venv/jars/s3a:
 # Spark reads and writes s3a:// URLs through it (docs/object-storage.md).
 scripts/s3a-jars.sh .venv
+# Kafka: a KRaft broker and its tools (the tests start it on 127.0.0.1) into .venv/jars/kafka-broker,
+# and Spark's Kafka source into .venv/jars/kafka, handed to Spark through spark.jars.
+scripts/kafka-jars.sh .venv
 # lockstep's Java classes, built against this pyspark's jars into .venv/jars: the Hadoop local file
 # system without a `chmod` child process per file (jobs/runtime/local_fs.py), and the Spark engine's
 # keyed state (jobs/stream/operators/keyed_state.py).

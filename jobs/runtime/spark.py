@@ -23,6 +23,7 @@ from pathlib import Path
 from jobs.runtime import jvm_classes
 from jobs.runtime.delta_connector import connector_conf, connector_jars
 from jobs.runtime.jit import input_bytes, jit_options
+from jobs.runtime.kafka import with_kafka_jars
 from jobs.runtime.local_fs import local_fs_conf
 from jobs.runtime.progress import Progress
 from jobs.runtime.s3a import with_s3a_jars
@@ -211,7 +212,8 @@ def _start(settings: SparkSettings | None, jit: str = ""):
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         .config("spark.driver.extraJavaOptions", java_opts)
     )
-    connector = with_s3a_jars(with_stream_jar(connector_conf(connector_jars(), partitions=settings.shuffle_partitions)))
+    connector = connector_conf(connector_jars(), partitions=settings.shuffle_partitions)
+    connector = with_kafka_jars(with_s3a_jars(with_stream_jar(connector)))
     local_fs = local_fs_conf(settings.extra, on_cluster=settings.on_cluster)
     for key, value in {**connector, **_cluster_conf(settings), **settings.extra, **local_fs}.items():
         builder = builder.config(key, value)

@@ -1,0 +1,150 @@
+"""An Apache Kafka broker on 127.0.0.1 in KRaft mode (its own controller, no ZooKeeper), run from
+the jars setup fetched (scripts/kafka-jars.sh) as its own JVM: the storage is formatted with a new
+cluster id, then the broker starts and serves once a topic can be created.
+
+Its two ports are picked just before it starts; a port taken in between makes the JVM exit, and
+the start is tried again on new ones. The JVM gets a parent-death signal, so a test process killed
+outright takes its broker along; `stop()` ends it in the ordinary case, and the context manager
+calls it whatever happens.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from jobs.cli.local_store import _dies_with_parent, free_port
+
+JARS = Path(sys.prefix) / "jars" / "kafka-broker"
+
+
+class KafkaBroker:
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.port = self.controller_port = 0
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> KafkaBroker:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self, attempts: int = 3, timeout: float = 90) -> None:
+        for attempt in range(attempts):
+            self.port, self.controller_port = free_port(), free_port()
+            properties = self._write_properties(attempt)
+            self._tool("kafka.tools.StorageTool", "format", "-t", self._cluster_id(), "-c", str(properties))
+            log = (self.workdir / f"broker-{attempt}.log").open("w")
+            self.process = subprocess.Popen(
+                self._java("kafka.Kafka", str(properties)),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_dies_with_parent,
+            )
+            if self._wait_until_serving(timeout):
+                return
+            self.stop()
+        raise RuntimeError(f"no Kafka broker served in {attempts} attempts (logs in {self.workdir})")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def create_topic(self, topic: str, partitions: int = 1) -> None:
+        self._tool(
+            "org.apache.kafka.tools.TopicCommand",
+            "--bootstrap-server",
+            self.bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            str(partitions),
+            "--replication-factor",
+            "1",
+        )
+
+    def produce(self, topic: str, messages: list[tuple[str, str]]) -> None:
+        """Keyed messages, in order (a key's messages go to one partition, in this order)."""
+        lines = "".join(f"{key}\t{value}\n" for key, value in messages)
+        self._tool(
+            "org.apache.kafka.tools.ConsoleProducer",
+            "--bootstrap-server",
+            self.bootstrap,
+            "--topic",
+            topic,
+            "--property",
+            "parse.key=true",
+            "--property",
+            "key.separator=\t",
+            stdin=lines,
+        )
+
+    def _write_properties(self, attempt: int) -> Path:
+        data = self.workdir / f"data-{attempt}"
+        path = self.workdir / f"server-{attempt}.properties"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
+                    f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    f"log.dirs={data}",
+                    "offsets.topic.replication.factor=1",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "group.initial.rebalance.delay.ms=0",
+                ]
+            )
+            + "\n"
+        )
+        return path
+
+    def _cluster_id(self) -> str:
+        return self._tool("kafka.tools.StorageTool", "random-uuid").strip().splitlines()[-1]
+
+    def _wait_until_serving(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                return False  # a port was taken, or the broker failed: the log says which
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return True
+            except OSError:
+                time.sleep(0.25)
+        return False
+
+    def _java(self, main_class: str, *args: str) -> list[str]:
+        return ["java", "-Xmx512m", "-cp", f"{JARS}/*", main_class, *args]
+
+    def _tool(self, main_class: str, *args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(self._java(main_class, *args), input=stdin, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"{main_class} {' '.join(args[:2])} failed: {done.stdout[-500:]}{done.stderr[-1500:]}")
+        return done.stdout
