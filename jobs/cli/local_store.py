@@ -19,6 +19,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Self
 
 import httpx
 
@@ -48,7 +49,40 @@ def _dies_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-class LocalS3Server:
+class LocalServer:
+    """A server this process starts on 127.0.0.1 and stops whatever happens: `with` calls start(),
+    and stop() after it or after a start that failed half-way."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def ended(process: subprocess.Popen, wait: float) -> None:
+    """Terminate a process and wait for it; killed if it has not ended after `wait` seconds."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+class LocalS3Server(LocalServer):
     def __init__(self, workdir: Path):
         self.workdir = workdir
         self.process: subprocess.Popen | None = None
@@ -67,17 +101,6 @@ class LocalS3Server:
             "AWS_REGION": "us-east-1",
         }
 
-    def __enter__(self) -> LocalS3Server:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     def start(self, attempts: int = 3) -> None:
         if not WEED.exists():
             raise SetupError("SeaweedFS is not built: `make setup` builds it (scripts/seaweedfs.sh)", where=str(WEED))
@@ -90,13 +113,8 @@ class LocalS3Server:
                 raise SetupError("SeaweedFS did not serve S3 on 127.0.0.1", where=str(self.workdir / "weed.log"))
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=3)  # its orderly shutdown takes 10 s; nothing needs it
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            ended(self.process, wait=3)  # its orderly shutdown takes 10 s; nothing needs it
         self.process = None
 
     def kill(self) -> None:

@@ -35,6 +35,11 @@ def connector_jars(folder: Path = JARS) -> list[Path]:
     return jars
 
 
+def jars_in(folder: Path) -> list[Path]:
+    """The jars a setup script fetched into `folder`; none when it did not."""
+    return sorted(folder.glob("*.jar")) if folder.is_dir() else []
+
+
 def with_jars(conf: dict[str, str], jars: list[Path]) -> dict[str, str]:
     """`conf` with `jars` added to spark.jars after those it names."""
     if not jars:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jobs.runtime.delta_connector import with_jars
+from jobs.runtime.delta_connector import jars_in, with_jars
 
 JARS = Path(sys.prefix) / "jars" / "kafka"
 
 
 def with_kafka_jars(conf: dict[str, str], folder: Path = JARS) -> dict[str, str]:
     """`conf` with the Kafka source's jars added to spark.jars, when setup fetched them."""
-    return with_jars(conf, sorted(folder.glob("*.jar")) if folder.is_dir() else [])
+    return with_jars(conf, jars_in(folder))

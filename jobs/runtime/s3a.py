@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from jobs.errors import SetupError
-from jobs.runtime.delta_connector import with_jars
+from jobs.runtime.delta_connector import jars_in, with_jars
 
 JARS = Path(sys.prefix) / "jars" / "s3a"
 # Spark's checkpoint file manager for object stores (spark-hadoop-cloud, fetched with S3A): a
@@ -29,7 +29,7 @@ def checkpoints_on_a_store(folder: Path = JARS) -> dict[str, str]:
 
 def with_s3a_jars(conf: dict[str, str], folder: Path = JARS) -> dict[str, str]:
     """`conf` with the S3A jars added to spark.jars, when setup fetched them."""
-    return with_jars(conf, sorted(folder.glob("*.jar")) if folder.is_dir() else [])
+    return with_jars(conf, jars_in(folder))
 
 
 def set_hadoop_conf(spark, conf: dict[str, str], needed_for: str) -> None:

@@ -3,7 +3,7 @@ lockstep's run-folder code uses, so the same code reads and writes a local folde
 
 What differs from a local disk, and how it is kept:
 - A write is one PUT, never half seen: `write_bytes` is already what a write to a temporary file
-  and a rename is on a POSIX disk (`replace_whole` in jobs/runtime/files.py picks either).
+  and a rename is on a POSIX disk (`replace_whole` in jobs/store/files.py picks either).
 - Folders are prefixes: `mkdir` does nothing, a folder exists while an object is under it.
 - An object's time is the store's (when it was written, to the second), and cannot be set.
 

@@ -16,12 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from jobs.cli.local_store import _dies_with_parent, free_port
+from jobs.cli.local_store import LocalServer, _dies_with_parent, ended, free_port
 
 JARS = Path(sys.prefix) / "jars" / "kafka-broker"
 
 
-class KafkaBroker:
+class KafkaBroker(LocalServer):
     def __init__(self, workdir: Path):
         self.workdir = workdir
         self.port = self.controller_port = 0
@@ -30,17 +30,6 @@ class KafkaBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    def __enter__(self) -> KafkaBroker:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self, attempts: int = 3, timeout: float = 90) -> None:
         for attempt in range(attempts):
@@ -60,13 +49,8 @@ class KafkaBroker:
         raise RuntimeError(f"no Kafka broker served in {attempts} attempts (logs in {self.workdir})")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            ended(self.process, wait=20)
         self.process = None
 
     def create_topic(self, topic: str, partitions: int = 1) -> None:

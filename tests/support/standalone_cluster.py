@@ -24,14 +24,19 @@ from pathlib import Path
 import psutil
 import pyspark
 
-from jobs.cli.local_store import _dies_with_parent, free_port  # one of each for every server the tests start
+from jobs.cli.local_store import (  # one of each for every server the tests start
+    LocalServer,
+    _dies_with_parent,
+    ended,
+    free_port,
+)
 
 SPARK_HOME = Path(pyspark.__file__).parent
 MASTER_URL = re.compile(r"Starting Spark master at spark://[^:]+:(\d+)")
 MASTER_UI = re.compile(r"MasterWebUI: Bound MasterWebUI to .*started at http://[^:]+:(\d+)")
 
 
-class StandaloneCluster:
+class StandaloneCluster(LocalServer):
     def __init__(self, workdir: Path, workers: int = 2, cores: int = 1, memory: str = "2g"):
         self.workdir, self.workers, self.cores, self.memory = workdir, workers, cores, memory
         self.port, self.ui_port = free_port(), free_port()
@@ -40,17 +45,6 @@ class StandaloneCluster:
     @property
     def url(self) -> str:
         return f"spark://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> StandaloneCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self, timeout: float = 180) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -153,9 +147,5 @@ class StandaloneCluster:
             if process.poll() is None:
                 process.terminate()
         for process in self.processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            ended(process, wait=30)
         self.processes.clear()
