@@ -24,14 +24,18 @@ CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = "_change_type", "_commit_version
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
 
-def open_delta(path, version: int | None = None) -> DeltaTable:
-    """A Delta table by delta-rs: at a local path, or at a run folder's place on an object store
-    (a jobs.store.paths.StorePath, which carries its storage options)."""
-    return DeltaTable(str(path), version=version, storage_options=getattr(path, "storage_options", None))
+def open_delta(path, version: int | None = None, storage_options: dict[str, str] | None = None) -> DeltaTable:
+    """A Delta table by delta-rs: at a local path, or on an object store with `storage_options`
+    (a jobs.store.paths.StorePath carries its own)."""
+    return DeltaTable(str(path), version=version, storage_options=storage_options or _options_of(path))
 
 
-def is_delta_table(path) -> bool:
-    return DeltaTable.is_deltatable(str(path), storage_options=getattr(path, "storage_options", None))
+def is_delta_table(path, storage_options: dict[str, str] | None = None) -> bool:
+    return DeltaTable.is_deltatable(str(path), storage_options=storage_options or _options_of(path))
+
+
+def _options_of(path) -> dict[str, str] | None:
+    return getattr(path, "storage_options", None)
 
 
 def table_version(path) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
+from jobs.runtime.delta import is_delta_table, open_delta
 from jobs.runtime.s3a import set_hadoop_conf
 from jobs.spec.locations import is_store_url
 from jobs.store.access import StoreAccess
@@ -28,11 +29,11 @@ def reach(url: str, access: StoreAccess) -> None:
 
 def open_table(location: Path | str, version: int | None = None) -> DeltaTable:
     """The Delta table at a local path or an s3a:// URL."""
-    return DeltaTable(str(location), version=version, storage_options=_storage_options(location))
+    return open_delta(location, version, _storage_options(location))
 
 
 def is_table(location: Path | str) -> bool:
-    return DeltaTable.is_deltatable(str(location), storage_options=_storage_options(location))
+    return is_delta_table(location, _storage_options(location))
 
 
 def readable_by(spark, location: Path | str, needed_for: str) -> str:
