@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from jobs.batch.job import BatchResult, run_batch
 from jobs.errors import RunStateError, StoreError, one_line
+from jobs.kafka.servers import with_bootstrap_servers
 from jobs.plan import Plan, plan_query
 from jobs.point import batch_is_at, read_point
 from jobs.rebuild import rebuild
@@ -73,7 +74,7 @@ class Pipeline:
     def of(
         cls, plan: Plan, settings: Settings, runs_dir: str | Path | None = None, progress: Progress | None = None
     ) -> Pipeline:
-        spec, copies = with_local_sources(plan.spec, settings)
+        spec, copies = with_local_sources(with_bootstrap_servers(plan.spec, settings.kafka), settings)
         tables = reach_delta_sources(spec, settings)
         plan = replace(plan, spec=spec)
         progress = progress or Progress(quiet=True)

@@ -36,13 +36,26 @@ class SourcePosition:
     rows: int  # changelog rows consumed: the batch job reads the rows before this position
     watermark: int | None = None  # microseconds since the epoch, after the last consumed row
     has_event_time: bool = False
+    topic: str | None = None  # a Kafka source's topic, and per partition the offset after the
+    offsets: dict[int, int] | None = None  # last one consumed (None: the stream stopped inside a piece)
 
     def to_json(self) -> dict:
-        return {"rows": self.rows, **({"watermark": self.watermark} if self.has_event_time else {})}
+        data: dict = {"rows": self.rows, **({"watermark": self.watermark} if self.has_event_time else {})}
+        if self.topic is not None:
+            data["topic"] = self.topic
+            data["offsets"] = {str(p): o for p, o in sorted(self.offsets.items())} if self.offsets is not None else None
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> SourcePosition:
-        return cls(data["rows"], data.get("watermark"), "watermark" in data)
+        offsets = data.get("offsets")
+        return cls(
+            data["rows"],
+            data.get("watermark"),
+            "watermark" in data,
+            data.get("topic"),
+            {int(p): o for p, o in offsets.items()} if offsets is not None else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,16 @@ def spark():
     stop_session()
 
 
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    """One Kafka broker on 127.0.0.1 for the session (each test its own topics), stopped whatever
+    happens."""
+    from jobs.cli.local_kafka import KafkaBroker
+
+    with KafkaBroker(tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker
+
+
 @pytest.fixture
 def java() -> str:
     """The Java Spark runs on. Missing, it is a setup to run, not a test to skip."""

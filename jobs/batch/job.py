@@ -14,6 +14,7 @@ from datetime import date
 from jobs.changelog.delta_source import consumed_version, table_as_of
 from jobs.changelog.frames import source_snapshot
 from jobs.changelog.staging import staged_changelog
+from jobs.kafka.batch import topic_snapshot
 from jobs.lookup.tables import lookup_tables
 from jobs.plan import Plan
 from jobs.point import FINGERPRINT_KEY, ConsistencyPoint, read_point
@@ -47,18 +48,19 @@ def run_batch(
     spark = spark_session(settings.spark, progress)
     input_rows = point.total_rows()
     with sized_for(spark, input_rows, settings.spark.small_work_rows):
-        rows = _write_results(spark, plan, layout, point, progress)
+        rows = _write_results(spark, plan, layout, point, progress, settings.kafka.timeout_seconds)
     seconds = time.monotonic() - started
     progress.say(f"batch {plan.spec.name}: {rows:,} result rows from {input_rows:,} changelog rows in {seconds:.1f} s")
     return BatchResult(rows, input_rows, seconds)
 
 
-def _write_results(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint, progress: Progress) -> int:
+def _write_results(
+    spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint, progress: Progress, kafka_timeout: float
+) -> int:
     """The query's result over the sources as of the point, and each intermediate stage's, written
     as Delta tables; the query's row count."""
-    consumed = {name: position.rows for name, position in point.sources.items()}
     snapshots = {
-        s.table: _source_table(spark, plan, s.table, layout, consumed.get(s.table, 0), progress) for s in plan.sources
+        s.table: _source_table(spark, plan, s.table, layout, point, progress, kafka_timeout) for s in plan.sources
     }
     lookups = lookup_tables(spark, plan, snapshots)  # the services, asked now
     for name, table in lookups.items():  # kept for the check: did the stream get other answers?
@@ -74,14 +76,23 @@ def _write_results(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint
     return rows
 
 
-def _source_table(spark, plan: Plan, name: str, layout: RunLayout, consumed: int, progress: Progress):
+def _source_table(
+    spark, plan: Plan, name: str, layout: RunLayout, point: ConsistencyPoint, progress: Progress, timeout: float
+):
     """A source as of what the stream consumed: a Delta table by time travel to the version the
-    stream had reached (independent of the staged changelog); a folder source, and a Delta
-    source whose rows were set aside or consumed to the middle of a version, from the staged
-    changelog."""
+    stream had reached, a Kafka topic read up to the offsets it had reached (both independent of
+    the staged changelog); a folder source, and a Delta or Kafka source whose rows were set aside
+    or consumed to the middle of a piece, from the staged changelog."""
     staged = staged_changelog(layout, name)
     spec = plan.spec.sources[name]
-    if spec.format == "delta":
+    consumed = point.rows_consumed(name)
+    if spec.kafka is not None:
+        frame, read = topic_snapshot(spark, name, spec, staged, point.sources.get(name), timeout)
+        if frame is not None:
+            progress.say(f"source {name}: read from {read}")
+            return frame
+        progress.say(f"source {name}: read from the staged changelog, not the topic ({read})")
+    elif spec.format == "delta":
         version = consumed_version(staged.manifest, consumed)
         if version is not None and not staged.manifest["quarantined"]:
             return table_as_of(spark, spec, staged.schema, version)

@@ -59,7 +59,7 @@ def new_versions(
         next_version = start + 1
     else:
         next_version = max(staged_versions) + 1
-    latest = open_table(spec.path).version()
+    latest = open_table(spec.table_path).version()
     if next_version > latest:
         return
     feed = _change_feed(spark, name, spec, schema, next_version, latest)
@@ -73,25 +73,24 @@ def starting_version(name: str, spec: SourceSpec) -> int:
     """The spec's starting version, or the latest version committed at or before its
     starting timestamp; version 0 when it gives neither."""
     if spec.starting_timestamp is None:
-        start, latest = spec.starting_version or 0, open_table(spec.path).version()
+        start, latest = spec.starting_version or 0, open_table(spec.table_path).version()
         if start > latest:
             raise InputError(
                 f"source {name}: starting_version {start} is past the table's latest version {latest}",
-                where=str(spec.path),
+                where=str(spec.table_path),
             )
         return start
     wanted = spec.starting_timestamp
     wanted = wanted if wanted.tzinfo else wanted.replace(tzinfo=UTC)
-    commits = [
-        (c["version"], datetime.fromtimestamp(c["timestamp"] / 1000, UTC)) for c in open_table(spec.path).history()
-    ]
+    history = open_table(spec.table_path).history()
+    commits = [(c["version"], datetime.fromtimestamp(c["timestamp"] / 1000, UTC)) for c in history]
     before = [version for version, at in commits if at <= wanted]
     if not before:
         first = min(at for _, at in commits)
         raise InputError(
             f"source {name}: no version was committed at or before starting_timestamp {wanted:%Y-%m-%d %H:%M:%S%z} "
             f"(the first commit is at {first:%Y-%m-%d %H:%M:%S%z})",
-            where=str(spec.path),
+            where=str(spec.table_path),
         )
     return max(before)
 
@@ -99,7 +98,7 @@ def starting_version(name: str, spec: SourceSpec) -> int:
 def check_table(name: str, spec: SourceSpec) -> None:
     """A Delta table with its change data feed on and the declared columns: checked from the log
     alone, before Spark starts, so a wrong path is one line at once."""
-    path, schema = spec.path, parse_schema(spec.schema_ddl, where=f"source {name}: schema")
+    path, schema = spec.table_path, parse_schema(spec.schema_ddl, where=f"source {name}: schema")
     if not is_table(path):
         raise InputError(f"source {name}: not a Delta table (no _delta_log here)", where=str(path))
     table = open_table(path)
@@ -121,7 +120,7 @@ def check_table(name: str, spec: SourceSpec) -> None:
 
 def _snapshot(spark: SparkSession, spec: SourceSpec, schema: SourceSchema, version: int) -> ParsedFile:
     rows = read_with_connector(spark, _for_spark(spark, spec), version)
-    table = _typed(rows.select(*[f"`{c}`" for c in schema.names]).toArrow(), schema, spec.path, version)
+    table = _typed(rows.select(*[f"`{c}`" for c in schema.names]).toArrow(), schema, spec.table_path, version)
     kinds = pa.array(np.full(table.num_rows, int(RowKind.INSERT), np.int8))
     return _parsed(_ordered(table, kinds, spec.primary_key))
 
@@ -136,7 +135,7 @@ def _change_feed(
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(
             f"source {name}: cannot read the change data feed of versions {first} to {last}: {first_line}",
-            where=str(spec.path),
+            where=str(spec.table_path),
         ) from None
 
 
@@ -195,4 +194,4 @@ def table_as_of(spark: SparkSession, spec: SourceSpec, schema: SourceSchema, ver
 
 
 def _for_spark(spark: SparkSession, spec: SourceSpec) -> str:
-    return readable_by(spark, spec.path, f"a Delta source at {spec.path}")
+    return readable_by(spark, spec.table_path, f"a Delta source at {spec.table_path}")

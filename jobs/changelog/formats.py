@@ -63,6 +63,12 @@ def parse_file(path: Path, fmt: str, schema: SourceSchema) -> ParsedFile:
     return joined(blocks) if blocks else ParsedFile(_FORMATS[fmt](schema).empty(), ())
 
 
+def parse_lines(data: bytes, fmt: str, schema: SourceSchema) -> ParsedFile:
+    """Lines already in memory (a Kafka topic's messages, one per line) as one block; a blank
+    line is numbered and skipped, as in a file."""
+    return _parse_block(_Lines(data), _FORMATS[fmt](schema))
+
+
 def joined(blocks: list[ParsedFile]) -> ParsedFile:
     """Consecutive blocks of a file as one."""
     return ParsedFile(
@@ -343,20 +349,25 @@ class _PlainJson(_Reader):
 
 class _DebeziumJson(_Reader):
     """c/r: +I(after); u: -U(before), +U(after); d: -D(before). Fields beside before, after and
-    op (source, ts_ms) are Debezium's own and ignored."""
+    op (source, ts_ms) are Debezium's own and ignored. An envelope may come wrapped in
+    {"schema": ..., "payload": {...}} (Debezium's JSON converter with schemas enabled)."""
 
     unknown_fields = "ignore"
+    SIDES = ("before", "after", "op")
 
     def fields_of(self, line: bytes) -> set[str]:
         value = json.loads(line)
+        value = value["payload"] if isinstance(value.get("payload"), dict) else value
         images = [value.get(side) for side in ("before", "after") if isinstance(value.get(side), dict)]
         return set.intersection(*[set(image) for image in images]) if images else set()
 
     def _json_schema(self) -> pa.Schema:
         image = pa.struct(list(self.schema.arrow()))
-        return pa.schema([("before", image), ("after", image), ("op", pa.string())])
+        envelope = [("before", image), ("after", image), ("op", pa.string())]
+        return pa.schema([*envelope, ("payload", pa.struct(envelope))])
 
     def to_changes(self, table):
+        table = self._unwrapped(table)
         op = table.column("op")
         known = pc.fill_null(pc.is_in(op, value_set=pa.array(["c", "r", "u", "d"])), False)
         missing_before = pc.fill_null(
@@ -376,6 +387,15 @@ class _DebeziumJson(_Reader):
             )
         ]
         return self._expand(table.filter(ok) if bad else table), bad
+
+    def _unwrapped(self, table: pa.Table) -> pa.Table:
+        """Each row's envelope: its payload's where it has one, else its own fields."""
+        wrapped = pc.is_valid(table.column("payload"))
+        sides = {
+            side: pc.if_else(wrapped, pc.struct_field(table.column("payload"), side), table.column(side))
+            for side in self.SIDES
+        }
+        return pa.table({**sides, LINE: table.column(LINE)})
 
     def _expand(self, table: pa.Table) -> pa.Table:
         op = table.column("op")

@@ -64,6 +64,7 @@ from jobs.changelog.segments import (
     move_to_segments,
 )
 from jobs.errors import InputError, RunStateError, place
+from jobs.kafka import source as kafka_source
 from jobs.runtime.layout import RunLayout
 from jobs.spec.model import SourceSpec, StreamSpec
 
@@ -95,6 +96,7 @@ class StageResult:
     quarantined: list[Quarantined] = field(default_factory=list)
     anomalies: list[Quarantined] = field(default_factory=list)  # kept by `on_bad_rows: keep`
     absent_fields: int = 0  # rows staged with a nullable field missing from their JSON (as NULL)
+    tombstones: int = 0  # Kafka messages without a value, skipped
     quarantined_rows: int = 0  # len(quarantined), also once the rows are left out (counted())
     anomaly_rows: int = 0
 
@@ -143,6 +145,11 @@ class StagedChangelog:
     def absent_fields(self) -> int:
         """Rows staged with a nullable field their JSON left out (as NULL)."""
         return self.manifest.get("absent_fields", 0)
+
+    @property
+    def tombstones(self) -> int:
+        """Kafka messages without a value (after a delete), skipped."""
+        return self.manifest.get("tombstones", 0)
 
     @property
     def watermark_floor(self) -> int | None:
@@ -196,8 +203,8 @@ def staged_changelog(layout: RunLayout, table: str) -> StagedChangelog:
 
 @dataclass(frozen=True)
 class _Piece:
-    """What one run stages at a time: a new file of a folder source, or a new version of a Delta
-    table (delta_source.py)."""
+    """What one run stages at a time: a new file of a folder source, a new version of a Delta
+    table (delta_source.py), or a Kafka partition's new offsets (jobs/kafka/source.py)."""
 
     name: str  # the file's path in the folder, or v<version>
     where: str  # how a message names it
@@ -205,6 +212,14 @@ class _Piece:
     entry: Callable[[], dict]  # once its blocks are read, what the manifest keeps to recognise it:
     # a file's size, mtime and hash (of the bytes parsed); a version
     raw_text: Callable[[set[int]], dict[int, str]]  # the text of some of its rows, by line
+    place: Callable[[int], str] | None = None  # where a line is, when not `where` and the line
+
+    def place_of(self, line: int) -> str:
+        return self.place(line) if self.place is not None else place(self.where, line)
+
+    def file_of(self, line: int) -> str:
+        """What the quarantine's file column says of a line: the file, or where a message is."""
+        return self.place(line) if self.place is not None else self.name
 
 
 def stage_source(
@@ -217,6 +232,7 @@ def stage_source(
     anomalies: Path | None = None,
     until: date | None = None,
     spark: SparkSession | None = None,
+    kafka_timeout: float = 10,
 ) -> tuple[StageResult, Callable[[], None]]:
     """Parse and validate the source's new files (of the partitions up to `until`, for a
     partitioned source) or, for a Delta source, its new versions (read with `spark`), and prepare
@@ -234,6 +250,8 @@ def stage_source(
     _clear_unlisted_live(directory, manifest)
     if spec.format == "delta":
         pieces = _version_pieces(spark, name, spec, schema, manifest)
+    elif spec.kafka is not None:
+        pieces = _topic_pieces(spark, name, spec, schema, manifest, until, kafka_timeout)
     else:
         pieces = _file_pieces(name, spec, schema, manifest, until)
     live = LiveRows(schema, spec.primary_key, spill=directory / LIVE_PENDING)
@@ -260,9 +278,9 @@ def _stage_piece(piece: _Piece, spec: SourceSpec, live: LiveRows, writer: Segmen
     for parsed in _check_batches(read_ahead(piece.blocks)):
         rows, bad, kept = _validated_rows(parsed, piece, spec, live)
         if bad and spec.on_bad_rows == "fail":
-            raise InputError(bad[0].reason, where=place(piece.where, bad[0].line))
-        result.quarantined += [Quarantined(result.source, piece.name, b.line, b.reason, b.raw) for b in bad]
-        result.anomalies += [Quarantined(result.source, piece.name, b.line, b.reason, b.raw) for b in kept]
+            raise InputError(bad[0].reason, where=piece.place_of(bad[0].line))
+        result.quarantined += [Quarantined(result.source, piece.file_of(b.line), b.line, b.reason, b.raw) for b in bad]
+        result.anomalies += [Quarantined(result.source, piece.file_of(b.line), b.line, b.reason, b.raw) for b in kept]
         result.quarantined_rows, result.anomaly_rows = len(result.quarantined), len(result.anomalies)
         start = result.total_rows
         rows = rows.append_column(SEQ, pa.array(np.arange(start, start + rows.num_rows, dtype=np.int64)))
@@ -273,9 +291,11 @@ def _stage_piece(piece: _Piece, spec: SourceSpec, live: LiveRows, writer: Segmen
         result.total_rows += rows.num_rows
         result.absent_fields += parsed.absent
     result.new_files.append(piece.name)
+    entry = piece.entry()
+    result.tombstones += entry.get("tombstones", 0)
     return {
         "name": piece.name,
-        **piece.entry(),
+        **entry,
         "first_seq": first_seq,
         "rows": result.total_rows - first_seq,
         "bad_rows": bad_rows,
@@ -348,6 +368,22 @@ def _version_pieces(
             functools.partial(dict, version=piece.version),
             functools.partial(row_text, piece.parsed),
         )
+
+
+def _topic_pieces(
+    spark: SparkSession | None,
+    name: str,
+    spec: SourceSpec,
+    schema: SourceSchema,
+    manifest: dict,
+    until: date | None,
+    timeout: float,
+) -> Iterator[_Piece]:
+    assert spark is not None, "a Kafka source is read through Spark: whoever stages one passes the session"
+    with kafka_source.topic_of(name, spec, timeout) as topic:
+        ranges = kafka_source.new_ranges(topic, spec, manifest, until)
+    for piece in kafka_source.read_pieces(spark, spec, schema, ranges):
+        yield _Piece(piece.name, piece.name, (piece.parsed,), piece.entry, piece.raw_text, piece.place)
 
 
 def _lines_of(path: Path, wanted: set[int]) -> dict[int, str]:
@@ -432,6 +468,7 @@ def _prepare_generation(
         segments=manifest["segments"] + segments,
         quarantined=manifest["quarantined"] + len(result.quarantined),
         absent_fields=manifest.get("absent_fields", 0) + result.absent_fields,
+        tombstones=manifest.get("tombstones", 0) + result.tombstones,
     )
     previous = manifest["live_state"]
     prepared = {"source": result.source, "manifest": following, "segments": segments, "previous_live": previous}
@@ -513,6 +550,11 @@ def _identity(spec: SourceSpec) -> dict:
     if spec.format == "delta":
         start = spec.starting_timestamp.isoformat() if spec.starting_timestamp else spec.starting_version
         identity["starting_point"] = start
+    if spec.kafka is not None:
+        identity["topic"] = spec.kafka.topic
+        offsets = spec.kafka.starting_offsets
+        given = offsets if isinstance(offsets, str) else {str(p): o for p, o in sorted(offsets.items())}
+        identity["starting_point"] = spec.starting_timestamp.isoformat() if spec.starting_timestamp else given
     return identity
 
 

@@ -35,7 +35,7 @@ def jit_options(input_bytes: int | None, quick_below_mib: int) -> str:
 def input_bytes(spec: QuerySpec) -> int:
     """The bytes of a query spec's sources' files, all of them (new or not, any date): what the
     JVM's choice is made on, before the run has read anything."""
-    return files_bytes(s.path for s in spec.sources.values() if not isinstance(s.path, str))
+    return files_bytes(s.path for s in spec.sources.values() if isinstance(s.path, Path))
 
 
 def files_bytes(paths: Iterable[Path]) -> int:

@@ -23,7 +23,9 @@ def load_spec(path: str | Path) -> QuerySpec:
     data, root = _read_yaml(path)
     spec = _validate(QuerySpec, data, root, path)
     sources = {
-        name: src if isinstance(src.path, str) else src.model_copy(update={"path": (path.parent / src.path).resolve()})
+        name: src
+        if src.path is None or isinstance(src.path, str)
+        else src.model_copy(update={"path": (path.parent / src.path).resolve()})
         for name, src in spec.sources.items()
     }
     return spec.model_copy(

@@ -37,13 +37,33 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-class SourceSpec(Strict):
-    """One changelog source: a folder of files read in name order, rows in file order; or, with
-    format delta, an existing Delta table's change data feed, read version by version."""
+class KafkaSpec(Strict):
+    """A Kafka topic whose messages are the changelog (docs/kafka.md): each partition read in
+    offset order, the message key being the source's primary key."""
 
-    path: Path | str
+    topic: str = Field(min_length=1)
+    """The topic, e.g. dbserver1.inventory.orders (Debezium's server.schema.table)."""
+    bootstrap_servers: str | None = None
+    """host:port[,host:port...]. Best left out: the settings' kafka section, the Airflow
+    connection it names, or LOCKSTEP_KAFKA_BOOTSTRAP_SERVERS give it, so a spec does not name a
+    cluster."""
+    starting_offsets: Literal["earliest"] | dict[int, int] = "earliest"
+    """Where the changelog starts: earliest (each partition's first retained offset), or an
+    offset per partition ({0: 120, 1: 98}; a partition left out starts at its earliest).
+    starting_timestamp is the other way to give it."""
+
+
+class SourceSpec(Strict):
+    """One changelog source: a folder of files read in name order, rows in file order; with
+    format delta, an existing Delta table's change data feed, read version by version; or, with
+    kafka, a topic read partition by partition in offset order."""
+
+    path: Path | str | None = None
     """The folder of changelog files (or, with format delta, the Delta table), relative to the
-    spec file; or an object store's s3a://bucket/prefix (docs/object-storage.md)."""
+    spec file; or an object store's s3a://bucket/prefix (docs/object-storage.md). Not with kafka."""
+    kafka: KafkaSpec | None = None
+    """The changelog is a Kafka topic's messages, in the given format (changelog-json,
+    debezium-json or json); see docs/kafka.md."""
     format: Literal["changelog-json", "debezium-json", "json", "delta"]
     """changelog-json: JSON lines with an "op" of +I, -U, +U, -D. debezium-json: Debezium's
     before/after/op envelopes. json: plain rows, each an insert. delta: a Delta table's change
@@ -72,8 +92,8 @@ class SourceSpec(Strict):
     """format delta only: the version whose snapshot starts the changelog, as inserts; the later
     versions follow as their change data feed. Default: version 0."""
     starting_timestamp: datetime | None = None
-    """format delta only: as starting_version, the latest version committed at or before this
-    time."""
+    """format delta: as starting_version, the latest version committed at or before this time.
+    kafka: each partition starts at its first message of this time or later."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True)
 
@@ -83,9 +103,18 @@ class SourceSpec(Strict):
         return location(value) if isinstance(value, (str, Path)) else value
 
     @property
+    def table_path(self) -> Path | str:
+        """A Delta source's table: a local path, or an s3a:// URL."""
+        if self.path is None:
+            raise SpecError("a Kafka source has no Delta table", where=self.kafka.topic if self.kafka else None)
+        return self.path
+
+    @property
     def folder(self) -> Path:
         """The local folder (or Delta table) read: a source on an object store is read from its
         local copy, which the pipeline puts in `path` (jobs/store/sources.py)."""
+        if self.path is None:
+            raise SpecError("a Kafka source has no folder", where=self.kafka.topic if self.kafka else None)
         if isinstance(self.path, str):
             raise SpecError(f"{self.path} is read from a local copy, which was not made", where=self.path)
         return self.path
@@ -104,10 +133,23 @@ class SourceSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _a_path_or_a_topic(self) -> SourceSpec:
+        if (self.path is None) == (self.kafka is None):
+            raise ValueError("give a source either path (files or a Delta table) or kafka (a topic), not both")
+        if self.kafka is not None and self.format == "delta":
+            raise ValueError("a kafka source's format is changelog-json, debezium-json or json")
+        if self.kafka is not None and self.partitioned_by is not None:
+            raise ValueError("a kafka source is read by offset, not by date partition")
+        if self.kafka is not None and self.starting_timestamp and self.kafka.starting_offsets != "earliest":
+            raise ValueError("give kafka.starting_offsets or starting_timestamp, not both")
+        return self
+
+    @model_validator(mode="after")
     def _starting_point_of_a_delta_table(self) -> SourceSpec:
-        starts = self.starting_version is not None or self.starting_timestamp is not None
-        if starts and self.format != "delta":
-            raise ValueError("starting_version and starting_timestamp are for format: delta")
+        if self.starting_version is not None and self.format != "delta":
+            raise ValueError("starting_version is for format: delta")
+        if self.starting_timestamp is not None and self.format != "delta" and self.kafka is None:
+            raise ValueError("starting_timestamp is for format: delta and kafka sources")
         if self.starting_version is not None and self.starting_timestamp is not None:
             raise ValueError("give starting_version or starting_timestamp, not both")
         if self.format == "delta" and self.partitioned_by is not None:
@@ -372,6 +414,18 @@ class StoreSettings(Strict):
     """Where a step keeps its working copy of an s3a:// run folder (docs/object-storage.md)."""
 
 
+class KafkaSettings(Strict):
+    """The Kafka cluster of kafka sources that do not name one (docs/kafka.md). Left out, the
+    bootstrap servers come from the Airflow connection named, then LOCKSTEP_KAFKA_BOOTSTRAP_SERVERS."""
+
+    bootstrap_servers: str | None = None
+    """host:port[,host:port...]"""
+    airflow_connection: str | None = None
+    """An Airflow connection whose host (and port), or extra's bootstrap_servers, give the servers."""
+    timeout_seconds: float = Field(default=10, gt=0)
+    """How long a broker may take to answer before a step stops with exit 2."""
+
+
 class Settings(Strict):
     """lockstep's settings file (conf/settings.yaml, --settings or LOCKSTEP_SETTINGS)."""
 
@@ -381,6 +435,7 @@ class Settings(Strict):
     spark: SparkSettings = SparkSettings()
     check: CheckSettings = CheckSettings()
     store: StoreSettings = StoreSettings()
+    kafka: KafkaSettings = KafkaSettings()
     settings_path: SkipJsonSchema[Path] = Path("<defaults>")  # set by the loader
 
     @field_validator("runs_dir", mode="before")

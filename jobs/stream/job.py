@@ -16,6 +16,7 @@ from datetime import date
 from jobs.changelog.delta_source import check_table
 from jobs.changelog.staging import StageResult
 from jobs.errors import RunStateError
+from jobs.kafka.source import check_topic
 from jobs.plan import Plan
 from jobs.plan.nodes import SessionAggregate
 from jobs.point import ConsistencyPoint, latest_logical_date, write_point
@@ -82,13 +83,25 @@ def run_stream(
     delta_sources = {name: s for name, s in plan.spec.sources.items() if s.format == "delta"}
     for name, source in delta_sources.items():
         check_table(name, source)
+    kafka_sources = {name: s for name, s in plan.spec.sources.items() if s.kafka is not None}
+    for name, source in kafka_sources.items():
+        check_topic(name, source, settings.kafka.timeout_seconds)
     # The spark engine's executors stage the folder sources; with the run folder on an object
     # store they cannot see the working copy, and the driver stages into it.
     as_tasks = plan.spec.stream.engine == "spark" and layout.spark_root is None
-    early = spark_session(settings.spark) if delta_sources or as_tasks else None  # quiet: one line if it fails
+    read_by_spark = delta_sources or kafka_sources or as_tasks
+    early = spark_session(settings.spark) if read_by_spark else None  # quiet: one line if it fails
     start_in_background(settings.spark, plan.spec)
     with memory_returned():
-        staged = stage_sources(plan, layout, progress, until=logical_date, spark=early, as_tasks=as_tasks)
+        staged = stage_sources(
+            plan,
+            layout,
+            progress,
+            until=logical_date,
+            spark=early,
+            as_tasks=as_tasks,
+            kafka_timeout=settings.kafka.timeout_seconds,
+        )
     spark = spark_session(settings.spark, progress)
     sink_counts = StreamCounts()
     started = time.monotonic()

@@ -4,9 +4,11 @@ after them, and the Delta version of every table the stages wrote."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 
 from jobs.changelog.staging import StagedChangelog
+from jobs.kafka.source import consumed_offsets
 from jobs.plan import Plan
 from jobs.plan.nodes import ChangelogSource
 from jobs.point import ConsistencyPoint, SourcePosition
@@ -32,7 +34,7 @@ def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) 
             rows = consumed_by(checkpoint, index, last_batch, staged) if last_batch is not None else 0
             previous = sources.get(node.table)
             rows = rows if previous is None else min(rows, previous.rows)  # a source read twice (self-join)
-            sources[node.table] = SourcePosition(rows, _watermark_at(staged, rows), bool(staged.event_time))
+            sources[node.table] = _position(staged, rows)
     versions = {s.name: table_version(layout.stage_table(s.name)) for s in plan.intermediate_stages}
     open_windows = table_version(layout.pending) if is_delta_table(layout.pending) else None
     return ConsistencyPoint(
@@ -44,6 +46,14 @@ def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) 
         logical_date,
         open_windows_version=open_windows,
     )
+
+
+def _position(staged: StagedChangelog, rows: int) -> SourcePosition:
+    position = SourcePosition(rows, _watermark_at(staged, rows), bool(staged.event_time))
+    topic = staged.manifest.get("topic")
+    if topic is None:
+        return position
+    return replace(position, topic=topic, offsets=consumed_offsets(staged.manifest, rows))
 
 
 def _watermark_at(staged: StagedChangelog, rows: int) -> int | None:

@@ -24,6 +24,7 @@ def stage_sources(
     until: date | None = None,
     spark: SparkSession | None = None,
     as_tasks: bool = False,
+    kafka_timeout: float = 10,
 ) -> list[StageResult]:
     """Validate every source's new files (a Delta source's new versions, read with `spark`)
     first, then commit them all: a bad row in one source leaves the whole run folder untouched.
@@ -38,10 +39,11 @@ def stage_sources(
             layout.anomalies,
             plan.spec.stream,
             until,
+            kafka_timeout,
         )
         for t in plan.source_tables
     ]
-    remote = [job for job in jobs if as_tasks and job.source.format != "delta"]
+    remote = [job for job in jobs if as_tasks and job.source.format != "delta" and job.source.kafka is None]
     here = [job for job in jobs if job not in remote]
     if remote:
         progress.say(f"staging {len(remote)} source(s) as Spark tasks on the executors")
@@ -52,7 +54,8 @@ def stage_sources(
     commit_as_tasks(spark, remote)
     results = [staged[t] for t in plan.source_tables]
     for result in results:
-        progress.say(_staged_line(result, plan.spec.sources[result.source].format))
+        source = plan.spec.sources[result.source]
+        progress.say(_staged_line(result, "kafka" if source.kafka is not None else source.format))
     return results
 
 
@@ -62,7 +65,9 @@ def _staged_line(staged: StageResult, source_format: str) -> str:
         note += f", {staged.anomaly_rows} kept although they break the changelog protocol"
     if staged.absent_fields:
         note += f", {staged.absent_fields} with a field left out (read as NULL)"
-    pieces = "version(s)" if source_format == "delta" else "file(s)"
+    if staged.tombstones:
+        note += f", {staged.tombstones} tombstone(s) skipped"
+    pieces = {"delta": "version(s)", "kafka": "offset range(s)"}.get(source_format, "file(s)")
     return (
         f"source {staged.source}: {len(staged.new_files)} new {pieces}, "
         f"{staged.new_rows:,} new rows{note}, {staged.total_rows:,} in all"

@@ -39,6 +39,7 @@ class StagingJob:
     anomalies: Path | None
     batch_size: StreamSpec
     until: date | None
+    kafka_timeout: float = 10  # seconds a Kafka source's broker may take to answer
 
     def stage(self, spark: SparkSession | None = None) -> StageResult:
         """Stage and prepare the source (commit() makes it current); `spark` reads a Delta source."""
@@ -51,6 +52,7 @@ class StagingJob:
             anomalies=self.anomalies,
             until=self.until,
             spark=spark,
+            kafka_timeout=self.kafka_timeout,
         )
         return result
 

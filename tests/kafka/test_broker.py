@@ -1,4 +1,4 @@
-"""The Kafka broker the tests start (tests/support/kafka_broker.py) and Spark's Kafka source, which
+"""The Kafka broker the tests start (jobs/cli/local_kafka.py) and Spark's Kafka source, which
 setup fetched: keyed messages produced to a topic of two partitions come back through
 spark.read.format("kafka"), each key's messages in one partition, in the order produced, and
 reading up to given offsets per partition reads exactly those."""
@@ -9,16 +9,7 @@ import json
 
 import pytest
 
-from tests.support.kafka_broker import KafkaBroker
-
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def kafka(tmp_path_factory):
-    """One broker on 127.0.0.1 for the session, stopped whatever happens."""
-    with KafkaBroker(tmp_path_factory.mktemp("kafka")) as broker:
-        yield broker
 
 
 def _read(spark, kafka, topic: str, ending: str = "latest") -> list:

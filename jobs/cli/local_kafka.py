@@ -1,6 +1,8 @@
 """An Apache Kafka broker on 127.0.0.1 in KRaft mode (its own controller, no ZooKeeper), run from
-the jars setup fetched (scripts/kafka-jars.sh) as its own JVM: the storage is formatted with a new
-cluster id, then the broker starts and serves once a topic can be created.
+the jars setup fetched (scripts/kafka-jars.sh) as its own JVM, for `lockstep demo --local-kafka`
+and the tests: the storage is formatted with a new cluster id, then the broker starts and serves
+once its port accepts connections. `restart()` stops it and starts it again on the same ports and
+data, as a broker restarted between two runs.
 
 Its two ports are picked just before it starts; a port taken in between makes the JVM exit, and
 the start is tried again on new ones. The JVM gets a parent-death signal, so a test process killed
@@ -14,7 +16,11 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from jobs.cli.local_store import LocalServer, _dies_with_parent, ended, free_port
 
@@ -24,8 +30,9 @@ JARS = Path(sys.prefix) / "jars" / "kafka-broker"
 class KafkaBroker(LocalServer):
     def __init__(self, workdir: Path):
         self.workdir = workdir
-        self.port = self.controller_port = 0
+        self.port = self.controller_port = self.runs = 0
         self.process: subprocess.Popen | None = None
+        self.properties = workdir / "server.properties"
 
     @property
     def bootstrap(self) -> str:
@@ -34,54 +41,59 @@ class KafkaBroker(LocalServer):
     def start(self, attempts: int = 3, timeout: float = 90) -> None:
         for attempt in range(attempts):
             self.port, self.controller_port = free_port(), free_port()
-            properties = self._write_properties(attempt)
-            self._tool("kafka.tools.StorageTool", "format", "-t", self._cluster_id(), "-c", str(properties))
-            log = (self.workdir / f"broker-{attempt}.log").open("w")
-            self.process = subprocess.Popen(
-                self._java("kafka.Kafka", str(properties)),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_dies_with_parent,
-            )
-            if self._wait_until_serving(timeout):
+            self.properties = self._write_properties(attempt)
+            self._tool("kafka.tools.StorageTool", "format", "-t", self._cluster_id(), "-c", str(self.properties))
+            if self._run(timeout):
                 return
             self.stop()
         raise RuntimeError(f"no Kafka broker served in {attempts} attempts (logs in {self.workdir})")
+
+    def restart(self, timeout: float = 90) -> None:
+        """Stop the broker and start it again with its ports, data and topics."""
+        self.stop()
+        if not self._run(timeout):
+            raise RuntimeError(f"the Kafka broker did not serve again after a restart (logs in {self.workdir})")
+
+    def _run(self, timeout: float) -> bool:
+        self.runs += 1
+        log = (self.workdir / f"broker-{self.runs}.log").open("w")
+        self.process = subprocess.Popen(
+            self._java("kafka.Kafka", str(self.properties)),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_dies_with_parent,
+        )
+        return self._wait_until_serving(timeout)
 
     def stop(self) -> None:
         if self.process is not None:
             ended(self.process, wait=20)
         self.process = None
 
-    def create_topic(self, topic: str, partitions: int = 1) -> None:
-        self._tool(
-            "org.apache.kafka.tools.TopicCommand",
-            "--bootstrap-server",
-            self.bootstrap,
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            str(partitions),
-            "--replication-factor",
-            "1",
-        )
+    def create_topic(self, topic: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        done = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})], operation_timeout=30)
+        done[topic].result(timeout=60)
 
-    def produce(self, topic: str, messages: list[tuple[str, str]]) -> None:
-        """Keyed messages, in order (a key's messages go to one partition, in this order)."""
-        lines = "".join(f"{key}\t{value}\n" for key, value in messages)
-        self._tool(
-            "org.apache.kafka.tools.ConsoleProducer",
-            "--bootstrap-server",
-            self.bootstrap,
-            "--topic",
-            topic,
-            "--property",
-            "parse.key=true",
-            "--property",
-            "key.separator=\t",
-            stdin=lines,
+    def produce(self, topic: str, messages: list[tuple[str | None, str | None]], at: datetime | None = None) -> None:
+        """Keyed messages, in order (a key's messages go to one partition, in this order); a None
+        value is a tombstone. `at` stamps them with that time instead of now."""
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "enable.idempotence": True,  # retries keep a partition's order
+                "partitioner": "murmur2_random",  # the Java client's (Debezium's Kafka Connect) key to partition
+                "linger.ms": 20,
+                "log_level": 3,  # not the retries while a new broker's coordinator loads
+            }
         )
+        stamp = int(at.timestamp() * 1000) if at is not None else 0
+        for key, value in messages:
+            producer.produce(topic, value=value, key=key, timestamp=stamp)
+            producer.poll(0)
+        left = producer.flush(60)
+        if left:
+            raise RuntimeError(f"{left} message(s) to {topic} were not delivered")
 
     def _write_properties(self, attempt: int) -> Path:
         data = self.workdir / f"data-{attempt}"

@@ -1,0 +1,229 @@
+"""A Kafka source's changelog: the topic's messages, partition by partition in offset order.
+
+Each staging run reads, for every partition, the offsets from where the last run stopped to the
+partition's end (its high watermark; for a scheduled run's logical date D, the first offset
+stamped after D), with Spark's Kafka reader. One partition's new offsets are one piece of the
+staged changelog (as a file is for a folder source), cut into pieces of at most MAX_OFFSETS.
+The manifest keeps each piece's partition and offsets, so the offsets the stream consumed are
+known per partition (`consumed_offsets`), and a rerun reads only the offsets after them.
+
+A message is a line of the source's format: its value's newlines are blanked (JSON allows
+whitespace there), and a tombstone (no value: what Debezium writes after a delete, for log
+compaction) is a blank line, skipped and counted. Line n of a piece is its offset start + n - 1,
+which is how a bad message is named.
+
+A partition whose first retained offset has moved past the offset the next run must read
+(retention deleted messages before lockstep read them) stops the run with an InputError: the
+changelog would have a gap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
+
+from jobs.changelog.formats import ParsedFile, parse_lines
+from jobs.changelog.schema import SourceSchema
+from jobs.errors import InputError
+from jobs.kafka.topic import Topic
+from jobs.spec.model import KafkaSpec, SourceSpec
+
+# Offsets read (and held in the driver) at a time: a piece of a partition's new messages.
+MAX_OFFSETS = 1_000_000
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    partition: int
+    start: int
+    end: int  # exclusive: the offset after the range's last
+
+
+@dataclass(frozen=True)
+class RangePiece:
+    topic: str
+    range: OffsetRange
+    parsed: ParsedFile
+    messages: int  # present in the range (a compacted topic may have fewer than its offsets)
+    tombstones: int
+    values: list[bytes | None]  # by line - 1, for a bad row's raw text
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}/{self.range.partition}@{self.range.start}"
+
+    def entry(self) -> dict:
+        r = self.range
+        return {
+            "partition": r.partition,
+            "start": r.start,
+            "end": r.end,
+            "messages": self.messages,
+            "tombstones": self.tombstones,
+        }
+
+    def place(self, line: int) -> str:
+        return offset_place(self.topic, self.range.partition, self.range.start + line - 1)
+
+    def raw_text(self, lines: set[int]) -> dict[int, str]:
+        found = {n: self.values[n - 1] for n in lines if 0 < n <= len(self.values)}
+        return {n: (v or b"").decode("utf-8", errors="replace") for n, v in found.items()}
+
+
+def offset_place(topic: str, partition: int, offset: int) -> str:
+    return f"kafka topic {topic} partition {partition} offset {offset}"
+
+
+def topic_of(name: str, spec: SourceSpec, timeout: float) -> Topic:
+    kafka = _kafka(spec)
+    assert kafka.bootstrap_servers, "the pipeline fills in the bootstrap servers (jobs/kafka/servers.py)"
+    return Topic(kafka.bootstrap_servers, kafka.topic, timeout, f"source {name}")
+
+
+def check_topic(name: str, spec: SourceSpec, timeout: float) -> None:
+    """The broker answers and has the topic: checked before Spark starts, so that an unreachable
+    broker is one line within `timeout`."""
+    with topic_of(name, spec, timeout) as topic:
+        topic.partitions()
+
+
+def new_ranges(topic: Topic, spec: SourceSpec, manifest: dict, until: date | None) -> list[OffsetRange]:
+    """Every partition's offsets after those staged, up to its end (or to `until`'s end)."""
+    partitions = topic.partitions()
+    staged = staged_ends(manifest)
+    ends = topic.offsets_at(partitions, end_of(until)) if until else {p: topic.watermarks(p).high for p in partitions}
+    unstaged = [p for p in partitions if p not in staged]
+    firsts = _first_offsets(topic, spec, unstaged) if unstaged else {}
+    ranges = []
+    for partition in partitions:
+        start = staged.get(partition, firsts.get(partition))
+        assert start is not None
+        if partition in staged:
+            _check_retained(topic, partition, start)
+        for at in range(start, ends[partition], MAX_OFFSETS):
+            ranges.append(OffsetRange(partition, at, min(at + MAX_OFFSETS, ends[partition])))
+    return ranges
+
+
+def end_of(day: date) -> datetime:
+    """A logical date's end: the first moment of the next day, in UTC."""
+    return datetime.combine(day + timedelta(days=1), time(), UTC)
+
+
+def staged_ends(manifest: dict) -> dict[int, int]:
+    """Per partition, the offset after the last one staged."""
+    ends: dict[int, int] = {}
+    for entry in manifest["files"]:
+        ends[entry["partition"]] = max(ends.get(entry["partition"], 0), entry["end"])
+    return ends
+
+
+def _first_offsets(topic: Topic, spec: SourceSpec, partitions: list[int]) -> dict[int, int]:
+    """Where each partition's changelog starts: the spec's offset, the first at its starting
+    timestamp, or the first retained."""
+    if spec.starting_timestamp is not None:
+        moment = spec.starting_timestamp
+        return topic.offsets_at(partitions, moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    given = _kafka(spec).starting_offsets
+    firsts = {}
+    for partition in partitions:
+        marks = topic.watermarks(partition)
+        wanted = given.get(partition, marks.low) if isinstance(given, dict) else marks.low
+        if not marks.low <= wanted <= marks.high:
+            raise InputError(
+                f"kafka.starting_offsets gives partition {partition} offset {wanted}, outside its retained "
+                f"offsets {marks.low} to {marks.high}",
+                where=topic.where,
+            )
+        firsts[partition] = wanted
+    return firsts
+
+
+def _check_retained(topic: Topic, partition: int, next_offset: int) -> None:
+    low = topic.watermarks(partition).low
+    if low > next_offset:
+        raise InputError(
+            f"Kafka topic {topic.name} partition {partition}: offsets {next_offset} to {low - 1} were deleted "
+            f"(retention) before they were read, so the changelog has a gap; start a new run folder from the "
+            f"retained offsets (docs/kafka.md)",
+            where=topic.where,
+        )
+
+
+def read_pieces(
+    spark: SparkSession, spec: SourceSpec, schema: SourceSchema, ranges: list[OffsetRange]
+) -> Iterator[RangePiece]:
+    """Each range read with Spark's Kafka reader and parsed, one at a time."""
+    kafka = _kafka(spec)
+    for offsets in ranges:
+        messages = read_range(spark, kafka, offsets)
+        values, tombstones = _lines(messages, offsets)
+        data = b"\n".join(v if v is not None else b"" for v in values)
+        yield RangePiece(
+            kafka.topic, offsets, parse_lines(data, spec.format, schema), messages.num_rows, tombstones, values
+        )
+
+
+def read_range(spark: SparkSession, kafka: KafkaSpec, offsets: OffsetRange) -> pa.Table:
+    """The messages of one partition's offsets (offset, value), in offset order."""
+    frame = kafka_frame(spark, kafka, {offsets.partition: (offsets.start, offsets.end)})
+    return frame.select("offset", "value").toArrow().sort_by("offset")
+
+
+def kafka_frame(spark: SparkSession, kafka: KafkaSpec, ranges: dict[int, tuple[int, int]]):
+    """Spark's batch Kafka reader over exactly these offsets per partition. Data loss is judged
+    by the caller (retained offsets, message counts), not by the reader."""
+    topic = kafka.topic
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("assign", json.dumps({topic: sorted(ranges)}))
+        .option("startingOffsets", json.dumps({topic: {str(p): s for p, (s, _) in ranges.items()}}))
+        .option("endingOffsets", json.dumps({topic: {str(p): e for p, (_, e) in ranges.items()}}))
+        .option("failOnDataLoss", "false")
+        .load()
+    )
+
+
+def _lines(messages: pa.Table, offsets: OffsetRange) -> tuple[list[bytes | None], int]:
+    """The range's values by offset: None for a tombstone or an offset with no message (compacted
+    away, or a transaction marker); newlines inside a value blanked."""
+    values: list[bytes | None] = [None] * (offsets.end - offsets.start)
+    present = messages.column("value")
+    tombstones = int(pc.sum(pc.is_null(present)).as_py() or 0)
+    for offset, value in zip(messages.column("offset").to_pylist(), present.to_pylist()):
+        if value is not None:
+            values[offset - offsets.start] = value.replace(b"\n", b" ").replace(b"\r", b" ")
+    return values, tombstones
+
+
+def consumed_offsets(manifest: dict, consumed: int) -> dict[int, int] | None:
+    """Per partition, the offset after the last one the first `consumed` staged rows came from;
+    None when they stop inside a piece (the stream consumed part of one)."""
+    ends: dict[int, int] = {}
+    for entry in manifest["files"]:
+        done = entry["first_seq"] + entry["rows"] <= consumed
+        if not done and entry["first_seq"] < consumed:
+            return None
+        if done:
+            ends[entry["partition"]] = max(ends.get(entry["partition"], 0), entry["end"])
+    return ends
+
+
+def starting_offsets(manifest: dict) -> dict[int, int]:
+    """Per partition, where the staged changelog starts."""
+    starts: dict[int, int] = {}
+    for entry in manifest["files"]:
+        starts[entry["partition"]] = min(starts.get(entry["partition"], entry["start"]), entry["start"])
+    return starts
+
+
+def _kafka(spec: SourceSpec) -> KafkaSpec:
+    assert spec.kafka is not None, "a Kafka source's spec has its kafka section"
+    return spec.kafka
