@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo demo-s3 test test-fast lint format golden differential property chaos bench bench-cluster cluster-queries race airflow lock clean
+.PHONY: setup demo demo-s3 demo-kafka test test-fast lint format golden differential property chaos bench bench-cluster cluster-queries race airflow lock clean
 
 # make differential N=300 SEED=7: random cases, lockstep against Flink SQL (tests/differential).
 # STATE_STORE=memory|rocksdb: the same cases with one of Spark's state stores (stream.state_store;
@@ -24,6 +24,10 @@ demo: setup
 # The demo with sources, sinks and run folders on a local S3 server (SeaweedFS) started for it.
 demo-s3: setup
 	$(BIN)/lockstep demo --local-store
+
+# The demo over Kafka topics: a local broker (KRaft) started for it, each changelog produced to a topic.
+demo-kafka: setup
+	$(BIN)/lockstep demo --local-kafka
 
 test: setup
 	$(BIN)/python -m pytest -q --durations=60

@@ -112,6 +112,13 @@ class ConsistencyPoint:
         )
 
 
+def offsets_text(offsets: dict | None) -> str:
+    """A Kafka source's offsets (partition -> the offset after the last consumed) for a reader."""
+    if offsets is None:
+        return "inside an offset range"
+    return ", ".join(f"partition {p} → {o}" for p, o in sorted(offsets.items(), key=lambda i: int(i[0])))
+
+
 def write_point(layout: RunLayout, point: ConsistencyPoint) -> ConsistencyPoint:
     """Record the point as the latest, and as its logical date's when it has one."""
     stamped = replace(point, written_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

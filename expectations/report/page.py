@@ -19,6 +19,7 @@ from expectations.report import charts
 from expectations.report.diff import differences
 from expectations.report.tables import cell, figure, rows_table
 from expectations.report.templating import render
+from jobs.point import offsets_text
 
 UNEXPLAINED = "unexplained"
 COUNTS = [
@@ -199,7 +200,7 @@ def _run_figures(report: dict) -> dict:
     point = report.get("consistency_point") or {}
     sink = report.get("sink") or {}
     sources = [
-        {"source": name, **_readable_watermark(figures)} for name, figures in (point.get("sources") or {}).items()
+        {"source": name, **_readable_position(figures)} for name, figures in (point.get("sources") or {}).items()
     ]
     figures = [
         ("sink version", point.get("sink_version")),
@@ -219,8 +220,15 @@ def _run_figures(report: dict) -> dict:
     }
 
 
-def _readable_watermark(figures: dict) -> dict:
-    return {**figures, "watermark": _utc(figures["watermark"])} if "watermark" in figures else figures
+def _readable_position(figures: dict) -> dict:
+    """A source's position as a reader reads it: the watermark as a time, a topic's offsets as
+    "partition: offset" pairs."""
+    readable = dict(figures)
+    if "watermark" in figures:
+        readable["watermark"] = _utc(figures["watermark"])
+    if "offsets" in figures:
+        readable["offsets"] = offsets_text(figures["offsets"])
+    return readable
 
 
 def _utc(micros: int | None) -> str | None:

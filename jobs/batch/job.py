@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 from datetime import date
 
+from jobs.batch.from_topic import topic_snapshot
 from jobs.changelog.delta_source import consumed_version, table_as_of
 from jobs.changelog.frames import source_snapshot
 from jobs.changelog.staging import staged_changelog
-from jobs.kafka.batch import topic_snapshot
 from jobs.lookup.tables import lookup_tables
 from jobs.plan import Plan
 from jobs.point import FINGERPRINT_KEY, ConsistencyPoint, read_point

@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs.changelog.columns import KIND, SEQ, WATERMARK
+from jobs.changelog.columns import FILE, KIND, SEQ, WATERMARK
+from jobs.changelog.kafka_source import partition_of_piece
 from jobs.changelog.kinds import RowKind
 from jobs.spec.intervals import parse_interval
 from jobs.spec.model import StreamSpec
@@ -46,24 +47,50 @@ def put_in_order(path: Path, ordinal: int) -> None:
 class Watermark:
     """The watermark as the stream will see it: before a micro-batch, the largest event time of
     all earlier micro-batches minus the allowed out-of-orderness. Computed here, where the
-    micro-batches are cut, so that lateness is decided once and the same way on every run."""
+    micro-batches are cut, so that lateness is decided once and the same way on every run.
 
-    def __init__(self, column: str, delay_micros: int, max_seen: int | None, floor: int | None = None):
+    A Kafka topic's watermark is per partition, as Flink's Kafka source keeps it: the smallest of
+    the partitions' largest event times, a partition not read yet holding it back. A topic is
+    staged a partition after another, so one partition's rows are never late against another's.
+    """
+
+    def __init__(
+        self,
+        column: str,
+        delay_micros: int,
+        max_seen: int | None,
+        floor: int | None = None,
+        partitions: tuple[int, ...] | None = None,
+        max_by_partition: dict[int, int] | None = None,
+    ):
         self.column, self.delay, self.max_seen, self.floor = column, delay_micros, max_seen, floor
+        self.partitions, self.max_by_partition = partitions, dict(max_by_partition or {})
 
     @classmethod
-    def of(cls, manifest: dict) -> Watermark | None:
+    def of(cls, manifest: dict, partitions: tuple[int, ...] | None = None) -> Watermark | None:
         if not manifest["event_time"]:
             return None
         delay = parse_interval(manifest["watermark"]) // timedelta(microseconds=1)
-        return cls(manifest["event_time"], delay, manifest.get("max_event_time"), manifest.get("watermark_floor"))
+        by_partition = {int(p): m for p, m in (manifest.get("max_event_time_by_partition") or {}).items()}
+        return cls(
+            manifest["event_time"],
+            delay,
+            manifest.get("max_event_time"),
+            manifest.get("watermark_floor"),
+            partitions,
+            by_partition,
+        )
 
     def current(self) -> int | None:
         """The event-time watermark, never below the floor the end of a bounded input left."""
-        marks = [
-            m for m in (None if self.max_seen is None else self.max_seen - self.delay, self.floor) if m is not None
-        ]
+        marks = [m for m in (self._from_events(), self.floor) if m is not None]
         return max(marks) if marks else None
+
+    def _from_events(self) -> int | None:
+        if self.partitions is None:
+            return None if self.max_seen is None else self.max_seen - self.delay
+        maxima = [self.max_by_partition.get(p) for p in self.partitions]
+        return None if not maxima or None in maxima else min(m for m in maxima if m is not None) - self.delay
 
     def stamp(self, piece: pa.Table) -> pa.Table:
         """Add __wm (the watermark in effect for this micro-batch), then advance past it."""
@@ -74,7 +101,17 @@ class Watermark:
         latest = pc.max(piece.column(self.column)).cast(pa.int64()).as_py()
         if latest is not None:
             self.max_seen = latest if self.max_seen is None else max(self.max_seen, latest)
+        if self.partitions is not None:
+            self._advance_partitions(piece)
         return stamped
+
+    def _advance_partitions(self, piece: pa.Table) -> None:
+        for name in pc.unique(piece.column(FILE)).to_pylist():
+            rows = piece.filter(pc.equal(piece.column(FILE), name))
+            latest = pc.max(rows.column(self.column)).cast(pa.int64()).as_py()
+            if latest is not None:
+                partition = partition_of_piece(name)
+                self.max_by_partition[partition] = max(latest, self.max_by_partition.get(partition, latest))
 
 
 class SegmentWriter:
@@ -125,6 +162,8 @@ class SegmentWriter:
         if self.watermark is not None:
             piece = self.watermark.stamp(piece)
             entry.update(watermark_after=self.watermark.current(), max_event_time=self.watermark.max_seen)
+            if self.watermark.partitions is not None:
+                entry["max_by_partition"] = {str(p): m for p, m in sorted(self.watermark.max_by_partition.items())}
         pending = self.directory / PENDING
         pending.mkdir(parents=True, exist_ok=True)
         path = pending / segment_name(entry["first_seq"])

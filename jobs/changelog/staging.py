@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from jobs.changelog import partitions
+from jobs.changelog import kafka_source, partitions
 from jobs.changelog.columns import FILE, KIND, LINE, SEQ, WATERMARK
 from jobs.changelog.delta_source import new_versions, row_text
 from jobs.changelog.formats import BadRow, ParsedFile, joined, parse_blocks
@@ -64,7 +64,6 @@ from jobs.changelog.segments import (
     move_to_segments,
 )
 from jobs.errors import InputError, RunStateError, place
-from jobs.kafka import source as kafka_source
 from jobs.runtime.layout import RunLayout
 from jobs.spec.model import SourceSpec, StreamSpec
 
@@ -204,7 +203,7 @@ def staged_changelog(layout: RunLayout, table: str) -> StagedChangelog:
 @dataclass(frozen=True)
 class _Piece:
     """What one run stages at a time: a new file of a folder source, a new version of a Delta
-    table (delta_source.py), or a Kafka partition's new offsets (jobs/kafka/source.py)."""
+    table (delta_source.py), or a Kafka partition's new offsets (kafka_source.py)."""
 
     name: str  # the file's path in the folder, or v<version>
     where: str  # how a message names it
@@ -248,10 +247,11 @@ def stage_source(
     _check_same_source(manifest, name, spec, directory)
     clear_uncommitted(directory, manifest)
     _clear_unlisted_live(directory, manifest)
+    partitions = None  # a topic's: its watermark is per partition
     if spec.format == "delta":
         pieces = _version_pieces(spark, name, spec, schema, manifest)
     elif spec.kafka is not None:
-        pieces = _topic_pieces(spark, name, spec, schema, manifest, until, kafka_timeout)
+        partitions, pieces = _topic_pieces(spark, name, spec, schema, manifest, until, kafka_timeout)
     else:
         pieces = _file_pieces(name, spec, schema, manifest, until)
     live = LiveRows(schema, spec.primary_key, spill=directory / LIVE_PENDING)
@@ -259,7 +259,7 @@ def stage_source(
     if manifest["live_state"]:
         live.load(directory / manifest["live_state"])
     result = StageResult(source=name, total_rows=manifest["rows"])
-    writer = SegmentWriter(directory, len(manifest["segments"]), batch_size, Watermark.of(manifest))
+    writer = SegmentWriter(directory, len(manifest["segments"]), batch_size, Watermark.of(manifest, partitions))
     try:
         entries = [_stage_piece(piece, spec, live, writer, result) for piece in pieces]
         if entries:
@@ -378,12 +378,17 @@ def _topic_pieces(
     manifest: dict,
     until: date | None,
     timeout: float,
-) -> Iterator[_Piece]:
+) -> tuple[tuple[int, ...], Iterator[_Piece]]:
+    """The topic's partitions, and its new offset ranges' pieces (read as they are asked for)."""
     assert spark is not None, "a Kafka source is read through Spark: whoever stages one passes the session"
     with kafka_source.topic_of(name, spec, timeout) as topic:
+        partitions = tuple(topic.partitions())
         ranges = kafka_source.new_ranges(topic, spec, manifest, until)
-    for piece in kafka_source.read_pieces(spark, spec, schema, ranges):
-        yield _Piece(piece.name, piece.name, (piece.parsed,), piece.entry, piece.raw_text, piece.place)
+    pieces = (
+        _Piece(piece.name, piece.name, (piece.parsed,), piece.entry, piece.raw_text, piece.place)
+        for piece in kafka_source.read_pieces(spark, spec, schema, ranges)
+    )
+    return partitions, pieces
 
 
 def _lines_of(path: Path, wanted: set[int]) -> dict[int, str]:
@@ -460,6 +465,8 @@ def _prepare_generation(
     following = dict(manifest)
     if segments and manifest["event_time"]:
         following["max_event_time"] = segments[-1]["max_event_time"]
+        if "max_by_partition" in segments[-1]:
+            following["max_event_time_by_partition"] = segments[-1]["max_by_partition"]
     following.update(
         generation=generation,
         rows=result.total_rows,

@@ -37,6 +37,12 @@ def extra_arguments(name: str, command: argparse.ArgumentParser) -> None:
             help="start a local S3 server (SeaweedFS, built by `make setup`), put the queries' "
             "sources in a bucket, and run with sources, sinks and run folders on it (make demo-s3)",
         )
+        command.add_argument(
+            "--local-kafka",
+            action="store_true",
+            help="start a local Kafka broker (KRaft, fetched by `make setup`), produce the queries' "
+            "changelogs to topics, and run over the topics (make demo-kafka)",
+        )
     if name == "generate":
         command.add_argument("--events", type=int, default=300_000, help="logical events (default 300000)")
         command.add_argument("--groups", type=int, default=20_000, help="distinct products (default 20000)")

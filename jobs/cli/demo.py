@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from expectations.report.publish import publish_error
 from jobs.changelog.generate import generate_changelog
+from jobs.cli.demo_kafka import run_on_local_kafka
 from jobs.cli.demo_service import DemoDimensionService, tables_in
 from jobs.cli.demo_store import run_on_local_store
 from jobs.errors import SpecError, one_line
@@ -69,6 +70,8 @@ def run_demo(args) -> int:
         raise SpecError("no query specs (*.yaml) here", where=str(args.queries))
     if args.local_store:
         return run_on_local_store(args, settings, specs, progress, _run_all)
+    if args.local_kafka:
+        return run_on_local_kafka(args, settings, specs, progress, _run_all)
     out = args.out or settings.runs_dir
     rows = _run_all(args, settings, specs, out, progress)
     print(
@@ -80,7 +83,7 @@ def run_demo(args) -> int:
 
 def _run_all(args, settings, specs: list[Path], out: Path | str, progress: Progress, on_store=None) -> list[dict]:
     """Every spec's row, then the table printed. on_store(spec) points a spec's sources at the
-    store and clears its run folder there (--local-store)."""
+    store and clears its run folder there (--local-store), or at topics (--local-kafka)."""
     local_out = Path(out) if not isinstance(out, str) else Path(settings.store.work_dir).expanduser() / "demo"
     log_jvm_to(local_out / LOGS / "demo.spark.log")  # not in a query's folder: each is cleared first
     rows = []

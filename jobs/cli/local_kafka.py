@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -75,9 +76,16 @@ class KafkaBroker(LocalServer):
         done = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})], operation_timeout=30)
         done[topic].result(timeout=60)
 
-    def produce(self, topic: str, messages: list[tuple[str | None, str | None]], at: datetime | None = None) -> None:
+    def produce(
+        self,
+        topic: str,
+        messages: Sequence[tuple[str | None, str | None]],
+        at: datetime | None = None,
+        partition: int | None = None,
+    ) -> None:
         """Keyed messages, in order (a key's messages go to one partition, in this order); a None
-        value is a tombstone. `at` stamps them with that time instead of now."""
+        value is a tombstone. `at` stamps them with that time instead of now; `partition` puts
+        them in that partition instead of their key's."""
         producer = Producer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -89,7 +97,8 @@ class KafkaBroker(LocalServer):
         )
         stamp = int(at.timestamp() * 1000) if at is not None else 0
         for key, value in messages:
-            producer.produce(topic, value=value, key=key, timestamp=stamp)
+            where = {"partition": partition} if partition is not None else {}
+            producer.produce(topic, value=value, key=key, timestamp=stamp, **where)
             producer.poll(0)
         left = producer.flush(60)
         if left:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jobs.point import offsets_text
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import counts
 
@@ -59,7 +60,11 @@ def _stage_lines(report: Report) -> list[str]:
 
 
 def _input_lines(report: Report, layout: RunLayout) -> list[str]:
-    lines = []
+    lines = [
+        f"  source {name}: topic {position['topic']} up to offsets {offsets_text(position['offsets'])}"
+        for name, position in (report.consistency_point.get("sources") or {}).items()
+        if position.get("topic")
+    ]
     if report.rows_with_absent_fields:
         lines.append(f"  input rows with a field left out (read as NULL): {report.rows_with_absent_fields:,}")
     if report.quarantined_rows:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from jobs.changelog.delta_source import check_table
+from jobs.changelog.kafka_source import check_topic
 from jobs.changelog.staging import StageResult
 from jobs.errors import RunStateError
-from jobs.kafka.source import check_topic
 from jobs.plan import Plan
 from jobs.plan.nodes import SessionAggregate
 from jobs.point import ConsistencyPoint, latest_logical_date, write_point

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import date
 
+from jobs.changelog.kafka_source import consumed_offsets
 from jobs.changelog.staging import StagedChangelog
-from jobs.kafka.source import consumed_offsets
 from jobs.plan import Plan
 from jobs.plan.nodes import ChangelogSource
 from jobs.point import ConsistencyPoint, SourcePosition

@@ -114,9 +114,11 @@ def test_a_two_partition_debezium_topic_is_a_changelog_and_a_rerun_reads_only_ne
     assert position["offsets"] == {str(p): end for p, end in ends.items()}
     assert min(ends.values()) > 0  # both partitions carry changes
     assert position["rows"] == 8 + 2 + 1  # an update is two change rows, the tombstone none
-    assert any(line.startswith("source orders: read from topic shop.orders up to offsets") for line in said)
+    assert any(line.startswith("source orders: read from topic shop.orders up to partition 0") for line in said)
     manifest = json.loads((pipeline.layout.staged("orders") / "manifest.json").read_text())
     assert manifest["tombstones"] == 1
+    report_page = (pipeline.layout.root / "report.html").read_text()
+    assert f"partition 0 \u2192 {ends[0]}, partition 1 \u2192 {ends[1]}" in report_page
 
     kafka.produce("shop.orders", created(order(9, 1, 90)))
     assert pipeline.run().verdict == "pass"
@@ -150,6 +152,41 @@ def test_a_join_of_a_topic_and_a_changelog_folder(kafka, tmp_path):
         {"order_id": 1, "name": "tea", "income": 5},
         {"order_id": 3, "name": "tea", "income": 4},
     ]
+
+
+def test_a_topics_watermark_is_per_partition_so_only_a_partitions_own_disorder_is_late(kafka, tmp_path):
+    kafka.create_topic("timed.orders", partitions=2)
+
+    def timed(order_id: int, at: str) -> tuple[str, str]:
+        row = {"op": "+I", "order_id": order_id, "pId": 1, "income": order_id, "row_time": f"2026-11-21 09:{at}"}
+        return str(order_id), json.dumps(row)
+
+    kafka.produce("timed.orders", [timed(1, "00:10"), timed(2, "01:10"), timed(3, "02:10")], partition=0)
+    # Staged after partition 0, whose watermark is past 09:02 by then: against one watermark for
+    # the topic, orders 4 and 5 would be late; against partition 1's own, only order 7 is.
+    kafka.produce("timed.orders", [timed(4, "00:20"), timed(5, "01:20"), timed(6, "02:20")], partition=1)
+    kafka.produce("timed.orders", [timed(7, "00:30")], partition=1)
+    sql = (
+        "SELECT pId, SUM(income) AS total, window.start AS window_start FROM orders "
+        "GROUP BY pId, window(row_time, '1 minute')"
+    )
+    spec = topic_spec(
+        tmp_path,
+        kafka,
+        "timed.orders",
+        sql,
+        format="changelog-json",
+        schema=f"{SCHEMA}, row_time TIMESTAMP",
+        event_time="row_time",
+        watermark="5 seconds",
+    )
+    spec.write_text(spec.read_text().replace("rows_per_batch: 3", "rows_per_batch: 1"))
+    report = opened(spec, tmp_path / "runs").run()
+
+    assert report.windows is not None
+    assert report.windows.late_events == 1
+    assert [w["window_start"] for w in report.windows.late_events_by_window] == ["2026-11-21 09:00:00"]
+    assert report.verdict == "fail"  # a late event is a real difference, explained in the report
 
 
 def test_a_bad_message_is_named_by_topic_partition_and_offset(kafka, tmp_path):

@@ -13,6 +13,7 @@ LAYERS = [
     "jobs.spec",
     "jobs.runtime",
     "jobs.store",
+    "jobs.kafka",
     "jobs.changelog",
     "jobs.plan",
     "jobs.point",

@@ -56,7 +56,7 @@ class RangePiece:
 
     @property
     def name(self) -> str:
-        return f"{self.topic}/{self.range.partition}@{self.range.start}"
+        return piece_name(self.topic, self.range.partition, self.range.start)
 
     def entry(self) -> dict:
         r = self.range
@@ -74,6 +74,15 @@ class RangePiece:
     def raw_text(self, lines: set[int]) -> dict[int, str]:
         found = {n: self.values[n - 1] for n in lines if 0 < n <= len(self.values)}
         return {n: (v or b"").decode("utf-8", errors="replace") for n, v in found.items()}
+
+
+def piece_name(topic: str, partition: int, start: int) -> str:
+    """What the manifest and each staged row (__file) call a piece: topic/partition@first offset."""
+    return f"{topic}/{partition}@{start}"
+
+
+def partition_of_piece(name: str) -> int:
+    return int(name.rsplit("@", 1)[0].rsplit("/", 1)[1])
 
 
 def offset_place(topic: str, partition: int, offset: int) -> str:

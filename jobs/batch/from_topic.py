@@ -23,11 +23,11 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.changelog.columns import KIND, LINE
 from jobs.changelog.formats import parse_lines
 from jobs.changelog.frames import live_rows
+from jobs.changelog.kafka_source import kafka_frame, starting_offsets, topic_of
 from jobs.changelog.schema import parse_schema
 from jobs.changelog.staging import StagedChangelog
 from jobs.errors import InputError
-from jobs.kafka.source import kafka_frame, starting_offsets, topic_of
-from jobs.point import SourcePosition
+from jobs.point import SourcePosition, offsets_text
 from jobs.spec.model import SourceSpec
 
 
@@ -61,7 +61,8 @@ def topic_snapshot(
         messages.unpersist()
         return None, gap
     changes = messages.mapInArrow(_parser(spec.format, staged.manifest["schema"]), _changes_ddl(staged))
-    return live_rows(changes, list(staged.schema.names)), f"topic {spec.kafka.topic} up to offsets {_text(ranges)}"
+    ends = {p: end for p, (_, end) in ranges.items()}
+    return live_rows(changes, list(staged.schema.names)), f"topic {spec.kafka.topic} up to {offsets_text(ends)}"
 
 
 def _ranges(manifest: dict, offsets: dict[int, int]) -> dict[int, tuple[int, int]]:
@@ -107,7 +108,3 @@ def _parser(fmt: str, schema_ddl: str):
             yield from rows.cast(pa.schema([*schema.arrow(), pa.field(KIND, pa.int8())])).to_batches()
 
     return parse
-
-
-def _text(ranges: dict[int, tuple[int, int]]) -> str:
-    return ", ".join(f"{p}: {end}" for p, (_, end) in ranges.items())
