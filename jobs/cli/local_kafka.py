@@ -97,8 +97,10 @@ class KafkaBroker(LocalServer):
         )
         stamp = int(at.timestamp() * 1000) if at is not None else 0
         for key, value in messages:
-            where = {"partition": partition} if partition is not None else {}
-            producer.produce(topic, value=value, key=key, timestamp=stamp, **where)
+            if partition is None:
+                producer.produce(topic, value=value, key=key, timestamp=stamp)
+            else:
+                producer.produce(topic, value=value, key=key, timestamp=stamp, partition=partition)
             producer.poll(0)
         left = producer.flush(60)
         if left:

@@ -66,6 +66,9 @@ class Case:
     # What the final sink table is compared with: "flink" (Flink SQL's streaming result), or
     # "batch" where Flink's streaming semantics differ from the SQL's on purpose (docs/sql.md).
     reference: str = "flink"
+    # Where lockstep reads the changelogs: "files" (a folder per source), or "kafka" (a topic of one
+    # partition per source, produced line by line, so that the order is the files' and Flink's).
+    source_kind: str = "files"
 
     @property
     def size(self) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import traceback
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ import yaml
 from deltalake import DeltaTable
 
 from jobs.changelog.columns import COUNT
+from jobs.cli.local_kafka import KafkaBroker
 from jobs.errors import LockstepError
 from jobs.pipeline import Pipeline
 from jobs.plan import plan_query
@@ -37,15 +39,21 @@ class LockstepOutcome:
     crashed: bool = False  # a Python traceback: a bug whatever the input
 
 
-def write_case(case: Case, folder: Path) -> Path:
-    """The spec (and one folder of changelog files per source) lockstep reads."""
+def write_case(case: Case, folder: Path, broker: KafkaBroker | None = None) -> Path:
+    """The spec (and one folder of changelog files per source, or with source_kind kafka one
+    topic per source on `broker`) lockstep reads."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
+    if case.source_kind == "kafka":
+        assert broker is not None, f"{case.name} reads Kafka topics: give it a broker"
+        sources = {s.name: _topic_source_spec(s, folder, broker) for s in case.sources}
+    else:
+        sources = {s.name: _source_spec(s, folder) for s in case.sources}
     spec = {
         "name": "q",
         "description": f"differential case {case.name}",
         "sql": case.spark_sql,
-        "sources": {s.name: _source_spec(s, folder) for s in case.sources},
+        "sources": sources,
         "stream": {"rows_per_batch": case.rows_per_batch, "state_store": case.state_store, "engine": case.engine},
     }
     if case.sink:
@@ -57,16 +65,33 @@ def write_case(case: Case, folder: Path) -> Path:
 
 def _source_spec(source: Source, folder: Path) -> dict:
     _write_changelog(source, folder / source.name)
-    spec = {
-        "path": source.name,
-        "format": "json" if source.insert_only else "changelog-json",
-        "schema": source.schema_ddl(),
-    }
+    return {"path": source.name, **_source_spec_fields(source)}
+
+
+def _source_spec_fields(source: Source) -> dict:
+    spec: dict = {"format": "json" if source.insert_only else "changelog-json", "schema": source.schema_ddl()}
     if source.primary_key:
         spec["primary_key"] = source.primary_key
     if source.event_time:
         spec.update(event_time=source.event_time, watermark=f"{source.watermark_ms} milliseconds")
     return spec
+
+
+def _topic_source_spec(source: Source, folder: Path, broker: KafkaBroker) -> dict:
+    """The source's changelog produced to a new topic of one partition, its files' lines in order."""
+    _write_changelog(source, folder / source.name)
+    topic = f"differential.{uuid.uuid4().hex[:12]}.{source.name}"
+    broker.create_topic(topic, partitions=1)
+    lines = [line for path in sorted((folder / source.name).iterdir()) for line in path.read_text().splitlines()]
+    broker.produce(topic, [(_key(line, source), line) for line in lines])
+    spec = _source_spec_fields(source)
+    spec["kafka"] = {"topic": topic, "bootstrap_servers": broker.bootstrap}
+    return spec
+
+
+def _key(line: str, source: Source) -> str | None:
+    row = json.loads(line)
+    return json.dumps([row[c] for c in source.primary_key]) if source.primary_key else None
 
 
 def _write_changelog(source: Source, folder: Path) -> None:
@@ -86,8 +111,10 @@ def _write_changelog(source: Source, folder: Path) -> None:
         (folder / f"{number:03d}.json").write_text("".join(line + "\n" for line in lines[start:end]))
 
 
-def run_lockstep(case: Case, folder: Path, settings: Settings | None = None) -> LockstepOutcome:
-    spec_path = write_case(case, folder)
+def run_lockstep(
+    case: Case, folder: Path, settings: Settings | None = None, broker: KafkaBroker | None = None
+) -> LockstepOutcome:
+    spec_path = write_case(case, folder, broker)
     try:
         pipeline = Pipeline.of(
             plan_query(load_spec(spec_path)), settings or Settings(), folder / "runs", Progress(quiet=True)

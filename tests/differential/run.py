@@ -1,7 +1,7 @@
 """`make differential`: random cases, lockstep against Flink SQL.
 
     python -m tests.differential.run [--n 300] [--seed 1] [--classes window,join] [--no-shrink]
-        [--state-store lockstep|memory|rocksdb] [--engine local|spark] [--cluster]
+        [--state-store lockstep|memory|rocksdb] [--engine local|spark] [--cluster] [--sources kafka]
 
 Case i is built by the builders in turn (generate.BUILDERS) from seed*100000 + i, so a run is
 the same on every machine and a failure is named by its builder and seed (`window-100012`).
@@ -11,7 +11,9 @@ Flink). The run ends with a table per query class and the line `N passed, M fail
 
 With --cluster, lockstep runs on a Spark standalone cluster started for the run (a master and two
 workers on 127.0.0.1, tests/support/standalone_cluster.py), the spark engine unless --engine says
-otherwise: the same cases and the same oracle as on local[2].
+otherwise: the same cases and the same oracle as on local[2]. With --sources kafka, lockstep reads
+each case's changelogs from Kafka topics (a broker started for the run on 127.0.0.1, one partition
+per topic), and Flink still reads the files.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import get_args
 
+from jobs.cli.local_kafka import KafkaBroker
 from jobs.runtime.spark import stop_session
 from jobs.spec.model import Engine, Settings, SparkSettings, StateStore
 from tests.differential.case import Case
@@ -48,12 +51,12 @@ RESTART_EVERY = 50
 class Differential:
     """Runs cases against one Flink oracle, in one working folder, with one Spark master."""
 
-    def __init__(self, oracle: FlinkOracle, workdir: Path, settings: Settings):
-        self.oracle, self.workdir, self.settings = oracle, workdir, settings
+    def __init__(self, oracle: FlinkOracle, workdir: Path, settings: Settings, broker: KafkaBroker | None = None):
+        self.oracle, self.workdir, self.settings, self.broker = oracle, workdir, settings, broker
 
     def check(self, case: Case) -> tuple[Finding, dict]:
         reference = self.oracle.ask(case)
-        lockstep = run_lockstep(case, self.workdir / "lockstep", self.settings)
+        lockstep = run_lockstep(case, self.workdir / "lockstep", self.settings, self.broker)
         return compare(case, lockstep, reference), reference
 
 
@@ -72,12 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lockstep-differential-")))
         oracle = stack.enter_context(FlinkOracle(tmp))
-        differential = Differential(oracle, tmp, _settings(stack, tmp, args.cluster))
+        broker = stack.enter_context(KafkaBroker(tmp / "kafka")) if args.sources == "kafka" else None
+        differential = Differential(oracle, tmp, _settings(stack, tmp, args.cluster), broker)
         for i, (builder, seed) in enumerate(cases):
             if i and i % args.restart_every == 0:
                 stop_session()
             case = generate(builder, seed, args.max_rows)
-            case = dataclasses.replace(case, state_store=args.state_store, engine=engine)
+            case = dataclasses.replace(case, state_store=args.state_store, engine=engine, source_kind=args.sources)
             finding = _one(differential, case, i, len(cases), args)
             results[case.query_class].append((case.name, finding))
     print(_table(results))
@@ -174,6 +178,12 @@ def _parser() -> argparse.ArgumentParser:
         "--cluster",
         action="store_true",
         help="run lockstep on a Spark standalone cluster started for the run (two workers on 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--sources",
+        choices=("files", "kafka"),
+        default="files",
+        help="where lockstep reads the changelogs: files, or Kafka topics on a broker started for the run",
     )
     parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="report failures without shrinking")
     parser.add_argument("--shrink-seconds", type=float, default=600, help="time to shrink one failure (default 600)")

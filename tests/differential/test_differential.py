@@ -1,6 +1,7 @@
 """lockstep against Flink SQL, in the test suite: every saved regression case (replayed against
 the Flink answer saved with it, no PyFlink needed) and a small fixed-seed sample of random cases
-against the live oracle (`make differential` runs hundreds), each on both engines."""
+against the live oracle (`make differential` runs hundreds), each on both engines, and the sample
+again with lockstep reading the changelogs from Kafka topics (Flink reads the files)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ ENGINES = ["local", "spark"]
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("regression", REGRESSIONS, ids=[r.path.stem for r in REGRESSIONS])
-def test_a_saved_case_agrees_with_flinks_saved_answer(spark, tmp_path, regression, engine):
+def test_a_saved_case_agrees_with_flinks_saved_answer(spark, tmp_path, regression, engine, request):
     case = dataclasses.replace(regression.case, engine=engine)
-    finding = compare(case, run_lockstep(case, tmp_path), regression.reference)
+    broker = request.getfixturevalue("kafka") if case.source_kind == "kafka" else None
+    finding = compare(case, run_lockstep(case, tmp_path, broker=broker), regression.reference)
     if regression.defect:
         assert not finding.passed, f"{regression.path.name} passes now: remove its defect mark ({regression.defect})"
         pytest.xfail(f"open defect: {regression.defect}")
@@ -47,3 +49,14 @@ def test_a_random_case_agrees_with_flink(spark, tmp_path, oracle, builder, seed,
     case = dataclasses.replace(generate(builder, seed, max_rows=SAMPLE_ROWS), engine=engine)
     finding = compare(case, run_lockstep(case, tmp_path), oracle.ask(case))
     assert finding.passed, f"{case.name} ({case.size} rows): {finding.reason}"
+
+
+KAFKA_SAMPLE = [(builder, SAMPLE_SEED + 1000 + i) for i, builder in enumerate(BUILDERS)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("builder, seed", KAFKA_SAMPLE, ids=[f"{b}-{s}" for b, s in KAFKA_SAMPLE])
+def test_a_random_case_read_from_kafka_topics_agrees_with_flink(spark, tmp_path, oracle, kafka, builder, seed):
+    case = dataclasses.replace(generate(builder, seed, max_rows=SAMPLE_ROWS), source_kind="kafka")
+    finding = compare(case, run_lockstep(case, tmp_path, broker=kafka), oracle.ask(case))
+    assert finding.passed, f"{case.name} ({case.size} rows, from Kafka topics): {finding.reason}"
