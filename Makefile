@@ -12,6 +12,7 @@ SEED ?= 1
 STATE_STORE ?= lockstep
 # ENGINE=spark: the same cases on the spark engine (stream.engine; docs/engines.md).
 # CLUSTER=1: lockstep on a standalone cluster started for the run (spark engine unless ENGINE says).
+# SOURCES=kafka: lockstep reads the changelogs from Kafka topics on a broker started for the run.
 ENGINE ?=
 CLUSTER ?=
 
@@ -51,7 +52,7 @@ golden: setup
 
 differential: setup
 	$(BIN)/python -m tests.differential.run --n $(N) --seed $(SEED) --state-store $(STATE_STORE) \
-		$(if $(ENGINE),--engine $(ENGINE)) $(if $(CLUSTER),--cluster)
+		$(if $(ENGINE),--engine $(ENGINE)) $(if $(CLUSTER),--cluster) $(if $(SOURCES),--sources $(SOURCES))
 
 # make property SCALE=10 SEED=n: the stream-equals-batch properties (aggregates, joins, windows) on
 # ten times the examples make test runs, drawn at random from SEED (a new one each run unless
