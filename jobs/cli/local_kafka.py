@@ -96,11 +96,14 @@ class KafkaBroker(LocalServer):
             }
         )
         stamp = int(at.timestamp() * 1000) if at is not None else 0
+        where = {} if partition is None else {"partition": partition}
         for key, value in messages:
-            if partition is None:
-                producer.produce(topic, value=value, key=key, timestamp=stamp)
-            else:
-                producer.produce(topic, value=value, key=key, timestamp=stamp, partition=partition)
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, timestamp=stamp, **where)  # type: ignore[arg-type]
+                    break
+                except BufferError:  # the client's queue is full: let it deliver some first
+                    producer.poll(0.1)
             producer.poll(0)
         left = producer.flush(60)
         if left:
