@@ -158,3 +158,23 @@ class KafkaBroker(LocalServer):
         if done.returncode != 0:
             raise RuntimeError(f"{main_class} {' '.join(args[:2])} failed: {done.stdout[-500:]}{done.stderr[-1500:]}")
         return done.stdout
+
+
+def main() -> None:
+    """`python -m jobs.cli.local_kafka [DIR]`: a local Kafka broker, its setting printed, until
+    Ctrl-C."""
+    import signal
+    import tempfile
+
+    workdir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="lockstep-local-kafka-"))
+    with KafkaBroker(workdir) as broker:
+        print(f"local Kafka broker on {broker.bootstrap}, logs and data in {workdir}; Ctrl-C stops it. Its setting:")
+        print(f"  export LOCKSTEP_KAFKA_BOOTSTRAP_SERVERS={broker.bootstrap}")
+        try:
+            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
