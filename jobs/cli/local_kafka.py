@@ -129,6 +129,7 @@ class KafkaBroker(LocalServer):
                     "transaction.state.log.replication.factor=1",
                     "transaction.state.log.min.isr=1",
                     "group.initial.rebalance.delay.ms=0",
+                    "log.cleaner.backoff.ms=500",  # a compacted topic is compacted within seconds
                 ]
             )
             + "\n"

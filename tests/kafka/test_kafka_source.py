@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from jobs.errors import InputError
 from jobs.pipeline import Pipeline
 from jobs.runtime.progress import Progress
+from jobs.stream.job import run_stream
 from tests.conftest import write_changelog
 from tests.integration.conftest import table_rows
 from tests.integration.test_cli import lockstep
@@ -251,13 +252,40 @@ def test_retention_past_the_staged_start_makes_the_batch_read_the_staged_changel
         pipeline.stream()
 
 
-def test_a_broker_restarted_between_runs_gives_the_undisturbed_result(kafka, tmp_path):
+def test_a_topic_compacted_after_the_stream_read_it_makes_the_batch_read_the_staged_changelog(kafka, tmp_path):
+    quick = {"segment.ms": "100", "min.cleanable.dirty.ratio": "0.001", "min.compaction.lag.ms": "0"}
+    kafka.create_topic("compacted.orders", partitions=1, config=quick)
+    kafka.produce("compacted.orders", created(order(1, 1, 5), order(2, 1, 3)))
+    kafka.produce("compacted.orders", [("1", debezium("u", order(1, 1, 5), order(1, 1, 9)))])
+    said: list[str] = []
+    pipeline = opened(topic_spec(tmp_path, kafka, "compacted.orders"), tmp_path / "runs", said)
+    assert pipeline.run().verdict == "pass"
+
+    _compact(kafka, "compacted.orders")  # order 1's create is gone; its update stays
+    pipeline.batch()
+    assert pipeline.check().verdict == "pass"
+    assert any(
+        "not the topic (partition 0 holds 2 messages in the consumed offsets, staging read 3 (compaction))" in line
+        for line in said
+    )
+
+
+def test_a_broker_restarted_between_micro_batches_and_between_runs_gives_the_undisturbed_result(kafka, tmp_path):
     kafka.create_topic("restart.orders", partitions=2)
     kafka.produce("restart.orders", created(*[order(i, i % 2, i) for i in range(1, 7)]))
     pipeline = opened(topic_spec(tmp_path, kafka, "restart.orders"), tmp_path / "runs")
-    assert pipeline.run().verdict == "pass"
+    restarts: list[int] = []
 
-    kafka.restart()
+    def restart_once() -> None:  # after the first micro-batch: the batch step reads the restarted broker
+        if not restarts:
+            kafka.restart()
+            restarts.append(1)
+
+    run_stream(pipeline.plan, pipeline.settings, pipeline.layout, after_micro_batch=restart_once)
+    pipeline.batch()
+    assert restarts and pipeline.check().verdict == "pass"
+
+    kafka.restart()  # between two runs: the next one reads the new offsets from the restarted broker
     kafka.produce("restart.orders", [("1", debezium("u", order(1, 1, 1), order(1, 0, 10)))])
     kafka.produce("restart.orders", created(order(7, 1, 7)))
     assert pipeline.run().verdict == "pass"
@@ -289,6 +317,38 @@ def test_an_unreachable_broker_is_one_line_and_exit_2_in_bounded_time(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "did not answer within 3 s" in lines[0] and "source orders" in lines[0]
     assert time.monotonic() - started < 60  # the timeout and the process's start, not Spark's retries
+
+
+def _compact(kafka, topic: str) -> None:
+    """Compact the topic now: its cleanup policy set to compact, a message to a key of its own
+    rolling the segment, then wait until the first message is gone."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    entry = ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+    for future in admin.incremental_alter_configs(
+        [ConfigResource("topic", topic, incremental_configs=[entry])]
+    ).values():
+        future.result(timeout=30)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        kafka.produce(topic, [("roll", None)])  # a tombstone of a key no source row has
+        if _first_offset_present(kafka, topic) > 0:
+            return
+    raise AssertionError(f"{topic} was not compacted within a minute")
+
+
+def _first_offset_present(kafka, topic: str) -> int:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "test", "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        message = consumer.poll(5)
+        return message.offset() if message is not None else -1
+    finally:
+        consumer.close()
 
 
 def _delete_before(kafka, topic: str, partition: int, offset: int) -> None:
