@@ -48,7 +48,7 @@ UNSUPPORTED = {
     exp.Order: "ORDER BY",
     exp.Limit: "LIMIT",
     exp.Lateral: "LATERAL VIEW",
-    exp.With: "WITH (common table expressions)",
+    exp.With: "WITH inside a subquery (a WITH before the query's SELECT is accepted)",
     exp.Filter: "an aggregate FILTER clause",
     exp.Qualify: "QUALIFY",
     exp.Explode: "EXPLODE",
@@ -92,8 +92,38 @@ def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
             f"unsupported statement: {_describe(statement)} (lockstep runs one SELECT)",
             where=where_in_spec(spec, statement),
         )
+    statement = inline_ctes(spec, statement)
     check_supported(spec, statement)
     return statement
+
+
+def inline_ctes(spec: QuerySpec, statement: exp.Select | exp.Union) -> exp.Select | exp.Union:
+    """WITH name AS (query) is only syntax: each table reference to a name becomes its query as a
+    subquery in FROM, under the reference's alias (a later name may read an earlier one), and the
+    WITH goes. A name read twice is planned twice, as a source read twice is."""
+    clause = statement.args.get("with_")
+    if clause is None:
+        return statement
+    if clause.args.get("recursive"):
+        raise SqlError(
+            "unsupported construct: WITH RECURSIVE (not a streaming query)", where=where_in_spec(spec, clause)
+        )
+    statement = statement.copy()
+    bodies: dict[str, exp.Expr] = {}
+    for cte in statement.args["with_"].expressions:
+        bodies[cte.alias_or_name.lower()] = _references_inlined(cte.this.copy(), bodies)
+    statement.set("with_", None)
+    return _references_inlined(statement, bodies)
+
+
+def _references_inlined(query: exp.Expr, bodies: dict[str, exp.Expr]) -> exp.Expr:
+    for table in list(query.find_all(exp.Table)):
+        body = bodies.get(table.name.lower())
+        if body is None or table.args.get("db"):
+            continue
+        alias = exp.TableAlias(this=exp.to_identifier(table.alias or table.name))
+        table.replace(exp.Subquery(this=body.copy(), alias=alias))
+    return query
 
 
 def mask_window(spec: QuerySpec, sql: str) -> str:

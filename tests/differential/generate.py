@@ -321,6 +321,36 @@ def union_all(rng: random.Random, name: str) -> Case:
     return _case(rng, name, "union_all", sql, sides)
 
 
+# -- common table expressions ----------------------------------------------------------------------
+
+
+def common_table_expressions(rng: random.Random, name: str) -> Case:
+    """WITH ... AS over each kind of step: an aggregate filtered after it, a deduplication read by
+    an aggregate, a filtered side of a join, and one name read by a later one and by the query."""
+    shape = rng.choice(["aggregate", "dedup", "join", "chained"])
+    if shape == "aggregate":
+        sql = (
+            "WITH totals AS (SELECT g, COUNT(*) AS n, SUM(x) AS sx FROM t GROUP BY g) "
+            f"SELECT g, n, sx FROM totals WHERE {rng.choice(['n > 1', 'sx > 20', 'sx IS NULL OR n < 3'])}"
+        )
+        return _case(rng, name, "common_table_expressions", sql, [fact_source(rng)])
+    if shape == "dedup":
+        inner, condition, _ = _ranked(rng, 1, keep_group=True)
+        sql = f"WITH ranked AS ({inner}) SELECT g, COUNT(*) AS n, SUM(x) AS sx FROM ranked WHERE {condition} GROUP BY g"
+        return _case(rng, name, "common_table_expressions", sql, [sequenced_source(rng)])
+    if shape == "join":
+        sql = (
+            "WITH big AS (SELECT id, k, v FROM a WHERE v > 20) "
+            "SELECT big.id AS aid, b.id AS bid, big.v AS av, b.w AS bw FROM big JOIN b ON big.k = b.k"
+        )
+        return _case(rng, name, "common_table_expressions", sql, _two_sides(rng))
+    sql = (
+        "WITH per_k AS (SELECT k, COUNT(*) AS n FROM a GROUP BY k), busy AS (SELECT k FROM per_k WHERE n > 1) "
+        "SELECT busy.k AS k, per_k.n AS n FROM busy JOIN per_k ON busy.k = per_k.k"
+    )
+    return _case(rng, name, "common_table_expressions", sql, _two_sides(rng)[:1])
+
+
 BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "group_aggregate": group_aggregate,
     "global_aggregate": global_aggregate,
@@ -335,6 +365,7 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "join_then_aggregate": join_then_aggregate,
     "semi_join": semi_join,
     "union_all": union_all,
+    "common_table_expressions": common_table_expressions,
 }
 
 
