@@ -71,11 +71,7 @@ class _Relations:
         raise SqlError(f"unsupported construct: {statement.key.upper()}", where=self.where(statement))
 
     def _union(self, union: exp.Union) -> Node:
-        if union.args.get("distinct"):
-            raise SqlError(
-                "UNION (distinct) is not supported: use UNION ALL, or SELECT DISTINCT over a UNION ALL subquery",
-                where=self.where(union),
-            )
+        assert not union.args.get("distinct"), "a UNION (distinct) is rewritten before planning (rewrites.py)"
         branches = [self.query(b) for b in (union.left, union.right)]
         flat = [n for b in branches for n in (b.branches if isinstance(b, UnionAll) else (b,))]
         names = flat[0].output_names

@@ -13,6 +13,7 @@ from sqlglot import exp
 
 from jobs.errors import SqlError, place
 from jobs.plan.locate import node_place, parse_error_place, readable, token_error_place
+from jobs.plan.rewrites import written_out
 from jobs.spec.model import QuerySpec
 
 # A query whose result depends on when or where it runs can never show stream/batch unity.
@@ -87,43 +88,15 @@ def parse_select(spec: QuerySpec) -> exp.Select | exp.Union:
             f"the query has {size:,} expression nodes; lockstep plans queries of up to {MAX_SQL_NODES:,}",
             where=_where(spec, 1),
         )
-    if not isinstance(statement, (exp.Select, exp.Union)):
+    if not isinstance(statement, (exp.Select, exp.SetOperation)):
         raise SqlError(
             f"unsupported statement: {_describe(statement)} (lockstep runs one SELECT)",
             where=where_in_spec(spec, statement),
         )
-    statement = inline_ctes(spec, statement)
-    check_supported(spec, statement)
+    statement = written_out(statement, lambda node: where_in_spec(spec, node))
+    check_supported(spec, statement)  # an INTERSECT ALL or EXCEPT ALL left is refused here
+    assert isinstance(statement, (exp.Select, exp.Union))
     return statement
-
-
-def inline_ctes(spec: QuerySpec, statement: exp.Select | exp.Union) -> exp.Select | exp.Union:
-    """WITH name AS (query) is only syntax: each table reference to a name becomes its query as a
-    subquery in FROM, under the reference's alias (a later name may read an earlier one), and the
-    WITH goes. A name read twice is planned twice, as a source read twice is."""
-    clause = statement.args.get("with_")
-    if clause is None:
-        return statement
-    if clause.args.get("recursive"):
-        raise SqlError(
-            "unsupported construct: WITH RECURSIVE (not a streaming query)", where=where_in_spec(spec, clause)
-        )
-    statement = statement.copy()
-    bodies: dict[str, exp.Expr] = {}
-    for cte in statement.args["with_"].expressions:
-        bodies[cte.alias_or_name.lower()] = _references_inlined(cte.this.copy(), bodies)
-    statement.set("with_", None)
-    return _references_inlined(statement, bodies)
-
-
-def _references_inlined(query: exp.Expr, bodies: dict[str, exp.Expr]) -> exp.Expr:
-    for table in list(query.find_all(exp.Table)):
-        body = bodies.get(table.name.lower())
-        if body is None or table.args.get("db"):
-            continue
-        alias = exp.TableAlias(this=exp.to_identifier(table.alias or table.name))
-        table.replace(exp.Subquery(this=body.copy(), alias=alias))
-    return query
 
 
 def mask_window(spec: QuerySpec, sql: str) -> str:
@@ -169,8 +142,8 @@ def _unsupported_kind(node: exp.Expr) -> str | None:
             "a window function (OVER ...); lockstep runs ROW_NUMBER() OVER (PARTITION BY ... "
             "ORDER BY ...) in a FROM subquery, filtered on = 1, as deduplication"
         )
-    if isinstance(node, (exp.Intersect, exp.Except)):
-        return node.key.upper()
+    if isinstance(node, (exp.Intersect, exp.Except)):  # the distinct ones were rewritten (rewrites.py)
+        return f"{node.key.upper()} ALL (INTERSECT and EXCEPT, which are distinct, are accepted)"
     return None
 
 

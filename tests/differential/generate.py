@@ -351,6 +351,16 @@ def common_table_expressions(rng: random.Random, name: str) -> Case:
     return _case(rng, name, "common_table_expressions", sql, _two_sides(rng)[:1])
 
 
+def set_operations(rng: random.Random, name: str) -> Case:
+    """UNION, INTERSECT and EXCEPT (distinct): a row is in the result while the sides hold it as
+    the operation says, and leaves it when a retraction takes it from one."""
+    operation = rng.choice(["UNION", "INTERSECT", "EXCEPT"])
+    columns = rng.choice([["k"], ["k", "MOD(v, 4) AS m"]])
+    left = f"SELECT {', '.join(columns)} FROM a" + rng.choice(["", " WHERE v > 30"])
+    right = f"SELECT {', '.join(columns)} FROM b" + rng.choice(["", " WHERE w < 0.5"])
+    return _case(rng, name, f"set_operations_{operation.lower()}", f"{left} {operation} {right}", _two_sides(rng))
+
+
 BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "group_aggregate": group_aggregate,
     "global_aggregate": global_aggregate,
@@ -366,6 +376,7 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "semi_join": semi_join,
     "union_all": union_all,
     "common_table_expressions": common_table_expressions,
+    "set_operations": set_operations,
 }
 
 
