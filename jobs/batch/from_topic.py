@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.changelog.columns import KIND, LINE
 from jobs.changelog.formats import parse_lines
 from jobs.changelog.frames import live_rows
-from jobs.changelog.kafka_source import kafka_frame, starting_offsets, topic_of
+from jobs.changelog.kafka_source import as_line, kafka_frame, starting_offsets, topic_of
 from jobs.changelog.schema import parse_schema
 from jobs.changelog.staging import StagedChangelog
 from jobs.errors import InputError
@@ -98,7 +98,7 @@ def _parser(fmt: str, schema_ddl: str):
         for batch in batches:
             table = pa.Table.from_batches([batch]).sort_by([("partition", "ascending"), ("offset", "ascending")])
             values = table.column("value").to_pylist()
-            data = b"\n".join((v or b"").replace(b"\n", b" ").replace(b"\r", b" ") for v in values)
+            data = b"\n".join(map(as_line, values))
             parsed = parse_lines(data, fmt, schema)
             if parsed.bad:
                 line = parsed.bad[0].line - 1

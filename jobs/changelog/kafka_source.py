@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession
 from jobs.changelog.formats import ParsedFile, parse_lines
 from jobs.changelog.schema import SourceSchema
 from jobs.errors import InputError
-from jobs.kafka.topic import Topic
+from jobs.kafka.topic import Topic, Watermarks
 from jobs.spec.model import KafkaSpec, SourceSpec
 
 # Offsets read (and held in the driver) at a time: a piece of a partition's new messages.
@@ -73,7 +73,7 @@ class RangePiece:
 
     def raw_text(self, lines: set[int]) -> dict[int, str]:
         found = {n: self.values[n - 1] for n in lines if 0 < n <= len(self.values)}
-        return {n: (v or b"").decode("utf-8", errors="replace") for n, v in found.items()}
+        return {n: as_line(v).decode("utf-8", errors="replace") for n, v in found.items()}
 
 
 def piece_name(topic: str, partition: int, start: int) -> str:
@@ -102,19 +102,22 @@ def check_topic(name: str, spec: SourceSpec, timeout: float) -> None:
         topic.partitions()
 
 
-def new_ranges(topic: Topic, spec: SourceSpec, manifest: dict, until: date | None) -> list[OffsetRange]:
-    """Every partition's offsets after those staged, up to its end (or to `until`'s end)."""
-    partitions = topic.partitions()
+def new_ranges(
+    topic: Topic, partitions: list[int], spec: SourceSpec, manifest: dict, until: date | None
+) -> list[OffsetRange]:
+    """Every partition's offsets after those staged, up to its end (or to `until`'s end); each
+    partition's watermarks asked of the broker once."""
+    marks = {p: topic.watermarks(p) for p in partitions}
     staged = staged_ends(manifest)
-    ends = topic.offsets_at(partitions, end_of(until)) if until else {p: topic.watermarks(p).high for p in partitions}
+    ends = topic.offsets_at(partitions, end_of(until)) if until else {p: m.high for p, m in marks.items()}
     unstaged = [p for p in partitions if p not in staged]
-    firsts = _first_offsets(topic, spec, unstaged) if unstaged else {}
+    firsts = _first_offsets(topic, spec, {p: marks[p] for p in unstaged}) if unstaged else {}
     ranges = []
     for partition in partitions:
         start = staged.get(partition, firsts.get(partition))
         assert start is not None
         if partition in staged:
-            _check_retained(topic, partition, start)
+            _check_retained(topic, partition, start, marks[partition].low)
         for at in range(start, ends[partition], MAX_OFFSETS):
             ranges.append(OffsetRange(partition, at, min(at + MAX_OFFSETS, ends[partition])))
     return ranges
@@ -133,16 +136,15 @@ def staged_ends(manifest: dict) -> dict[int, int]:
     return ends
 
 
-def _first_offsets(topic: Topic, spec: SourceSpec, partitions: list[int]) -> dict[int, int]:
+def _first_offsets(topic: Topic, spec: SourceSpec, partitions: dict[int, Watermarks]) -> dict[int, int]:
     """Where each partition's changelog starts: the spec's offset, the first at its starting
     timestamp, or the first retained."""
     if spec.starting_timestamp is not None:
         moment = spec.starting_timestamp
-        return topic.offsets_at(partitions, moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+        return topic.offsets_at(list(partitions), moment if moment.tzinfo else moment.replace(tzinfo=UTC))
     given = _kafka(spec).starting_offsets
     firsts = {}
-    for partition in partitions:
-        marks = topic.watermarks(partition)
+    for partition, marks in partitions.items():
         wanted = given.get(partition, marks.low) if isinstance(given, dict) else marks.low
         if not marks.low <= wanted <= marks.high:
             raise InputError(
@@ -154,8 +156,7 @@ def _first_offsets(topic: Topic, spec: SourceSpec, partitions: list[int]) -> dic
     return firsts
 
 
-def _check_retained(topic: Topic, partition: int, next_offset: int) -> None:
-    low = topic.watermarks(partition).low
+def _check_retained(topic: Topic, partition: int, next_offset: int, low: int) -> None:
     if low > next_offset:
         raise InputError(
             f"Kafka topic {topic.name} partition {partition}: offsets {next_offset} to {low - 1} were deleted "
@@ -175,8 +176,8 @@ def read_pieces(
         messages = read_ranges(spark, kafka, group)
         for offsets in group:
             mine = messages.filter(pc.equal(messages.column("partition"), offsets.partition))
-            values, tombstones = _lines(mine, offsets)
-            data = b"\n".join(v if v is not None else b"" for v in values)
+            values, tombstones = _by_offset(mine, offsets)
+            data = b"\n".join(map(as_line, values))
             yield RangePiece(
                 kafka.topic, offsets, parse_lines(data, spec.format, schema), mine.num_rows, tombstones, values
             )
@@ -225,16 +226,21 @@ def kafka_frame(spark: SparkSession, kafka: KafkaSpec, ranges: dict[int, tuple[i
     )
 
 
-def _lines(messages: pa.Table, offsets: OffsetRange) -> tuple[list[bytes | None], int]:
-    """The range's values by offset: None for a tombstone or an offset with no message (compacted
-    away, or a transaction marker); newlines inside a value blanked."""
+def _by_offset(messages: pa.Table, offsets: OffsetRange) -> tuple[list[bytes | None], int]:
+    """The range's values by offset (None for a tombstone or an offset with no message: compacted
+    away, or a transaction marker), and the tombstones among them."""
     values: list[bytes | None] = [None] * (offsets.end - offsets.start)
     present = messages.column("value")
     tombstones = int(pc.sum(pc.is_null(present)).as_py() or 0)
     for offset, value in zip(messages.column("offset").to_pylist(), present.to_pylist()):
-        if value is not None:
-            values[offset - offsets.start] = value.replace(b"\n", b" ").replace(b"\r", b" ")
+        values[offset - offsets.start] = value
     return values, tombstones
+
+
+def as_line(value: bytes | None) -> bytes:
+    """A message as a line of its format: its newlines blanked (JSON allows whitespace there), no
+    value a blank line (skipped, as in a file)."""
+    return value.replace(b"\n", b" ").replace(b"\r", b" ") if value is not None else b""
 
 
 def consumed_offsets(manifest: dict, consumed: int) -> dict[int, int] | None:

@@ -383,7 +383,7 @@ def _topic_pieces(
     assert spark is not None, "a Kafka source is read through Spark: whoever stages one passes the session"
     with kafka_source.topic_of(name, spec, timeout) as topic:
         partitions = tuple(topic.partitions())
-        ranges = kafka_source.new_ranges(topic, spec, manifest, until)
+        ranges = kafka_source.new_ranges(topic, list(partitions), spec, manifest, until)
     pieces = (
         _Piece(piece.name, piece.name, (piece.parsed,), piece.entry, piece.raw_text, piece.place)
         for piece in kafka_source.read_pieces(spark, spec, schema, ranges)

@@ -23,7 +23,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from jobs.cli.local_store import LocalServer, _dies_with_parent, ended, free_port
+from jobs.cli.local_store import LocalServer, _dies_with_parent, ended, free_port, until_interrupted
 
 JARS = Path(sys.prefix) / "jars" / "kafka-broker"
 
@@ -164,17 +164,13 @@ class KafkaBroker(LocalServer):
 def main() -> None:
     """`python -m jobs.cli.local_kafka [DIR]`: a local Kafka broker, its setting printed, until
     Ctrl-C."""
-    import signal
     import tempfile
 
     workdir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="lockstep-local-kafka-"))
     with KafkaBroker(workdir) as broker:
         print(f"local Kafka broker on {broker.bootstrap}, logs and data in {workdir}; Ctrl-C stops it. Its setting:")
         print(f"  export LOCKSTEP_KAFKA_BOOTSTRAP_SERVERS={broker.bootstrap}")
-        try:
-            signal.sigwait({signal.SIGINT, signal.SIGTERM})
-        except KeyboardInterrupt:
-            pass
+        until_interrupted()
 
 
 if __name__ == "__main__":

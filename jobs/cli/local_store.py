@@ -205,10 +205,15 @@ def main() -> None:
         print(f"local S3 server on {server.endpoint}, objects in {workdir}; Ctrl-C stops it. Its settings:")
         print("".join(f"  export {name}={value}\n" for name, value in sorted(server.environment().items())))
         print("  lockstep run conf/queries/income_per_product.yaml --out s3a://lockstep/runs")
-        try:
-            signal.sigwait({signal.SIGINT, signal.SIGTERM})
-        except KeyboardInterrupt:
-            pass
+        until_interrupted()
+
+
+def until_interrupted() -> None:
+    """Wait for Ctrl-C (or a TERM): a server started by hand serves until then."""
+    try:
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":

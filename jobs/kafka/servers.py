@@ -10,10 +10,10 @@ In order, the first that gives them wins:
 
 from __future__ import annotations
 
-import json
 import os
 
 from jobs.errors import SpecError
+from jobs.runtime.airflow_connections import airflow_connection
 from jobs.spec.model import KafkaSettings, QuerySpec
 
 VARIABLE = "LOCKSTEP_KAFKA_BOOTSTRAP_SERVERS"
@@ -44,20 +44,7 @@ def bootstrap_servers(settings: KafkaSettings, where: str) -> str:
 def _from_airflow(conn_id: str | None) -> str | None:
     if not conn_id:
         return None
-    try:
-        from airflow.sdk import BaseHook
-    except ImportError:
-        raise SpecError(
-            "the settings name an Airflow connection for Kafka, but Airflow is not installed",
-            where=f"kafka.airflow_connection {conn_id!r}",
-        ) from None
-    try:
-        connection = BaseHook.get_connection(conn_id)
-    except Exception as exc:  # Airflow raises its own not-found error, whose type moved between releases
-        raise SpecError(
-            f"no Airflow connection {conn_id!r} ({type(exc).__name__})", where="kafka.airflow_connection"
-        ) from None
-    extra = json.loads(connection.extra or "{}")
+    connection, extra = airflow_connection(conn_id, "kafka.airflow_connection", "Kafka", SpecError)
     if extra.get("bootstrap_servers"):
         return str(extra["bootstrap_servers"])
     if connection.host:

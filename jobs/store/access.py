@@ -9,11 +9,11 @@ In order, the first that gives a value wins, field by field:
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
 from jobs.errors import StoreError
+from jobs.runtime.airflow_connections import airflow_connection
 from jobs.spec.model import StoreSettings
 
 
@@ -84,20 +84,7 @@ def _from_settings(settings: StoreSettings) -> dict[str, str | None]:
 def _from_airflow(conn_id: str | None) -> dict[str, str | None]:
     if not conn_id:
         return {}
-    try:
-        from airflow.sdk import BaseHook
-    except ImportError:
-        raise StoreError(
-            "the settings name an Airflow connection for the store, but Airflow is not installed",
-            where=f"store.airflow_connection {conn_id!r}",
-        ) from None
-    try:
-        connection = BaseHook.get_connection(conn_id)
-    except Exception as exc:  # Airflow raises its own not-found error, whose type moved between releases
-        raise StoreError(
-            f"no Airflow connection {conn_id!r} ({type(exc).__name__})", where="store.airflow_connection"
-        ) from None
-    extra = json.loads(connection.extra or "{}")
+    connection, extra = airflow_connection(conn_id, "store.airflow_connection", "the store", StoreError)
     return {
         "endpoint": extra.get("endpoint_url"),
         "region": extra.get("region_name"),
