@@ -25,6 +25,7 @@ from jobs.plan.nodes import SessionAggregate
 from jobs.point import ConsistencyPoint
 from jobs.runtime.delta import is_delta_table, read_snapshot
 from jobs.runtime.layout import RunLayout
+from jobs.stream.operators.session.lateness import recorded_late
 
 WITHOUT_LATE_VIEW = "lockstep_batch_without_late"
 
@@ -106,7 +107,8 @@ class WindowCheck:
             source = self.plan.sources[0]
             staged = staged_changelog(self.layout, source.table)
             consumed = self.point.rows_consumed(source.table)
-            self.without_late = batch_without_late(spark, self.plan, staged, consumed).cache()
+            late_seqs = recorded_late(self.layout.late_changes)
+            self.without_late = batch_without_late(spark, self.plan, staged, consumed, late_seqs).cache()
         self.without_late.createOrReplaceTempView(WITHOUT_LATE_VIEW)
         return spark.sql(differing_rows(cols, STREAM_COMPARED_VIEW, WITHOUT_LATE_VIEW))
 

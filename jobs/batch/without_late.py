@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from jobs.changelog.columns import WATERMARK, WINDOW_END, WINDOW_START
+from jobs.changelog.columns import SEQ, WINDOW_END, WINDOW_START
 from jobs.changelog.frames import assign_windows, consumed_changes, live_rows, on_time
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan import Plan
@@ -24,15 +24,16 @@ from jobs.plan.sql import WINDOW, parse_select
 ON_TIME_WINDOW = "__lockstep_window"
 
 
-def batch_without_late(spark: SparkSession, plan: Plan, staged: StagedChangelog, consumed: int) -> DataFrame:
+def batch_without_late(
+    spark: SparkSession, plan: Plan, staged: StagedChangelog, consumed: int, late_seqs: list[int] | None = None
+) -> DataFrame:
+    """`late_seqs`: the changes a session operator left out (jobs/stream/operators/session/lateness.py)."""
     source = plan.sources[0]
     if isinstance(plan.window, SessionAggregate):
-        # A late change to a session is late as a whole (its event time is behind the watermark):
-        # the source without those changes, and the user's SQL as it is.
+        # A session's late change is late as a whole (it touched no open session): the source
+        # without the changes the operator left out, and the user's SQL as it is.
         changes = consumed_changes(spark, staged, consumed)
-        on_time_changes = changes.where(
-            F.col(WATERMARK).isNull() | (F.col(f"`{staged.event_time}`") > F.col(WATERMARK))
-        )
+        on_time_changes = changes.where(~F.col(SEQ).isin(late_seqs)) if late_seqs else changes
         live_rows(on_time_changes, list(staged.schema.names)).createOrReplaceTempView(source.table)
         return spark.sql(plan.spec.sql)
     _on_time_pairs(spark, plan, staged, consumed).createOrReplaceTempView(source.table)

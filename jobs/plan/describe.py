@@ -28,7 +28,7 @@ def describe_node(node: Node) -> str:
         return (
             f"SessionWindowAggregate(groupBy=[{', '.join(node.other_keys)}], window=[{node.window.describe()}], "
             f"emit=[{node.emit}], select=[{select}], state=[live rows per key; a change re-forms its key's "
-            f"sessions, late=[event time the watermark passed: left out, see late_events]])"
+            f"sessions, late=[its session, merged, closed by the watermark: left out, see late_events]])"
         )
     if isinstance(node, WindowAggregate):
         select = ", ".join(

@@ -193,10 +193,10 @@ class WindowAggregate(GroupAggregate):
 @dataclass(frozen=True, eq=False)
 class SessionAggregate(Unary):
     """GROUP BY session_window(ts, gap), keys: per key, the live rows' event times split where two
-    follow each other by the gap or more; a session is [first, last + gap). A change re-forms the
-    sessions of its key, which grow, merge, shrink or split exactly as the batch result's (Flink's
-    streaming sessions only grow and merge). A change whose event time the watermark has passed
-    is late."""
+    follow each other by more than the gap; a session is [first, last + gap). A change re-forms
+    the sessions of its key, which grow, merge, shrink or split exactly as the batch result's
+    (Flink's streaming sessions only grow and merge). A change is late when the session it falls
+    into, merged with its key's open sessions, has closed (operators/session/lateness.py)."""
 
     input: Node
     group_keys: tuple[str, ...]  # the keys beside the session

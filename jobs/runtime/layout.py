@@ -138,6 +138,12 @@ class RunLayout:
         return self.state / "operator"
 
     @property
+    def late_changes(self) -> Path:
+        """A session aggregate's record of the changes it left out as late
+        (jobs/stream/operators/session/lateness.py)."""
+        return self.state / "late_changes"
+
+    @property
     def materializer(self) -> Path:
         return self.state / "materializer"
 

@@ -26,6 +26,7 @@ from jobs.runtime.progress import Progress, counts
 from jobs.runtime.spark import spark_session, start_in_background
 from jobs.spec.model import Settings
 from jobs.stream.handler import StreamCounts
+from jobs.stream.operators.session.lateness import recorded_late
 from jobs.stream.operators.window.windows import write_late_events
 from jobs.stream.point import consistency_point
 from jobs.stream.relocate import follow_moved_run_folder
@@ -165,6 +166,5 @@ def _late_events(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint) 
     if assign is None:
         return 0
     source = plan.sources[0]
-    return write_late_events(
-        spark, assign, staged_input(layout, source), point.rows_consumed(source.table), layout.late_events
-    )
+    staged, consumed = staged_input(layout, source), point.rows_consumed(source.table)
+    return write_late_events(spark, assign, staged, consumed, layout.late_events, recorded_late(layout.late_changes))

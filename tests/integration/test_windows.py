@@ -325,3 +325,47 @@ def test_a_session_splits_when_the_event_that_bridged_it_is_deleted(spark, tmp_p
             ("+U", 0, 5),
             ("+I", 8, 13),
         ]
+
+
+LATE_SESSIONS = """
+name: late_sessions
+sql: |
+  SELECT session_window.start AS s, session_window.end AS e, user, COUNT(*) AS n, SUM(x) AS sx
+  FROM clicks GROUP BY session_window(ts, '30 seconds'), user
+sources:
+  clicks:
+    path: clicks
+    format: changelog-json
+    schema: "id BIGINT, user STRING, x BIGINT, ts TIMESTAMP"
+    primary_key: [id]
+    event_time: ts
+    watermark: "1 minute"
+sink:
+  emit: final
+stream:
+  engine: {engine}
+  rows_per_batch: 1
+"""
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_change_behind_the_watermark_is_late_only_when_its_session_has_closed(spark, tmp_path, engine):
+    """User a clicks every 10 s for 100 s: one session [0 s, 130 s), open while the watermark is
+    at 40 s. The delete of the click at 10 s is behind the watermark but falls into that session:
+    applied, as Flink applies it. User b's click at 5 s forms [5 s, 35 s), which the watermark has
+    passed and no open session of b touches: late."""
+
+    def click(id_, user, second, op="+I"):
+        return {"id": id_, "user": user, "x": id_, "ts": f"2026-11-21 09:{second // 60:02d}:{second % 60:02d}", "op": op}
+
+    clicks = [click(i + 1, "a", second) for i, second in enumerate(range(0, 101, 10))]
+    write_changelog(tmp_path / "clicks", "001.json", [*clicks, click(2, "a", 10, "-D"), click(20, "b", 5)])
+    spec = write_spec(tmp_path, LATE_SESSIONS.format(engine=engine))
+    result = run_both(spec, tmp_path / "runs")
+    assert [(r["user"], r["n"], r["sx"]) for r in result.stream] == [("a", 10, 64)]
+    assert [(r["user"], r["n"], r["sx"]) for r in result.batch] == [("a", 10, 64), ("b", 1, 20)]
+    late = table_rows(result.layout.late_events)
+    assert [(r["op"], r["id"], r["window_start"].second, r["window_end"].second) for r in late] == [("+I", 20, 5, 35)]
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
+    assert report["verdict"] == "fail" and report["late_events"] == 1
+    assert report["late_explanation"]["explains"] == "all"

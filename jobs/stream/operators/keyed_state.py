@@ -22,13 +22,14 @@ Spark's batch operator, the same one the batch job runs, instead of being kept i
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, DoubleType, FloatType, MapType, StructType
+from pyspark.sql.types import ArrayType, DataType, DoubleType, FloatType, MapType, StructType, TimestampNTZType
 
-from jobs.changelog.columns import COUNT, WEIGHT
+from jobs.changelog.columns import COUNT, SEQ, WATERMARK, WEIGHT
 from jobs.runtime.session_conf import settings_for
 from jobs.runtime.stream_jar import require_stream_jar
 
@@ -40,6 +41,7 @@ PHASE, COPIES = "__phase", "__w"  # LiveRows' output columns
 BROADCAST_THRESHOLDS = ("spark.sql.autoBroadcastJoinThreshold", "spark.sql.adaptive.autoBroadcastJoinThreshold")
 
 BEFORE = 0  # LiveRows.BEFORE: a live row before the micro-batch (1: the micro-batch's change)
+LATE = 2  # LiveRows.LATE: a session window's change left out as late (SessionLateness.java)
 
 
 def rows_stay_on_executors(spark: SparkSession) -> AbstractContextManager[None]:
@@ -57,32 +59,57 @@ class LiveRowsState:
         before = F.sum(F.when(F.col(PHASE) == BEFORE, F.col(COPIES)).otherwise(F.lit(0)))
         self._counts = [before.alias("__before"), F.sum(COPIES).alias("__after")]
 
-    def stream(self, spark: SparkSession, changes: DataFrame, keys: list[Column]) -> DataFrame:
+    def stream(
+        self, spark: SparkSession, changes: DataFrame, keys: list[Column], session: SessionGap | None = None
+    ) -> DataFrame:
         """The streaming frame of LiveRows' output over `changes` (the values and their WEIGHT)
-        grouped by `keys` (at least one: a constant for a single group)."""
+        grouped by `keys` (at least one: a constant for a single group). With `session`, the
+        changes also carry WATERMARK and SEQ, and the late ones come out as LATE."""
         require_stream_jar(spark, "stream.engine: spark")
         names = [f"__key{i}" for i in range(len(keys))]
+        extra = [] if session is None else [_micros(changes, WATERMARK).alias(WATERMARK), F.col(SEQ)]
         keyed = changes.select(
             *[key.alias(name) for key, name in zip(keys, names)],
             *self._values,
+            *extra,
             F.col(WEIGHT).cast("bigint").alias(COPIES),
         )
         keyed = keyed.select(
             *[as_state_key(F.col(name), keyed.schema[name].dataType).alias(name) for name in names],
             *self._values,
+            *[WATERMARK, SEQ][: len(extra)],
             COPIES,
         )
-        jvm: Any = spark._jvm
-        return DataFrame(jvm.lockstep.stream.LiveRows.apply(keyed._jdf, len(keys)), spark)
+        live_rows: Any = spark._jvm.lockstep.stream.LiveRows  # type: ignore[union-attr]
+        if session is None:
+            return DataFrame(live_rows.apply(keyed._jdf, len(keys)), spark)
+        time_index = self.values.index(session.time_col)
+        return DataFrame(live_rows.applyToSessions(keyed._jdf, len(keys), time_index, session.gap_micros), spark)
 
     def before_after(self, live: DataFrame) -> tuple[DataFrame, DataFrame]:
         """The touched keys' live rows before and after the micro-batch, each row with its
         copies as COUNT. Summed as Spark groups (-0.0 with 0.0, NULLs together), which the
         state's map of encoded rows does not."""
-        counted = live.groupBy(*self._values).agg(*self._counts)
+        counted = live.where(F.col(PHASE) != LATE).groupBy(*self._values).agg(*self._counts)
         before = counted.where(F.col("__before") > 0).select(*self._values, F.col("__before").alias(COUNT))
         after = counted.where(F.col("__after") > 0).select(*self._values, F.col("__after").alias(COUNT))
         return before, after
+
+
+@dataclass(frozen=True)
+class SessionGap:
+    """A session window's event time (one of the values) and gap: LiveRows judges lateness."""
+
+    time_col: str
+    gap_micros: int
+
+
+def _micros(changes: DataFrame, column: str) -> Column:
+    """A timestamp as microseconds since the epoch; one without a zone read as UTC, as
+    SessionLateness.java reads the event times."""
+    if isinstance(changes.schema[column].dataType, TimestampNTZType):
+        return F.expr(f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', `{column}`)")
+    return F.unix_micros(F.col(column))
 
 
 def as_state_key(key: Column, key_type: DataType) -> Column:

@@ -114,26 +114,32 @@ def _closed(open_windows: pa.Table, watermark: int | None) -> pa.Table:
     return open_windows.filter(pc.fill_null(pc.less_equal(ends, watermark), False))
 
 
-def _late_session_changes(rows: DataFrame, node: SessionAggregate) -> DataFrame:
+def late_session_changes(rows: DataFrame, node: SessionAggregate, late_seqs: list[int]) -> DataFrame:
+    """The changes the session operator left out (their sequence numbers, lateness.py), each
+    with the window it would have formed: its own [ts, ts + gap), which touched no open session."""
     ts = F.col(f"`{node.window.time_col}`")
-    late = rows.where(F.col(WATERMARK).isNotNull() & (ts <= F.col(WATERMARK)))
+    late = rows.where(F.col(SEQ).isin(late_seqs)) if late_seqs else rows.limit(0)
     gap = F.expr(f"INTERVAL {node.window.size // timedelta(microseconds=1)} MICROSECONDS")
     return late.withColumn(WINDOW_START, ts).withColumn(WINDOW_END, ts + gap)
 
 
 def write_late_events(
-    spark: SparkSession, node: WindowAssign | SessionAggregate, staged: StagedChangelog, consumed: int, path: RunPath
+    spark: SparkSession,
+    node: WindowAssign | SessionAggregate,
+    staged: StagedChangelog,
+    consumed: int,
+    path: RunPath,
+    late_seqs: list[int] | None = None,
 ) -> int:
     """The (row, window) pairs the stream left out as late, as a Delta table; returns the count.
-    A session has no window before it forms: a late change is listed with its own [ts, ts + gap)."""
+    A session's late changes are the ones its operator recorded (`late_seqs`)."""
     rows = consumed_changes(spark, staged, consumed)
-    if isinstance(node.input, Calc) and node.input.condition is not None:
-        rows = rows.where(F.expr(node.input.condition.sql("spark")))
-    late = (
-        _late_session_changes(rows, node)
-        if isinstance(node, SessionAggregate)
-        else assign_windows(rows, node.window.spark_sql()).where(~on_time())
-    )
+    if isinstance(node, SessionAggregate):
+        late = late_session_changes(rows, node, late_seqs or [])
+    else:
+        if isinstance(node.input, Calc) and node.input.condition is not None:
+            rows = rows.where(F.expr(node.input.condition.sql("spark")))
+        late = assign_windows(rows, node.window.spark_sql()).where(~on_time())
     kinds = F.element_at(F.array(*[F.lit(k) for k in SHORT_NAMES]), F.col(KIND).cast("int") + 1)
     table = (
         late.select(

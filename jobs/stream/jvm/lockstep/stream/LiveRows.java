@@ -34,20 +34,29 @@ import scala.jdk.javaapi.CollectionConverters;
  * per value (phase 1, weight = copies gained or lost); the state then holds the rows after it.
  * What the key's operator makes of its rows before and after is computed downstream, by Spark's
  * own batch operators, so this class knows nothing of deduplication, joins or aggregates.
+ *
+ * <p>With a session gap ({@link #applyToSessions}), a change is first judged as Flink judges it
+ * for session windows: it is late when the session it would fall into, after merging with the
+ * key's sessions before the micro-batch, ends at or before the watermark ({@link SessionLateness}).
+ * A late change leaves the state as it is and comes out as phase 2 with its sequence number, so
+ * that the late-events table lists exactly what the stream left out.
  */
 public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
   public static final byte BEFORE = 0;
   public static final byte CHANGE = 1;
+  public static final byte LATE = 2;
 
   private final StructType valueSchema;
   private final int keyWidth;
   private final int valueWidth;
+  private final SessionLateness lateness;  // null: every change is applied
   private transient MapState<Row, Long> live;
 
-  private LiveRows(StructType valueSchema, int keyWidth) {
+  private LiveRows(StructType valueSchema, int keyWidth, SessionLateness lateness) {
     this.valueSchema = valueSchema;
     this.keyWidth = keyWidth;
     this.valueWidth = valueSchema.size();
+    this.lateness = lateness;
   }
 
   /**
@@ -56,20 +65,46 @@ public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
    */
   public static Dataset<Row> apply(Dataset<Row> changes, int keyWidth) {
     StructType input = changes.schema();
-    int valueWidth = input.size() - keyWidth - 1;
-    if (valueWidth < 0 || !input.fields()[input.size() - 1].dataType().equals(DataTypes.LongType)) {
+    requireWeight(input);
+    return run(changes, keyWidth, input.size() - keyWidth - 1, null);
+  }
+
+  /**
+   * As {@link #apply}, for a session window's rows: the columns after the value are the
+   * watermark (microseconds, or null), the change's sequence number and the weight. `timeIndex`
+   * is the event time's place in the value; `gapMicros` the session gap.
+   */
+  public static Dataset<Row> applyToSessions(Dataset<Row> changes, int keyWidth, int timeIndex, long gapMicros) {
+    StructType input = changes.schema();
+    requireWeight(input);
+    int valueWidth = input.size() - keyWidth - 3;
+    return run(changes, keyWidth, valueWidth, new SessionLateness(timeIndex, gapMicros, keyWidth + valueWidth));
+  }
+
+  private static void requireWeight(StructType input) {
+    if (!input.fields()[input.size() - 1].dataType().equals(DataTypes.LongType)) {
       throw new IllegalArgumentException("LiveRows takes [key columns, value columns, weight as a long]: " + input.simpleString());
+    }
+  }
+
+  private static Dataset<Row> run(Dataset<Row> changes, int keyWidth, int valueWidth, SessionLateness lateness) {
+    StructType input = changes.schema();
+    if (valueWidth < 0) {
+      throw new IllegalArgumentException("LiveRows: fewer columns than keys: " + input.simpleString());
     }
     StructType key = slice(input, 0, keyWidth);
     StructType value = slice(input, keyWidth, valueWidth);
     StructType output = key.merge(value, false)
         .add(new StructField("__w", DataTypes.LongType, false, org.apache.spark.sql.types.Metadata.empty()))
         .add(new StructField("__phase", DataTypes.ByteType, false, org.apache.spark.sql.types.Metadata.empty()));
+    if (lateness != null) {
+      output = output.add(new StructField("__seq", DataTypes.LongType, true, org.apache.spark.sql.types.Metadata.empty()));
+    }
     final int width = keyWidth;
     MapFunction<Row, Row> keyOf = row -> slice(row, 0, width);
     return changes
         .groupByKey(keyOf, Encoders.row(key))
-        .transformWithState(new LiveRows(value, keyWidth), TimeMode.None(), OutputMode.Append(),
+        .transformWithState(new LiveRows(value, keyWidth, lateness), TimeMode.None(), OutputMode.Append(),
             Encoders.row(output));
   }
 
@@ -82,12 +117,19 @@ public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
   public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> rows,
       TimerValues timerValues) {
     List<Row> out = new ArrayList<>();
+    List<Row> beforeRows = new ArrayList<>();
     Iterator<Tuple2<Row, Long>> before = CollectionConverters.asJava(live.iterator());
     while (before.hasNext()) {
       Tuple2<Row, Long> entry = before.next();
-      out.add(output(key, entry._1(), entry._2(), BEFORE));
+      beforeRows.add(entry._1());
+      out.add(output(key, entry._1(), entry._2(), BEFORE, null));
     }
-    for (Map.Entry<Row, Long> change : netChanges(rows).entrySet()) {
+    Iterator<Row> changes = CollectionConverters.asJava(rows);
+    if (lateness != null) {
+      changes = lateness.onTime(changes, beforeRows, keyWidth, late -> out.add(
+          output(key, slice(late, keyWidth, valueWidth), late.getLong(late.size() - 1), LATE, lateness.seqOf(late))));
+    }
+    for (Map.Entry<Row, Long> change : netChanges(changes).entrySet()) {
       Row value = change.getKey();
       long copies = (live.containsKey(value) ? live.getValue(value) : 0L) + change.getValue();
       if (copies == 0L) {
@@ -95,28 +137,28 @@ public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
       } else {
         live.updateValue(value, copies);
       }
-      out.add(output(key, value, change.getValue(), CHANGE));
+      out.add(output(key, value, change.getValue(), CHANGE, null));
     }
     return CollectionConverters.asScala(out.iterator());
   }
 
-  private Map<Row, Long> netChanges(scala.collection.Iterator<Row> rows) {
+  private Map<Row, Long> netChanges(Iterator<Row> changes) {
     Map<Row, Long> net = new HashMap<>();
-    Iterator<Row> changes = CollectionConverters.asJava(rows);
     while (changes.hasNext()) {
       Row change = changes.next();
-      net.merge(slice(change, keyWidth, valueWidth), change.getLong(keyWidth + valueWidth), Long::sum);
+      net.merge(slice(change, keyWidth, valueWidth), change.getLong(change.size() - 1), Long::sum);
     }
     net.values().removeIf(weight -> weight == 0L);
     return net;
   }
 
-  private Row output(Row key, Row value, long weight, byte phase) {
-    Object[] values = new Object[keyWidth + valueWidth + 2];
+  private Row output(Row key, Row value, long weight, byte phase, Long seq) {
+    Object[] values = new Object[keyWidth + valueWidth + (lateness == null ? 2 : 3)];
     for (int i = 0; i < keyWidth; i++) values[i] = key.get(i);
     for (int i = 0; i < valueWidth; i++) values[keyWidth + i] = value.get(i);
     values[keyWidth + valueWidth] = weight;
     values[keyWidth + valueWidth + 1] = phase;
+    if (lateness != null) values[keyWidth + valueWidth + 2] = seq;
     return RowFactory.create(values);
   }
 
