@@ -356,7 +356,8 @@ def test_a_change_behind_the_watermark_is_late_only_when_its_session_has_closed(
     passed and no open session of b touches: late."""
 
     def click(id_, user, second, op="+I"):
-        return {"id": id_, "user": user, "x": id_, "ts": f"2026-11-21 09:{second // 60:02d}:{second % 60:02d}", "op": op}
+        ts = f"2026-11-21 09:{second // 60:02d}:{second % 60:02d}"
+        return {"id": id_, "user": user, "x": id_, "ts": ts, "op": op}
 
     clicks = [click(i + 1, "a", second) for i, second in enumerate(range(0, 101, 10))]
     write_changelog(tmp_path / "clicks", "001.json", [*clicks, click(2, "a", 10, "-D"), click(20, "b", 5)])
