@@ -34,11 +34,16 @@ class Source:
     event_time: str | None = None
     watermark_ms: int | None = None
     insert_only: bool = False  # a plain json source: every row an insert
+    late: list[int] = field(default_factory=list)  # the changes (by index) the watermark drops
 
     def final_rows(self) -> list[list]:
-        """The rows the changelog leaves, as inserts, in event-time order (else changelog order)."""
+        """The rows the changelog leaves, as inserts, in event-time order (else changelog order);
+        the changes the watermark drops are left out."""
         live: list[list] = []
-        for kind, *values in self.rows:
+        dropped = set(self.late)
+        for i, (kind, *values) in enumerate(self.rows):
+            if i in dropped:
+                continue
             if kind in ("+I", "+U"):
                 live.append(values)
             else:

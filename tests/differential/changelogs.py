@@ -2,10 +2,12 @@
 deletes, keys that go and come back, NULLs in every nullable column.
 
 With a primary key, a -U/-D retracts exactly the key's live image; without one, an identical live
-copy. With event time, rows arrive out of order but never late: each row's event time (a
-retraction's too) is after the watermark in force when it arrives, the largest event time seen so
-far minus the allowed lateness. Flink moves its watermark after every row, lockstep after every
-micro-batch, so a row on time for Flink is on time for lockstep as well.
+copy. With event time, rows arrive out of order: each row's event time (a retraction's too) is
+after the watermark in force when it arrives, the largest event time seen so far minus the allowed
+lateness. Flink moves its watermark after every row, lockstep after every micro-batch, so a row on
+time for Flink is on time for lockstep as well. With `late` (late_changes.py), a share of the
+changes are behind both watermarks: some whose window has closed (Flink and lockstep drop them,
+and the source lists them in `late`), some whose window is still open (both apply them).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Protocol
 
 START = datetime(2026, 11, 21, 9, 0, 0)
 
@@ -44,11 +47,22 @@ def group(rng: random.Random, domain: str = "abcd"):
 @dataclass
 class Timing:
     watermark_ms: int
+    batch_rows: int = 1  # lockstep's rows per micro-batch: its watermark moves between micro-batches
     clock: datetime = START
-    max_seen: datetime | None = None
+    max_seen: datetime | None = None  # Flink's: every row so far
+    max_of_batches: datetime | None = None  # lockstep's: the rows of its finished micro-batches
+    _batch_max: datetime | None = None
+    _in_batch: int = 0
 
     def watermark(self) -> datetime | None:
+        """Flink's watermark, as a window's end compares with it (a window ending at or before it
+        has fired)."""
         return None if self.max_seen is None else self.max_seen - timedelta(milliseconds=self.watermark_ms)
+
+    def lockstep_watermark(self) -> datetime | None:
+        """lockstep's watermark for the micro-batch being filled (never after Flink's)."""
+        late = self.max_of_batches
+        return None if late is None else late - timedelta(milliseconds=self.watermark_ms)
 
     def next_time(self, rng: random.Random) -> datetime:
         """An event time after the watermark: mostly ahead, sometimes a little behind."""
@@ -64,8 +78,25 @@ class Timing:
         earliest = self.watermark()
         return earliest is None or moment > earliest
 
-    def saw(self, moment: datetime) -> None:
+    def saw(self, moment: datetime, kind: str) -> bool:
+        """Note a row; True when it ends one of lockstep's micro-batches (which never end after a
+        -U, jobs/changelog/segments.py)."""
         self.max_seen = moment if self.max_seen is None else max(self.max_seen, moment)
+        self._batch_max = moment if self._batch_max is None else max(self._batch_max, moment)
+        self._in_batch += 1
+        if self._in_batch < self.batch_rows or kind == "-U":
+            return False
+        self.max_of_batches = (
+            self._batch_max if self.max_of_batches is None else max(self.max_of_batches, self._batch_max)
+        )
+        self._in_batch = 0
+        return True
+
+
+class LateChanges(Protocol):
+    share: float  # of the changes
+
+    def change(self, builder: ChangelogBuilder) -> None: ...
 
 
 class ChangelogBuilder:
@@ -81,15 +112,26 @@ class ChangelogBuilder:
         time_column: str | None = None,
         timing: Timing | None = None,
         key_space: int = 40,
+        late: LateChanges | None = None,
     ):
         self.rng, self.columns, self.values, self.key = rng, columns, values, key
-        self.time_column, self.timing = time_column, timing
+        self.time_column, self.timing, self.late = time_column, timing, late
         self.key_space = key_space
         self.live: list[dict] = []
+        self.live_at_batch_start: list[dict] = []  # what lockstep's state holds for the micro-batch
         self.rows: list[list] = []
+        self.late_rows: list[int] = []  # the changes both Flink and lockstep drop
+        self.retired: set = set()  # keys whose dropped delete left their row live in the stream
+        self._late_ids = iter(range(10**6, 10**7))
+        self._batch_ended = False
 
     def build(self, changes: int, insert_only: bool = False) -> list[list]:
         for _ in range(changes):
+            if self._batch_ended:
+                self.live_at_batch_start, self._batch_ended = list(self.live), False
+            if self.late and self.timing and self.timing.max_seen and self.rng.random() < self.late.share:
+                self.late.change(self)
+                continue
             action = (
                 "insert"
                 if insert_only or not self.live
@@ -101,7 +143,7 @@ class ChangelogBuilder:
     def _new_row(self) -> dict | None:
         row = self.values(self.rng)
         if self.key is not None:
-            free = sorted(set(range(1, self.key_space + 1)) - {r[self.key] for r in self.live})
+            free = sorted(set(range(1, self.key_space + 1)) - {r[self.key] for r in self.live} - self.retired)
             if not free:
                 return None
             row[self.key] = self.rng.choice(free)
@@ -144,13 +186,32 @@ class ChangelogBuilder:
         candidates = [r for r in self.live if self.timing.on_time(r[self.time_column])]
         return self.rng.choice(candidates) if candidates else None
 
+    def late_insert(self, row: dict, dropped: bool) -> None:
+        """An insert behind the watermark (with a key of its own, never used again)."""
+        if self.key is not None:
+            row[self.key] = next(self._late_ids)
+        self._emit("+I", row)
+        if dropped:
+            self.late_rows.append(len(self.rows) - 1)
+        else:
+            self.live.append(row)
+
+    def late_delete(self, row: dict, dropped: bool) -> None:
+        """The delete of a live row behind the watermark: a dropped one leaves the row live in the
+        stream, so its key is not used again."""
+        self._emit("-D", row)
+        self.live.remove(row)
+        if dropped:
+            self.late_rows.append(len(self.rows) - 1)
+            self.retired.add(row.get(self.key))
+
     def _emit(self, kind: str, row: dict) -> None:
         values = [row.get(c) for c in self.columns]
         self.rows.append(
             [kind, *[v.isoformat(timespec="milliseconds") if isinstance(v, datetime) else v for v in values]]
         )
-        if self.time_column:
-            self.timing.saw(row[self.time_column])
+        if self.time_column and self.timing.saw(row[self.time_column], kind):
+            self._batch_ended = True  # a change's rows are all emitted before its live rows change
 
 
 class CaseRandom(random.Random):

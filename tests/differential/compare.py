@@ -1,6 +1,8 @@
 """Compare lockstep's outcome with the reference: the final sink table must equal Flink's final
-result as a multiset (floating values within a tolerance), lockstep's verdict must be PASS, and
-where Flink's result is an append-only changelog the sink's change feed must hold inserts only.
+result as a multiset (floating values within a tolerance), the changes the stream left out as late
+must be the ones the case's watermark drops (late_changes.py), lockstep's verdict must be PASS, or
+FAIL with the late events explaining all of the difference, and where Flink's result is an
+append-only changelog the sink's change feed must hold inserts only.
 
 Values are compared by what they mean: Flink writes decimals and timestamps as strings, lockstep
 reads them from Delta as Decimal and datetime (UTC); numbers compare numerically, so DECIMAL(38,6)
@@ -56,13 +58,28 @@ def compare(case: Case, lockstep: LockstepOutcome, reference: dict) -> Finding:
     difference = row_difference(lockstep.columns, lockstep.rows, reference)
     if difference:
         return Finding(False, f"sink differs from the reference: {difference}")
-    if lockstep.verdict != "pass":
+    late = late_difference(case, lockstep.late_rows)
+    if late:
+        return Finding(False, f"late changes differ: {late}")
+    if lockstep.verdict != "pass" and not (_dropped(case) and lockstep.late_explains == "all"):
         return Finding(False, "lockstep verdict is FAIL although the sink equals the reference")
     if _append_only(case, reference) and set(lockstep.feed_kinds) - {"+I"}:
         return Finding(
             False, f"append query: the reference emits inserts only, the sink's change feed has {lockstep.feed_kinds}"
         )
     return Finding(True)
+
+
+def _dropped(case: Case) -> list[int]:
+    return [i for source in case.sources for i in source.late]
+
+
+def late_difference(case: Case, left_out: list[int]) -> str:
+    """'' when the stream left out exactly the changes the case's watermark drops, else which."""
+    expected = sorted(_dropped(case))
+    if left_out == expected:
+        return ""
+    return f"lockstep left out changes {left_out[:10]}, the watermark drops {expected[:10]}"
 
 
 def column_difference(columns: list[str], reference: dict) -> str:

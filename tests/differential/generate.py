@@ -13,7 +13,18 @@ import random
 from collections.abc import Callable
 
 from tests.differential.case import Case, Column, Source
-from tests.differential.changelogs import CaseRandom, ChangelogBuilder, Timing, bigint, decimal, double, group, size
+from tests.differential.changelogs import (
+    CaseRandom,
+    ChangelogBuilder,
+    LateChanges,
+    Timing,
+    bigint,
+    decimal,
+    double,
+    group,
+    size,
+)
+from tests.differential.late_changes import MINUTE_MS, SessionLateness, WindowLateness
 
 # (Spark SQL, Flink SQL) of an aggregate over the fact table t(id, g, k, x, y, d), and its alias.
 AGGREGATES = [
@@ -71,8 +82,10 @@ def _case(
     sources: list[Source],
     flink_sql: str | None = None,
     sink: dict | None = None,
+    rows_per_batch: int | None = None,
 ) -> Case:
-    return Case(name, query_class, sql, flink_sql or sql, sources, sink or {}, _batches(rng, sources))
+    batches = rows_per_batch or _batches(rng, sources)
+    return Case(name, query_class, sql, flink_sql or sql, sources, sink or {}, batches)
 
 
 # -- group aggregates ------------------------------------------------------------------------------
@@ -140,19 +153,25 @@ def projection(rng: random.Random, name: str) -> Case:
 TIMED_COLUMNS = [Column("id", "BIGINT"), Column("g", "STRING"), Column("x", "BIGINT"), Column("ts", "TIMESTAMP")]
 
 
-def timed_source(rng: random.Random) -> Source:
+def timed_source(rng: random.Random, late: LateChanges | None = None) -> tuple[Source, int]:
+    """The source and lockstep's rows per micro-batch, chosen first: with `late` (changes behind
+    the watermark in half of the cases), which changes are late depends on where micro-batches end."""
     watermark_ms = rng.choice([2000, 5000, 20000])
     changes = size(rng, 3, 1500)
+    batch_rows = max(1, changes // rng.randint(1, 8))
     builder = ChangelogBuilder(
         rng,
         [c.name for c in TIMED_COLUMNS],
         lambda r: {"g": group(r, "ab"), "x": bigint(r)},
         "id",
         "ts",
-        Timing(watermark_ms),
+        Timing(watermark_ms, batch_rows),
         key_space=max(8, changes // 3),
+        late=late if rng.random() < 0.5 else None,
     )
-    return Source("t", list(TIMED_COLUMNS), ["id"], builder.build(changes), event_time="ts", watermark_ms=watermark_ms)
+    rows = builder.build(changes)
+    source = Source("t", list(TIMED_COLUMNS), ["id"], rows, "ts", watermark_ms, late=builder.late_rows)
+    return source, batch_rows
 
 
 def window(rng: random.Random, name: str) -> Case:
@@ -180,7 +199,8 @@ def window(rng: random.Random, name: str) -> Case:
     )
     sink = {"emit": rng.choice(["final", "early"])}
     query_class = f"{'hop' if hopping else 'tumble'}_window_{sink['emit']}"
-    return _case(rng, name, query_class, spark_sql, [timed_source(rng)], flink_sql, sink)
+    source, batch_rows = timed_source(rng, WindowLateness(2 * MINUTE_MS if hopping else MINUTE_MS, MINUTE_MS))
+    return _case(rng, name, query_class, spark_sql, [source], flink_sql, sink, batch_rows)
 
 
 def session_window(rng: random.Random, name: str) -> Case:
@@ -203,7 +223,8 @@ def session_window(rng: random.Random, name: str) -> Case:
         f"DESCRIPTOR(ts), INTERVAL '{gap}' SECOND)) GROUP BY window_start, window_end" + (", g" if by_group else "")
     )
     emit = rng.choice(["final", "early"])
-    case = _case(rng, name, f"session_window_{emit}", spark_sql, [timed_source(rng)], flink_sql, {"emit": emit})
+    source, batch_rows = timed_source(rng, SessionLateness(gap * 1000, "g" if by_group else None))
+    case = _case(rng, name, f"session_window_{emit}", spark_sql, [source], flink_sql, {"emit": emit}, batch_rows)
     case.reference = "batch"
     return case
 
@@ -259,6 +280,21 @@ def top_n(rng: random.Random, name: str) -> Case:
     inner, condition, selected = _ranked(rng, rng.randint(2, 3))
     sql = f"SELECT {', '.join(selected)}, rn FROM ({inner}) r WHERE {condition}"
     return _case(rng, name, "top_n", sql, [sequenced_source(rng)])
+
+
+def order_by_limit(rng: random.Random, name: str) -> Case:
+    """ORDER BY ... LIMIT n, a global Top-N: of the rows, or of an aggregate's groups. The ordering
+    column is unique (`seq`, or a group's MAX(seq)), so no tie decides which rows are kept."""
+    direction, limit = rng.choice(["ASC", "DESC"]), rng.randint(1, 4)
+    if rng.random() < 0.5:
+        columns = rng.choice([["id", "g", "x"], ["id", "seq", "x"], ["g", "x"]])
+        sql = f"SELECT {', '.join(columns)} FROM t ORDER BY seq {direction} LIMIT {limit}"
+    else:
+        sql = (
+            "SELECT g, COUNT(*) AS n, MAX(seq) AS last_seq FROM t GROUP BY g "
+            f"ORDER BY last_seq {direction} LIMIT {limit}"
+        )
+    return _case(rng, name, "order_by_limit", sql, [sequenced_source(rng)])
 
 
 # -- joins and UNION ALL --------------------------------------------------------------------------
@@ -377,6 +413,7 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "union_all": union_all,
     "common_table_expressions": common_table_expressions,
     "set_operations": set_operations,
+    "order_by_limit": order_by_limit,
 }
 
 

@@ -37,6 +37,8 @@ class LockstepOutcome:
     feed_kinds: dict[str, int] = field(default_factory=dict)
     error: str | None = None  # the one line lockstep printed (exit 2), or a crash
     crashed: bool = False  # a Python traceback: a bug whatever the input
+    late_rows: list[int] = field(default_factory=list)  # the changes (their places) the stream left out
+    late_explains: str | None = None  # how much of a difference the late events explain (all / part / none)
 
 
 def write_case(case: Case, folder: Path, broker: KafkaBroker | None = None) -> Path:
@@ -136,7 +138,16 @@ def run_lockstep(
         [c for c in table.column_names if c != COUNT],
         _copies(table.to_pylist()),
         dict(Counter(CDF_KINDS[k] for k in feed.column("_change_type").to_pylist())),
+        late_rows=_late_rows(pipeline.layout.late_events),
+        late_explains=(report.to_json().get("late_explanation") or {}).get("explains"),
     )
+
+
+def _late_rows(late_events: Path) -> list[int]:
+    """The places in its changelog (__seq, from 0) of each change left out for some window."""
+    if not (late_events / "_delta_log").is_dir():
+        return []
+    return sorted(set(DeltaTable(str(late_events)).to_pyarrow_table().column("seq").to_pylist()))
 
 
 def _copies(rows: list[dict]) -> list[dict]:

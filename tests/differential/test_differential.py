@@ -1,7 +1,8 @@
 """lockstep against Flink SQL, in the test suite: every saved regression case (replayed against
 the Flink answer saved with it, no PyFlink needed) and a small fixed-seed sample of random cases
-against the live oracle (`make differential` runs hundreds), each on both engines, and the sample
-again with lockstep reading the changelogs from Kafka topics (Flink reads the files)."""
+against the live oracle (`make differential` runs hundreds), each on both engines, a window case
+and a session case with changes behind the watermark, and the sample again with lockstep reading
+the changelogs from Kafka topics (Flink reads the files)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,25 @@ def test_a_random_case_agrees_with_flink(spark, tmp_path, oracle, builder, seed,
     case = dataclasses.replace(generate(builder, seed, max_rows=SAMPLE_ROWS), engine=engine)
     finding = compare(case, run_lockstep(case, tmp_path), oracle.ask(case))
     assert finding.passed, f"{case.name} ({case.size} rows): {finding.reason}"
+
+
+def _first_with_late_changes(builder: str, seed: int) -> int:
+    """The first seed from `seed` whose small case has changes the watermark drops."""
+    while not any(s.late for s in generate(builder, seed, max_rows=SAMPLE_ROWS).sources):
+        seed += 1
+    return seed
+
+
+LATE_SAMPLE = [(b, _first_with_late_changes(b, SAMPLE_SEED + 2000)) for b in ("window", "session_window")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("builder, seed", LATE_SAMPLE, ids=[f"{b}-{s}" for b, s in LATE_SAMPLE])
+def test_a_case_with_late_changes_drops_what_flink_drops(spark, tmp_path, oracle, builder, seed, engine):
+    case = dataclasses.replace(generate(builder, seed, max_rows=SAMPLE_ROWS), engine=engine)
+    finding = compare(case, run_lockstep(case, tmp_path), oracle.ask(case))
+    assert finding.passed, f"{case.name} ({case.size} rows, {len(case.sources[0].late)} late): {finding.reason}"
 
 
 KAFKA_SAMPLE = [(builder, SAMPLE_SEED + 1000 + i) for i, builder in enumerate(BUILDERS)]
