@@ -361,8 +361,6 @@ class _Relations:
         partition = list(window.args.get("partition_by") or [])
         order = window.args.get("order")
         orderings = order.expressions if order is not None else []
-        if not partition:
-            raise SqlError("ROW_NUMBER() needs PARTITION BY", where=self.where(window))
         if len(orderings) != 1 or not isinstance(orderings[0].this, exp.Column):
             raise SqlError(
                 "ROW_NUMBER() needs ORDER BY one column (an explicit ordering, never "

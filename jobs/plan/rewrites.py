@@ -9,6 +9,10 @@ The batch job runs the SQL as the user wrote it: Spark reads these forms itself.
   row marked with its side: a row is in INTERSECT's result while both sides hold it, in EXCEPT's
   while the left holds it and the right does not. GROUP BY treats NULLs as equal, as the set
   operations do. Retractions flow through the aggregate like any other change.
+- SELECT ... ORDER BY c [DESC] LIMIT n (the statement's own, not a subquery's) is a global Top-N,
+  as Flink plans it: the SELECT ranked by ROW_NUMBER() OVER (ORDER BY c) with no partition, its
+  rows numbered n or less, the row number not selected. The result is the n rows as a table; a
+  stream has no order to keep, and the sink's rows come in no particular order.
 """
 
 from __future__ import annotations
@@ -24,11 +28,39 @@ Q = TypeVar("Q", bound=exp.Expr)
 Where = Callable[[exp.Expr], str]  # where a node is in the spec (file:line:column), for messages
 
 LEFT, RIGHT = "lockstep_in_left", "lockstep_in_right"  # the side marks of INTERSECT and EXCEPT
+RANK = "lockstep_rank"  # the row number of ORDER BY ... LIMIT's Top-N
 
 
 def written_out(statement: exp.Query, where: Where) -> exp.Query:
-    """The statement with its CTEs inlined and its distinct set operations rewritten."""
-    return _set_operations_rewritten(_ctes_inlined(statement, where), where)
+    """The statement with its CTEs inlined, its distinct set operations rewritten and its
+    ORDER BY ... LIMIT ranked."""
+    return _limit_ranked(_set_operations_rewritten(_ctes_inlined(statement, where), where), where)
+
+
+def _limit_ranked(statement: exp.Query, where: Where) -> exp.Query:
+    limit, order = statement.args.get("limit"), statement.args.get("order")
+    if limit is None or not isinstance(statement, exp.Select):
+        return statement
+    count = limit.expression
+    if order is None or not isinstance(count, exp.Literal) or not count.is_int or statement.args.get("offset"):
+        raise SqlError(
+            "LIMIT is accepted as ORDER BY <column> LIMIT <number> (a Top-N); without ORDER BY the "
+            "rows kept would depend on arrival",
+            where=where(limit),
+        )
+    orderings = order.expressions
+    if len(orderings) != 1 or not isinstance(orderings[0].this, exp.Column):
+        raise SqlError("ORDER BY ... LIMIT orders by one column (ties are broken by the others)", where=where(order))
+    if any(isinstance(item, exp.Star) or item.alias_or_name in ("", "*") for item in statement.expressions):
+        raise SqlError("ORDER BY ... LIMIT: name the columns (SELECT a, b ..., not *)", where=where(statement))
+    names = [item.alias_or_name for item in statement.expressions]
+    ranked = statement.copy()
+    ranked.set("order", None)
+    ranked.set("limit", None)
+    rank = exp.Window(this=exp.RowNumber(), order=order.copy())
+    ranked.append("expressions", exp.alias_(rank, RANK))
+    top = exp.select(*names).from_(exp.Subquery(this=ranked, alias=_alias("lockstep_top")))
+    return top.where(exp.condition(f"{RANK} <= {count.sql()}"))
 
 
 def _ctes_inlined(statement: exp.Query, where: Where) -> exp.Query:
