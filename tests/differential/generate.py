@@ -357,6 +357,41 @@ def union_all(rng: random.Random, name: str) -> Case:
     return _case(rng, name, "union_all", sql, sides)
 
 
+def interval_join(rng: random.Random, name: str) -> Case:
+    """a.ts BETWEEN b.ts - INTERVAL ... AND b.ts + INTERVAL ... over two insert-only sources with
+    event time: Flink's interval join (its inputs must be append-only)."""
+    changes = size(rng, 3, 600)
+    sides = [timed_side(rng, "a", changes), timed_side(rng, "b", max(3, changes // rng.randint(1, 3)))]
+    before, after = rng.choice([2, 5, 10]), rng.choice([0, 3, 10])
+    kind = rng.choice(["INNER", "INNER", "LEFT"])
+    spark_bounds = f"b.ts - INTERVAL {before} SECONDS AND b.ts + INTERVAL {after} SECONDS"
+    flink_bounds = f"b.ts - INTERVAL '{before}' SECOND AND b.ts + INTERVAL '{after}' SECOND"
+    select = "SELECT a.id AS aid, b.id AS bid, a.k AS k, a.v AS av, b.v AS bv FROM a "
+    condition = "ON a.k = b.k AND a.ts BETWEEN "
+    spark_sql = f"{select}{kind} JOIN b {condition}{spark_bounds}"
+    flink_sql = f"{select}{kind} JOIN b {condition}{flink_bounds}"
+    return _case(rng, name, f"interval_join_{kind.lower()}", spark_sql, sides, flink_sql)
+
+
+TIMED_SIDE_COLUMNS = [Column("id", "BIGINT"), Column("k", "BIGINT"), Column("v", "BIGINT"), Column("ts", "TIMESTAMP")]
+
+
+def timed_side(rng: random.Random, name: str, changes: int) -> Source:
+    """An insert-only side with event time, on time (the watermark never passes a row)."""
+    watermark_ms = rng.choice([2000, 5000])
+    counter = iter(range(1, 10**9))
+    builder = ChangelogBuilder(
+        rng,
+        [c.name for c in TIMED_SIDE_COLUMNS],
+        lambda r: {"id": next(counter), "k": bigint(r, 1, 5), "v": bigint(r)},
+        None,
+        "ts",
+        Timing(watermark_ms),
+    )
+    rows = builder.build(changes, insert_only=True)
+    return Source(name, list(TIMED_SIDE_COLUMNS), [], rows, "ts", watermark_ms, insert_only=True)
+
+
 # -- common table expressions ----------------------------------------------------------------------
 
 
@@ -414,6 +449,7 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "common_table_expressions": common_table_expressions,
     "set_operations": set_operations,
     "order_by_limit": order_by_limit,
+    "interval_join": interval_join,
 }
 
 
