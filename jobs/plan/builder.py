@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from jobs.changelog.schema import parse_schema
 from jobs.errors import SqlError
+from jobs.plan.interval_join import time_bounds
 from jobs.plan.nodes import (
     Calc,
     ChangelogSource,
@@ -32,7 +33,7 @@ from jobs.plan.nodes import (
 )
 from jobs.plan.scope import AmbiguousColumn, Scope
 from jobs.plan.select import SelectBuilder
-from jobs.plan.sql import where_in_spec
+from jobs.plan.sql import conjuncts, where_in_spec
 from jobs.spec.model import QuerySpec
 
 JOIN_KINDS = {"": "inner", "INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}
@@ -107,7 +108,7 @@ class _Relations:
         if where is None or not any(isinstance(n, (exp.Subquery, exp.Exists)) for n in where.walk()):
             return node, select
         rest = []
-        for conjunct in _conjuncts(where.this):
+        for conjunct in conjuncts(where.this):
             negated = isinstance(conjunct, exp.Not)
             predicate = conjunct.this if negated else conjunct
             if isinstance(predicate, exp.In) and predicate.args.get("query") is not None:
@@ -153,7 +154,7 @@ class _Relations:
         _, inner_scope = self._from(sub)
         where = sub.args.get("where")
         outer_keys, inner_keys, inner_only = [], [], []
-        for conjunct in _conjuncts(where.this) if where is not None else []:
+        for conjunct in conjuncts(where.this) if where is not None else []:
             pair = self._correlation(conjunct, scope, inner_scope)
             if pair is not None:
                 outer_keys.append(pair[0])
@@ -261,7 +262,8 @@ class _Relations:
         left_keys, right_keys, rest = self._split_on(on, left_scope, scope, len(left.output_names))
         output = scope.plan_names
         right = self._renamed(right, output[len(left.output_names) :])
-        return Join(left, right, kind, left_keys, right_keys, output, rest), scope
+        bounds = time_bounds(self.spec, left, right, output, rest)
+        return Join(left, right, kind, left_keys, right_keys, output, rest, bounds), scope
 
     def _lookup_name(self, name: str) -> str | None:
         return next((n for n in self.spec.lookups if n.lower() == name.lower()), None)
@@ -303,7 +305,7 @@ class _Relations:
         stays a condition over the joined row."""
         left_names = set(scope.plan_names[:n_left])
         left_keys, right_keys, rest = [], [], []
-        for part in _conjuncts(on):
+        for part in conjuncts(on):
             pair = self._key_pair(part, scope, left_names) if isinstance(part, exp.EQ) else None
             if pair is None:
                 rest.append(self._resolved(part, scope))
@@ -396,15 +398,15 @@ class _Relations:
         most the smallest N), so a filter left with only them would compute nothing, and a
         SELECT that only picks columns is finished on the driver (jobs/stream/operators/driver_rows.py)."""
         where = select.args.get("where")
-        conjuncts = _conjuncts(where.this) if where is not None else []
-        limits = [n for n in (_row_number_limit(c, node.row_number) for c in conjuncts) if n is not None]
+        parts = conjuncts(where.this) if where is not None else []
+        limits = [n for n in (_row_number_limit(c, node.row_number) for c in parts) if n is not None]
         if not limits:
             raise SqlError(
                 f"ROW_NUMBER() is supported as deduplication or Top-N: filter the subquery with "
                 f"WHERE {node.row_number} = 1 or WHERE {node.row_number} <= N",
                 where=self.where(select),
             )
-        rest = [c for c in conjuncts if _row_number_limit(c, node.row_number) is None]
+        rest = [c for c in parts if _row_number_limit(c, node.row_number) is None]
         remaining = select.copy()
         remaining.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
         return replace(node, limit=min(limits)), remaining
@@ -420,14 +422,6 @@ def _row_number_item(select: exp.Expression) -> exp.Expression | None:
                 return None  # the unsupported-construct check names it
             return item
     return None
-
-
-def _conjuncts(expr: exp.Expression) -> list[exp.Expression]:
-    if isinstance(expr, exp.And):
-        return _conjuncts(expr.this) + _conjuncts(expr.expression)
-    if isinstance(expr, exp.Paren):
-        return _conjuncts(expr.this)
-    return [expr]
 
 
 def _row_number_limit(expr: exp.Expression, name: str) -> int | None:

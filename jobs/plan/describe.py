@@ -72,6 +72,13 @@ def describe_node(node: Node) -> str:
         where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""
         pairs = ", ".join(f"{left} = {right}" for left, right in zip(node.left_keys, node.right_keys))
         kind = {"semi": "LeftSemi", "anti": "LeftAnti"}.get(node.kind, node.kind.capitalize())
+        if node.time_bounds is not None:
+            return (
+                f"IntervalJoin(joinType=[{kind}Join], on=[{pairs}]{where}, "
+                f"windowBounds=[{node.time_bounds.describe()}], select=[{', '.join(node.output)}], "
+                f"state=[rows per join key, each side, until the other side's watermark passes their "
+                f"time plus the bound (local engine; kept on the spark engine)])"
+            )
         return (
             f"Join(joinType=[{kind}Join], on=[{pairs}]{where}, "
             f"select=[{', '.join(node.output)}], state=[live rows per join key, each side])"

@@ -257,6 +257,26 @@ class Deduplicate(Unary):
         return (self.order_col,) + tuple(c for c in self.input.output_names if c != self.order_col)
 
 
+@dataclass(frozen=True)
+class TimeBounds:
+    """left_time BETWEEN right_time + lower AND right_time + upper."""
+
+    left_time: str  # a left output column: the left source's event time
+    right_time: str
+    lower: timedelta
+    upper: timedelta
+
+    def describe(self) -> str:
+        low, high = _plus(self.lower), _plus(self.upper)
+        return f"{self.left_time} BETWEEN {self.right_time}{low} AND {self.right_time}{high}"
+
+
+def _plus(offset: timedelta) -> str:
+    if not offset:
+        return ""
+    return f" + {describe(offset)}" if offset > timedelta(0) else f" - {describe(-offset)}"
+
+
 @dataclass(frozen=True, eq=False)
 class Join(Node):
     """A regular equi-join of two changelogs: INNER, LEFT, RIGHT or FULL, with an optional extra
@@ -271,6 +291,7 @@ class Join(Node):
     right_keys: tuple[str, ...]
     output: tuple[str, ...]  # names of left columns then right columns
     condition: exp.Expression | None = None  # over the output names
+    time_bounds: TimeBounds | None = None  # an interval join's (plan/interval_join.py)
     stateful: ClassVar[bool] = True
 
     @property

@@ -187,3 +187,12 @@ def _where(spec: QuerySpec, sql_line: int | None) -> str:
 
 def _describe(statement: exp.Expr) -> str:
     return statement.key.upper()
+
+
+def conjuncts(expr: exp.Expression) -> list[exp.Expression]:
+    """The parts of an AND chain (parentheses dropped)."""
+    if isinstance(expr, exp.And):
+        return conjuncts(expr.this) + conjuncts(expr.expression)
+    if isinstance(expr, exp.Paren):
+        return conjuncts(expr.this)
+    return [expr]

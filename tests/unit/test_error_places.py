@@ -61,7 +61,7 @@ def caret_under(error: SqlError) -> str:
         ("FROM orders GROUP", "FROM ordrs GROUP", "q.yaml:4:8", "unknown table 'ordrs'", "ordrs"),
         # window(...) is renamed before sqlglot parses: the column is still the one written
         ("SELECT pId,", "SELECT pId, window(tss, '1 minute') AS w,", "q.yaml:3:22", "unknown column 'tss'", "tss"),
-        ("GROUP BY pId", "GROUP BY pId LIMIT 5", "q.yaml:4:34", "unsupported construct: LIMIT", "5"),
+        ("GROUP BY pId", "GROUP BY pId LIMIT 5", "q.yaml:4:34", "LIMIT is accepted as ORDER BY", "5"),
     ],
 )
 def test_a_sql_error_names_file_line_and_column_and_marks_the_spot(tmp_path, old, new, where, message, marked):

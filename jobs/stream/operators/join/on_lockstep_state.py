@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.changelog.schema import all_nullable
 from jobs.plan.nodes import Join
 from jobs.stream.operators.driver_input import DriverInput, net_changes_on_driver
+from jobs.stream.operators.join.expiry import IntervalExpiry, forgotten
 from jobs.stream.operators.join.join_rows import joined, joins_on_driver
 from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, SIDE, JoinedRows, per_side
 from jobs.stream.operators.weighted_rows import NetChanges
@@ -28,8 +29,11 @@ class JoinOperator:
     def __init__(self, node: Join, state_dir: Path, direct: tuple[DriverInput, DriverInput] | None = None):
         self.node, self.direct = node, direct
         self.left_cols, self.right_cols = node.left.output_names, node.right.output_names
-        self.left_state = LiveState(state_dir / "left", node.left_keys)
-        self.right_state = LiveState(state_dir / "right", node.right_keys)
+        bounds = node.time_bounds
+        self.expiry = IntervalExpiry(node, bounds) if bounds is not None else None
+        folds = (self.expiry.fold_left, self.expiry.fold_right) if self.expiry else (None, None)
+        self.left_state = LiveState(state_dir / "left", node.left_keys, compact_fold=folds[0])
+        self.right_state = LiveState(state_dir / "right", node.right_keys, compact_fold=folds[1])
         self._net_changes = NetChanges((SIDE, LEFT, RIGHT))
         self._joined = JoinedRows(node)
 
@@ -49,10 +53,17 @@ class JoinOperator:
         right_touched = _touched(right_net, node.right_keys, left_net, node.left_keys)
         left_before = self.left_state.rows_before(batch_id, left_touched, left_net.schema)
         right_before = self.right_state.rows_before(batch_id, right_touched, right_net.schema)
+        left_log, right_log = left_net, right_net
+        if self.expiry is not None:  # an interval join forgets what no row to come can match
+            self.expiry.advance(segments)
+            left_before, left_gone = self.expiry.split_left(left_before)
+            right_before, right_gone = self.expiry.split_right(right_before)
+            left_log = pa.concat_tables([left_net, forgotten(left_gone)])
+            right_log = pa.concat_tables([right_net, forgotten(right_gone)])
         left_after = live_rows(pa.concat_tables([left_before, left_net]))
         right_after = live_rows(pa.concat_tables([right_before, right_net]))
-        self.left_state.record(left_net, batch_id)
-        self.right_state.record(right_net, batch_id)
+        self.left_state.record(left_log, batch_id)
+        self.right_state.record(right_log, batch_id)
         if joins_on_driver(node, left_net.schema, right_net.schema):
             return difference(joined(node, left_after, right_after), joined(node, left_before, right_before))
         left, right = self.left_state, self.right_state

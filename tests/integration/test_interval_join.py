@@ -1,0 +1,86 @@
+"""An interval join (plan/interval_join.py) on the local engine: the regular join's rows, with a
+state that ends, each row forgotten once the other side's watermark has passed its time plus the
+bound (operators/join/expiry.py)."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from expectations.check import run_check
+from jobs.plan import plan_query
+from jobs.plan.nodes import Join
+from jobs.spec import load_spec
+from jobs.spec.model import Settings
+from jobs.stream.state.live_state import LiveState
+from tests.conftest import write_changelog, write_spec
+from tests.integration.conftest import run_both
+
+SPEC = """
+name: shipped
+sql: |
+  SELECT o.id AS order_id, s.id AS shipment_id, o.k AS k
+  FROM orders o {kind} JOIN shipments s
+  ON o.k = s.k AND o.ts BETWEEN s.ts - INTERVAL 10 SECONDS AND s.ts + INTERVAL 5 SECONDS
+sources:
+  orders:
+    path: orders
+    format: json
+    schema: "id BIGINT, k BIGINT, ts TIMESTAMP"
+    event_time: ts
+    watermark: "2 seconds"
+  shipments:
+    path: shipments
+    format: json
+    schema: "id BIGINT, k BIGINT, ts TIMESTAMP"
+    event_time: ts
+    watermark: "2 seconds"
+stream:
+  rows_per_batch: 4
+"""
+
+
+def at(second: int) -> str:
+    return f"2026-11-21 09:{second // 60:02d}:{second % 60:02d}"
+
+
+def _events(tmp_path, count: int = 60) -> None:
+    """An order every 3 s and a shipment 4 s later, keys 1 to 3 in turn; every fifth order
+    never ships."""
+    orders = [{"id": i, "k": i % 3 + 1, "ts": at(3 * i)} for i in range(count)]
+    shipments = [{"id": 1000 + i, "k": i % 3 + 1, "ts": at(3 * i + 4)} for i in range(count) if i % 5]
+    write_changelog(tmp_path / "orders", "001.json", orders)
+    write_changelog(tmp_path / "shipments", "001.json", shipments)
+
+
+def _state_rows(folder) -> int:
+    like = pq.read_schema(next(folder.glob("batch-*.parquet")))
+    return LiveState(folder, ()).rows_before(10**9, None, like).num_rows
+
+
+@pytest.mark.parametrize("kind", ["INNER", "LEFT"])
+def test_an_interval_join_gives_the_joins_rows_and_forgets_what_no_row_to_come_can_match(spark, tmp_path, kind):
+    _events(tmp_path)
+    spec = write_spec(tmp_path, SPEC.format(kind=kind))
+    plan = plan_query(load_spec(spec))
+    join = next(node for node in plan.root.walk() if isinstance(node, Join))
+    assert join.time_bounds is not None and join.time_bounds.lower.total_seconds() == -10
+    result = run_both(spec, tmp_path / "runs")
+    assert run_check(plan, Settings(), result.layout).to_json()["verdict"] == "pass"
+    assert sum(row["__count"] for row in result.stream) > 40  # each shipped order matches its shipment
+    state = result.layout.operator_state
+    left, right = _state_rows(state / "left"), _state_rows(state / "right")
+    assert left + right < 20, (left, right)  # of 108 rows, only the newest are still needed
+
+
+def test_a_join_over_an_updating_source_keeps_its_state(tmp_path):
+    spec = write_spec(
+        tmp_path,
+        SPEC.format(kind="INNER").replace(
+            'format: json\n    schema: "id BIGINT, k',
+            'format: changelog-json\n    primary_key: [id]\n    schema: "id BIGINT, k',
+            1,
+        ),
+    )
+    join = next(node for node in plan_query(load_spec(spec)).root.walk() if isinstance(node, Join))
+    assert join.time_bounds is None  # a regular join, as Flink plans it over updates
