@@ -46,8 +46,11 @@ NON_DETERMINISTIC_NAMES = {
 }
 
 UNSUPPORTED = {
-    exp.Order: "ORDER BY",
-    exp.Limit: "LIMIT",
+    exp.Order: (
+        "ORDER BY without LIMIT (a stream's result is a table, in no order; Flink SQL sorts a stream "
+        "only by its time attribute; ORDER BY <column> LIMIT n is a Top-N)"
+    ),
+    exp.Limit: "LIMIT inside a subquery (the query's own ORDER BY <column> LIMIT n is a Top-N)",
     exp.Lateral: "LATERAL VIEW",
     exp.With: "WITH inside a subquery (a WITH before the query's SELECT is accepted)",
     exp.Filter: "an aggregate FILTER clause",
@@ -138,13 +141,28 @@ def _unsupported_kind(node: exp.Expr) -> str | None:
         if isinstance(node, cls):
             return name
     if isinstance(node, exp.Window) and not _is_dedup_row_number(node):
-        return (
-            "a window function (OVER ...); lockstep runs ROW_NUMBER() OVER (PARTITION BY ... "
-            "ORDER BY ...) in a FROM subquery, filtered on = 1, as deduplication"
-        )
+        return _window_function_kind(node)
     if isinstance(node, (exp.Intersect, exp.Except)):  # the distinct ones were rewritten (rewrites.py)
         return f"{node.key.upper()} ALL (INTERSECT and EXCEPT, which are distinct, are accepted)"
     return None
+
+
+def _window_function_kind(window: exp.Window) -> str:
+    if isinstance(window.this, exp.Lead):
+        return (
+            "LEAD (OVER ...): it needs rows after the current one, which a stream has not seen yet; "
+            "Flink SQL refuses it in streaming mode too"
+        )
+    if isinstance(window.this, exp.RowNumber):
+        return (
+            "ROW_NUMBER() as a window function outside a FROM subquery; lockstep runs it in a FROM "
+            "subquery filtered on rn = 1 (deduplication) or rn <= N (Top-N)"
+        )
+    return (
+        f"{window.this.sql('spark')} OVER (...): a window function other than ROW_NUMBER() (OVER "
+        "aggregations, LAG, RANK) is not run by lockstep yet; Flink SQL runs OVER aggregations and LAG "
+        "over append-only input ordered by event time (docs/limits.md)"
+    )
 
 
 def _is_dedup_row_number(window: exp.Window) -> bool:

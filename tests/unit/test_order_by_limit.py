@@ -49,7 +49,7 @@ def test_order_by_limit_plans_as_a_top_n_without_a_partition(tmp_path, sql, rank
         ("SELECT order_id FROM orders ORDER BY pId, order_id LIMIT 3", "orders by one column"),
         (
             "SELECT order_id FROM (SELECT order_id FROM orders ORDER BY order_id LIMIT 3) s",
-            "unsupported construct: LIMIT",
+            "LIMIT inside a subquery",
         ),
     ],
 )

@@ -34,6 +34,11 @@ def plan(tmp_path, sql, **kw):
             "window function",
         ),
         (
+            "SELECT order_id, LEAD(income) OVER (PARTITION BY pId ORDER BY order_id) AS nx FROM orders",
+            "Flink SQL refuses it in streaming mode too",
+        ),
+        ("SELECT order_id FROM orders ORDER BY income", "ORDER BY without LIMIT"),
+        (
             "SELECT pId FROM (SELECT pId, income, ROW_NUMBER() OVER (PARTITION BY pId ORDER BY income) AS rn "
             "FROM orders) t",
             "filter the subquery with WHERE rn = 1",
