@@ -10,8 +10,10 @@
                    engines), on_lockstep_state.py (local), on_spark_state.py (spark), top_rows.py
                    (the same ranking on the driver, in Arrow)
     join/          regular joins, semi and anti: joined_rows.py (Spark's join, both engines),
-                   on_lockstep_state.py, on_spark_state.py, join_rows.py (Arrow, on the driver)
-    session/       session windows: session_rows.py, on_lockstep_state.py, on_spark_state.py
+                   on_lockstep_state.py, on_spark_state.py, join_rows.py (Arrow, on the driver),
+                   expiry.py (an interval join's state that ends, local engine)
+    session/       session windows: session_rows.py, on_lockstep_state.py, on_spark_state.py,
+                   lateness.py (when a change is late, both engines)
     window/        tumbling and hopping windows: assignment and final results (windows.py,
                    local), final results as a Delta table (on_spark_state.py, spark),
                    driver_windows.py (windowed input read on the driver)
