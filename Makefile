@@ -84,6 +84,7 @@ bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_engines
 	$(BIN)/python -m tests.benchmarks.bench_store
 	$(BIN)/python -m tests.benchmarks.bench_kafka
+	$(BIN)/python -m tests.benchmarks.bench_interval_join
 	$(BIN)/python -m tests.benchmarks.race $(RACE_ARGS)
 
 # make race RACE_ARGS="--sizes 100000,400000 --classes group_aggregate,inner_join": lockstep's
