@@ -1,0 +1,109 @@
+"""An interval join's state that ends (jobs/stream/operators/join/expiry.py), side by side with the
+same join written so that it is a regular join (the time bounds as two comparisons, which the
+planner does not read as an interval), in one run: the stream step's seconds and the rows and bytes
+its state holds at the end. Both give the same rows (the check passes for both).
+
+Orders and shipments, insert-only, one shipment 4 s after most orders, --keys join keys, event
+time advancing 1 s per order, --rows per side, --batch rows per micro-batch, on the local engine.
+
+    python -m tests.benchmarks.bench_interval_join [--rows 100000] [--keys 100] [--batch 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+
+from expectations.check import run_check
+from jobs.pipeline import Pipeline
+from jobs.plan import plan_query
+from jobs.runtime.progress import Progress
+from jobs.spec import load_spec
+from jobs.spec.model import Settings
+from jobs.stream.state.live_state import LiveState
+
+INTERVAL = "o.ts BETWEEN s.ts - INTERVAL 10 SECONDS AND s.ts + INTERVAL 5 SECONDS"
+COMPARISONS = "o.ts >= s.ts - INTERVAL 10 SECONDS AND o.ts <= s.ts + INTERVAL 5 SECONDS"
+START = datetime(2026, 11, 21, 9, 0, 0)
+
+
+def write_sources(folder: Path, rows: int, keys: int) -> None:
+    for name, offset, kept in (("orders", 0, lambda i: True), ("shipments", 4, lambda i: i % 5 != 0)):
+        (folder / name).mkdir(parents=True)
+        with open(folder / name / "001.json", "w") as out:
+            for i in range(rows):
+                if kept(i):
+                    ts = (START + timedelta(seconds=i + offset)).isoformat(sep=" ")
+                    out.write(json.dumps({"id": i, "k": i % keys, "ts": ts}) + "\n")
+
+
+def spec_file(folder: Path, name: str, condition: str, batch: int) -> Path:
+    source = {
+        "format": "json",
+        "schema": "id BIGINT, k BIGINT, ts TIMESTAMP",
+        "event_time": "ts",
+        "watermark": "2 seconds",
+    }
+    spec = {
+        "name": name,
+        "sql": "SELECT o.id AS order_id, s.id AS shipment_id FROM orders o JOIN shipments s "
+        f"ON o.k = s.k AND {condition}",
+        "sources": {"orders": {"path": "orders", **source}, "shipments": {"path": "shipments", **source}},
+        "stream": {"rows_per_batch": batch},
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def measure(spec: Path, out: Path) -> dict:
+    plan = plan_query(load_spec(spec))
+    pipeline = Pipeline.of(plan, Settings(), out, Progress(quiet=True))
+    started = time.monotonic()
+    result = pipeline.stream()
+    seconds = time.monotonic() - started
+    pipeline.batch()
+    verdict = run_check(plan, Settings(), pipeline.layout).verdict
+    assert result is not None
+    state = pipeline.layout.operator_state
+    rows = sum(_live_rows(state / side) for side in ("left", "right"))
+    size = sum(p.stat().st_size for p in state.rglob("*.parquet"))
+    return {"stream": seconds, "rows": rows, "bytes": size, "input": result.input_rows, "verdict": verdict}
+
+
+def _live_rows(folder: Path) -> int:
+    like = pq.read_schema(next(folder.glob("batch-*.parquet")))
+    return LiveState(folder, ()).rows_before(10**9, None, like).num_rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000, help="rows per side (default 100,000)")
+    parser.add_argument("--keys", type=int, default=100, help="join keys (default 100)")
+    parser.add_argument("--batch", type=int, default=10_000, help="rows per micro-batch (default 10,000)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lockstep-bench-interval-") as tmp:
+        folder = Path(tmp)
+        write_sources(folder, args.rows, args.keys)
+        figures = {
+            "interval join (state ends)": measure(spec_file(folder, "interval", INTERVAL, args.batch), folder / "runs"),
+            "regular join (same rows)": measure(spec_file(folder, "regular", COMPARISONS, args.batch), folder / "runs"),
+        }
+    shipments = args.rows * 4 // 5
+    print(f"\n{args.rows:,} orders, {shipments:,} shipments, {args.keys} keys, {args.batch:,} rows per micro-batch\n")
+    print("| join | input rows | stream step s | state rows at the end | state on disk MiB | verdict |")
+    print("|---|--:|--:|--:|--:|---|")
+    for name, f in figures.items():
+        mib = f["bytes"] / 2**20
+        print(f"| {name} | {f['input']:,} | {f['stream']:.1f} | {f['rows']:,} | {mib:.1f} | {f['verdict'].upper()} |")
+
+
+if __name__ == "__main__":
+    main()
