@@ -4,7 +4,7 @@ left out.
 Flink's merging window operator merges a change's own window [ts, ts + gap) with the key's
 sessions that it touches, and drops the change only when the merged session has closed: ends at
 or before the watermark. So a change behind the watermark that falls into a session still open
-(the issue's delete of a click in a session that runs past the watermark) is applied; a change
+(a delete of a click in a session that runs past the watermark) is applied; a change
 that starts or joins no open session is late. The key's sessions are the ones before the
 micro-batch, formed from its live rows as Spark's session_window forms them (windows that touch
 merge).
@@ -27,8 +27,6 @@ import pyarrow.compute as pc
 from jobs.changelog.columns import COUNT, SEQ, WATERMARK
 from jobs.plan.nodes import SessionAggregate
 from jobs.store.files import RunPath, read_parquet_folder, write_parquet
-
-LATE_FOLDER = "late_session_changes"
 
 
 class SessionLateness:
