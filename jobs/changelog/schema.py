@@ -72,6 +72,11 @@ def all_nullable(table: pa.Table) -> pa.Table:
     return table.cast(pa.schema([f.with_nullable(True) for f in table.schema], metadata=table.schema.metadata))
 
 
+def epoch_micros(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Timestamps as microseconds since the epoch (one without a zone read as UTC)."""
+    return column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
+
+
 def schema_of_arrow(schema: pa.Schema, names: tuple[str, ...]) -> SourceSchema:
     """The columns `names` of an Arrow schema (a Delta table's), typed as Spark types them."""
     columns = []

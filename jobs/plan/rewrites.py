@@ -51,9 +51,9 @@ def _limit_ranked(statement: exp.Query, where: Where) -> exp.Query:
     orderings = order.expressions
     if len(orderings) != 1 or not isinstance(orderings[0].this, exp.Column):
         raise SqlError("ORDER BY ... LIMIT orders by one column (ties are broken by the others)", where=where(order))
-    if any(isinstance(item, exp.Star) or item.alias_or_name in ("", "*") for item in statement.expressions):
+    names = _named_columns(statement.expressions)
+    if names is None:
         raise SqlError("ORDER BY ... LIMIT: name the columns (SELECT a, b ..., not *)", where=where(statement))
-    names = [item.alias_or_name for item in statement.expressions]
     ranked = statement.copy()
     ranked.set("order", None)
     ranked.set("limit", None)
@@ -144,13 +144,20 @@ def _output_names(operation: exp.SetOperation, where: Where) -> list[str]:
     first = operation.this
     while isinstance(first, exp.SetOperation):
         first = first.this
-    items = first.expressions if isinstance(first, exp.Select) else []
-    if not items or any(isinstance(item, exp.Star) or item.alias_or_name in ("", "*") for item in items):
+    names = _named_columns(first.expressions) if isinstance(first, exp.Select) else None
+    if not names:
         kind = operation.key.upper()
         raise SqlError(
             f"{kind}: name the first branch's columns (SELECT a, b ..., not *): they are the result's",
             where=where(operation),
         )
+    return names
+
+
+def _named_columns(items: list[exp.Expr]) -> list[str] | None:
+    """The names of a SELECT's items; None when one is * or has no name."""
+    if any(isinstance(item, exp.Star) or item.alias_or_name in ("", "*") for item in items):
+        return None
     return [item.alias_or_name for item in items]
 
 

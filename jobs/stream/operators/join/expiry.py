@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.changelog.columns import COUNT, WATERMARK
+from jobs.changelog.schema import epoch_micros
 from jobs.plan.nodes import Join, StagedInput, TimeBounds
 from jobs.stream.state.row_counts import live_rows
 
@@ -68,7 +69,7 @@ def _split(rows: pa.Table, time: str, cut: int | None) -> tuple[pa.Table, pa.Tab
     """(rows kept, rows forgotten): forgotten when their time is at or before the cut-off."""
     if cut is None or rows.num_rows == 0:
         return rows, rows.slice(0, 0)
-    gone = pc.fill_null(pc.less_equal(_as_micros(rows.column(time)), cut), False)
+    gone = pc.fill_null(pc.less_equal(epoch_micros(rows.column(time)), cut), False)
     return rows.filter(pc.invert(gone)), rows.filter(gone)
 
 
@@ -78,7 +79,7 @@ def _watermark(segments: Mapping[str, Sequence[Path]] | None, table: str | None)
     if not files:
         return None
     first = pq.read_table(files[0], columns=[WATERMARK]).column(WATERMARK)
-    return _as_micros(first.slice(0, 1))[0].as_py() if len(first) else None
+    return epoch_micros(first.slice(0, 1))[0].as_py() if len(first) else None
 
 
 def _later(cut: int | None, candidate: int) -> int:
@@ -88,10 +89,6 @@ def _later(cut: int | None, candidate: int) -> int:
 def _source_of(side) -> str | None:
     tables = [n.table for n in side.walk() if isinstance(n, StagedInput)]
     return tables[0] if len(tables) == 1 else None
-
-
-def _as_micros(column):
-    return column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
 
 
 def _micros(delta: timedelta) -> int:

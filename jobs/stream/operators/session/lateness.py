@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.changelog.columns import COUNT, SEQ, WATERMARK
+from jobs.changelog.schema import epoch_micros
 from jobs.plan.nodes import SessionAggregate
 from jobs.store.files import RunPath, read_parquet_folder, write_parquet
 
@@ -40,7 +41,7 @@ class SessionLateness:
     def late(self, changes: pa.Table, before: pa.Table) -> pa.Array:
         """A boolean per change (a table with the time column and WATERMARK): whether it is late
         against the sessions of `before` (the touched keys' live rows, with COUNT)."""
-        ts, watermark = _micros(changes.column(self.time)), _micros(changes.column(WATERMARK))
+        ts, watermark = epoch_micros(changes.column(self.time)), epoch_micros(changes.column(WATERMARK))
         behind = pc.fill_null(pc.less_equal(pc.add(ts, self.gap), watermark), False)
         if not pc.any(behind).as_py():
             return behind
@@ -57,7 +58,7 @@ class SessionLateness:
         """[start, end) of each key's sessions, in microseconds."""
         times: dict[tuple, list[int]] = defaultdict(list)
         live = rows.filter(pc.greater(rows.column(COUNT), 0)) if COUNT in rows.column_names else rows
-        for key, ts in zip(self._key_of(live), _micros(live.column(self.time)).to_pylist()):
+        for key, ts in zip(self._key_of(live), epoch_micros(live.column(self.time)).to_pylist()):
             if ts is not None:
                 times[key].append(ts)
         return defaultdict(list, {key: _merged(sorted(ts), self.gap) for key, ts in times.items()})
@@ -76,11 +77,6 @@ def _merged(times: list[int], gap: int) -> list[tuple[int, int]]:
         else:
             sessions.append([ts, ts + gap])
     return [(start, end) for start, end in sessions]
-
-
-def _micros(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Timestamps as microseconds since the epoch (a timestamp without a zone read as UTC)."""
-    return column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
 
 
 def record_late(folder: RunPath, batch_id: int, seqs: list[int]) -> None:
