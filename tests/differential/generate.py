@@ -365,14 +365,13 @@ def interval_join(rng: random.Random, name: str) -> Case:
     changes = size(rng, 3, 600)
     sides = [timed_side(rng, "a", changes), timed_side(rng, "b", max(3, changes // rng.randint(1, 3)))]
     before, after = rng.choice([2, 5, 10]), rng.choice([0, 3, 10])
-    kind = "INNER"
     spark_bounds = f"b.ts - INTERVAL {before} SECONDS AND b.ts + INTERVAL {after} SECONDS"
     flink_bounds = f"b.ts - INTERVAL '{before}' SECOND AND b.ts + INTERVAL '{after}' SECOND"
     select = "SELECT a.id AS aid, b.id AS bid, a.k AS k, a.v AS av, b.v AS bv FROM a "
     condition = "ON a.k = b.k AND a.ts BETWEEN "
-    spark_sql = f"{select}{kind} JOIN b {condition}{spark_bounds}"
-    flink_sql = f"{select}{kind} JOIN b {condition}{flink_bounds}"
-    return _case(rng, name, f"interval_join_{kind.lower()}", spark_sql, sides, flink_sql)
+    spark_sql = f"{select}JOIN b {condition}{spark_bounds}"
+    flink_sql = f"{select}JOIN b {condition}{flink_bounds}"
+    return _case(rng, name, "interval_join_inner", spark_sql, sides, flink_sql)
 
 
 TIMED_SIDE_COLUMNS = [Column("id", "BIGINT"), Column("k", "BIGINT"), Column("v", "BIGINT"), Column("ts", "TIMESTAMP")]

@@ -22,6 +22,18 @@ SAMPLE_ROWS = 200  # small cases: the sample runs on every `make test`
 SAMPLE = [(builder, SAMPLE_SEED + i) for i, builder in enumerate(BUILDERS)]
 
 
+def _first_with_late_changes(builder: str, seed: int) -> int:
+    """The first seed from `seed` whose small case has changes the watermark drops."""
+    while not any(s.late for s in generate(builder, seed, max_rows=SAMPLE_ROWS).sources):
+        seed += 1
+    return seed
+
+
+LATE_SAMPLE = [(b, _first_with_late_changes(b, SAMPLE_SEED + 2000)) for b in ("window", "session_window")]
+# One case per class, and a window case and a session case with changes the watermark drops.
+SAMPLE_WITH_LATE = SAMPLE + LATE_SAMPLE
+
+
 ENGINES = ["local", "spark"]
 
 
@@ -45,30 +57,12 @@ def oracle(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("builder, seed", SAMPLE, ids=[f"{b}-{s}" for b, s in SAMPLE])
+@pytest.mark.parametrize("builder, seed", SAMPLE_WITH_LATE, ids=[f"{b}-{s}" for b, s in SAMPLE_WITH_LATE])
 def test_a_random_case_agrees_with_flink(spark, tmp_path, oracle, builder, seed, engine):
     case = dataclasses.replace(generate(builder, seed, max_rows=SAMPLE_ROWS), engine=engine)
     finding = compare(case, run_lockstep(case, tmp_path), oracle.ask(case))
-    assert finding.passed, f"{case.name} ({case.size} rows): {finding.reason}"
-
-
-def _first_with_late_changes(builder: str, seed: int) -> int:
-    """The first seed from `seed` whose small case has changes the watermark drops."""
-    while not any(s.late for s in generate(builder, seed, max_rows=SAMPLE_ROWS).sources):
-        seed += 1
-    return seed
-
-
-LATE_SAMPLE = [(b, _first_with_late_changes(b, SAMPLE_SEED + 2000)) for b in ("window", "session_window")]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("builder, seed", LATE_SAMPLE, ids=[f"{b}-{s}" for b, s in LATE_SAMPLE])
-def test_a_case_with_late_changes_drops_what_flink_drops(spark, tmp_path, oracle, builder, seed, engine):
-    case = dataclasses.replace(generate(builder, seed, max_rows=SAMPLE_ROWS), engine=engine)
-    finding = compare(case, run_lockstep(case, tmp_path), oracle.ask(case))
-    assert finding.passed, f"{case.name} ({case.size} rows, {len(case.sources[0].late)} late): {finding.reason}"
+    late = sum(len(s.late) for s in case.sources)
+    assert finding.passed, f"{case.name} ({case.size} rows, {late} late): {finding.reason}"
 
 
 KAFKA_SAMPLE = [(builder, SAMPLE_SEED + 1000 + i) for i, builder in enumerate(BUILDERS)]
