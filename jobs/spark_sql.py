@@ -13,6 +13,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from jobs.batch.versions import empty_version_views
 from jobs.errors import SqlError
 from jobs.lookup.tables import lookup_tables
 from jobs.plan import Plan, StagePlan
@@ -33,7 +34,7 @@ def run_sql(spark: SparkSession, plan: Plan | StagePlan, sources: dict[str, Data
 def empty_sources(spark: SparkSession, plan: Plan) -> dict[str, DataFrame]:
     """The query's tables with no rows: its sources, and its lookups (see jobs/lookup/tables.py)."""
     sources = {s.table: spark.createDataFrame([], s.schema.spark_ddl()) for s in plan.sources}
-    return {**sources, **lookup_tables(spark, plan, sources, empty=True)}
+    return {**sources, **lookup_tables(spark, plan, sources, empty=True), **empty_version_views(spark, plan, sources)}
 
 
 def result_on_empty_input(spark: SparkSession, plan: Plan, stage: StagePlan) -> DataFrame:

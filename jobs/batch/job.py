@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from jobs.batch.from_topic import topic_snapshot
+from jobs.batch.versions import version_views
 from jobs.changelog.delta_source import consumed_version, table_as_of
 from jobs.changelog.frames import source_snapshot
 from jobs.changelog.staging import staged_changelog
@@ -66,6 +67,7 @@ def _write_results(
     for name, table in lookups.items():  # kept for the check: did the stream get other answers?
         table.write.mode("overwrite").parquet(str(layout.lookup_answers(name, "batch")))
     snapshots.update(lookups)
+    snapshots.update(version_views(spark, plan, layout, point))  # a temporal join's versioned tables
     metadata = {FINGERPRINT_KEY: point.fingerprint()}
     write = tables_for(plan.spec.sink.writer).overwrite
     rows = write(run_sql(spark, plan, snapshots), layout.batch, metadata)

@@ -6,6 +6,8 @@
                                                  -> Deduplicate(keep last by c)
 a [LEFT|RIGHT|FULL] JOIN b ON a.k = b.k [AND ...] -> Join
 a [LEFT] JOIN <lookup> ON a.k = <lookup>.key      -> LookupJoin (the spec's lookups:)
+a [LEFT] JOIN b FOR SYSTEM_TIME AS OF a.ts ON a.k = b.k
+                                                 -> TemporalJoin
 SELECT ... UNION ALL SELECT ...                  -> UnionAll
 the query                                        -> Sink(...)
 """
@@ -34,6 +36,7 @@ from jobs.plan.nodes import (
 from jobs.plan.scope import AmbiguousColumn, Scope
 from jobs.plan.select import SelectBuilder
 from jobs.plan.sql import conjuncts, where_in_spec
+from jobs.plan.temporal_join import temporal_join, version_of
 from jobs.spec.model import QuerySpec
 
 JOIN_KINDS = {"": "inner", "INNER": "inner", "LEFT": "left", "RIGHT": "right", "FULL": "full"}
@@ -251,6 +254,9 @@ class _Relations:
                 f"unsupported join: {join.sql('spark')[:60]} (lockstep runs INNER, LEFT, RIGHT and FULL joins with ON)",
                 where=self.where(join),
             )
+        version = version_of(join.this)
+        if version is not None:
+            return self._temporal_join(left, left_scope, join, kind, version)
         lookup = self._lookup_name(join.this.name) if isinstance(join.this, exp.Table) else None
         if lookup:
             return self._lookup_join(left, left_scope, join, kind, lookup)
@@ -264,6 +270,27 @@ class _Relations:
         right = self._renamed(right, output[len(left.output_names) :])
         bounds = time_bounds(self.spec, left, right, output, rest)
         return Join(left, right, kind, left_keys, right_keys, output, rest, bounds), scope
+
+    def _temporal_join(
+        self, left: Node, left_scope: Scope, join: exp.Join, kind: str, version: exp.Version
+    ) -> tuple[Node, Scope]:
+        """JOIN <source> FOR SYSTEM_TIME AS OF <left time> ON <its key> = ... (plan/temporal_join.py)."""
+        on = join.args.get("on")
+        if on is None or not isinstance(version.expression, exp.Column):
+            raise SqlError(
+                "a temporal join is JOIN <table> FOR SYSTEM_TIME AS OF <left time column> ON <key equalities>",
+                where=self.where(join),
+            )
+        source, right_scope = self._table(join.this)
+        scope = left_scope.joined(right_scope)
+        n_left = len(left.output_names)
+        left_keys, right_keys, rest = self._split_on(on, left_scope, scope, n_left)
+        output = scope.plan_names
+        right = self._renamed(source, output[n_left:])
+        at = self._resolve(version.expression, left_scope).plan_name
+        keys = (left_keys, right_keys)
+        node = temporal_join(self.spec, left, right, source, kind, keys, output, rest, at, self.where(join))
+        return node, scope
 
     def _lookup_name(self, name: str) -> str | None:
         return next((n for n in self.spec.lookups if n.lower() == name.lower()), None)

@@ -12,6 +12,7 @@ from jobs.plan.nodes import (
     Node,
     SessionAggregate,
     StageInput,
+    TemporalJoin,
     UnionAll,
     WindowAggregate,
     WindowAssign,
@@ -72,6 +73,13 @@ def describe_node(node: Node) -> str:
         where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""
         pairs = ", ".join(f"{left} = {right}" for left, right in zip(node.left_keys, node.right_keys))
         kind = {"semi": "LeftSemi", "anti": "LeftAnti"}.get(node.kind, node.kind.capitalize())
+        if isinstance(node, TemporalJoin):
+            return (
+                f"TemporalJoin(joinType=[{kind}Join], on=[{pairs}], asOf=[{node.left_time}], "
+                f"versionTime=[{node.right_time}], select=[{', '.join(node.output)}], state=[rows of the left "
+                f"until the right's watermark passes their time; versions per key from the latest at or "
+                f"before both watermarks on])"
+            )
         if node.time_bounds is not None:
             return (
                 f"IntervalJoin(joinType=[{kind}Join], on=[{pairs}]{where}, "

@@ -24,9 +24,12 @@ def time_bounds(
     spec: QuerySpec, left: Node, right: Node, output: tuple[str, ...], condition: exp.Expression | None
 ) -> TimeBounds | None:
     """The bounds, when the join is an interval join; else None."""
-    if condition is None or not (_insert_only(left) and _insert_only(right)):
+    if condition is None or not (insert_only(left) and insert_only(right)):
         return None
-    left_time, right_time = _event_time(spec, left, output), _event_time(spec, right, output[len(left.output_names) :])
+    left_time, right_time = (
+        event_time_of(spec, left, output),
+        event_time_of(spec, right, output[len(left.output_names) :]),
+    )
     if left_time is None or right_time is None:
         return None
     for between in conjuncts(condition):
@@ -43,13 +46,13 @@ def time_bounds(
     return None
 
 
-def _insert_only(node: Node) -> bool:
+def insert_only(node: Node) -> bool:
     if isinstance(node, ChangelogSource):
         return node.insert_only
-    return isinstance(node, Calc) and _insert_only(node.input)
+    return isinstance(node, Calc) and insert_only(node.input)
 
 
-def _event_time(spec: QuerySpec, node: Node, names: tuple[str, ...]) -> str | None:
+def event_time_of(spec: QuerySpec, node: Node, names: tuple[str, ...]) -> str | None:
     """The output column (of `names`, the side's names in the join) that carries the side's
     source's event time, if the source has one and a watermark."""
     column = _event_time_column(spec, node)

@@ -317,6 +317,20 @@ class Join(Node):
 
 
 @dataclass(frozen=True, eq=False)
+class TemporalJoin(Join):
+    """An event-time temporal join, `JOIN <table> FOR SYSTEM_TIME AS OF <left time>` (Flink's
+    versioned-table join): each row of an insert-only left side is joined with the right
+    source's version, per primary key, whose time is the latest at or before the row's time. A
+    version is a +I or +U row at its own time; a -D puts a deletion at the deleted row's time
+    (the later of two changes at one time wins); a -U is not a version. INNER drops a row
+    without a live version, LEFT pads it with NULLs. Keys and output as a regular join's; no
+    extra condition (plan/temporal_join.py)."""
+
+    left_time: str = ""  # the left output column the version is looked up at
+    right_time: str = ""  # the right output column: each version's time
+
+
+@dataclass(frozen=True, eq=False)
 class LookupJoin(Unary):
     """A join against an external dimension service (Flink's lookup join): each input row, a
     retraction included, is enriched by looking up its key when it arrives. Stateless: INNER drops

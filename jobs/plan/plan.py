@@ -176,7 +176,8 @@ class Plan(Planned):
 
     @property
     def sql(self) -> str:
-        return self.spec.sql
+        """The batch equivalent: the user's SQL, with a temporal join as a point-in-time join."""
+        return self.final_stage.sql
 
     @property
     def sources(self) -> list[ChangelogSource]:

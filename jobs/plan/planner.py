@@ -10,11 +10,12 @@ from jobs.changelog.schema import unsafe_name_problem
 from jobs.errors import SpecError, SqlError
 from jobs.plan.annotations import Annotations
 from jobs.plan.builder import build_plan
-from jobs.plan.nodes import SessionAggregate, Sink, WindowAssign
+from jobs.plan.nodes import SessionAggregate, Sink, TemporalJoin, WindowAssign
 from jobs.plan.passes import PASSES
 from jobs.plan.plan import Plan, StagePlan
 from jobs.plan.sql import non_deterministic_calls, parse_select
 from jobs.plan.stages import split_stages
+from jobs.plan.temporal_join import batch_sql
 from jobs.spec.model import QuerySpec
 
 
@@ -31,13 +32,14 @@ def _plan(spec: QuerySpec) -> Plan:
     _check_output_names(spec, root)
     notes = _annotate(spec, root)
     _check_windows_single_stage(spec, root)
+    final_sql = batch_sql(spec, select) or spec.sql
     stages = tuple(
         StagePlan(
             spec,
             cut.number,
             cut.root,
             _annotate(spec, cut.root),
-            cut.batch_sql or spec.sql,
+            cut.batch_sql or final_sql,
             is_final=cut.original is None,
         )
         for cut in split_stages(root, notes)
@@ -82,6 +84,8 @@ def _check_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> None:
 def _not_on_spark_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> str | None:
     if spec.stream.state_ttl is not None:
         return "stream.state_ttl"
+    if any(isinstance(node, TemporalJoin) for stage in stages for node in stage.root.walk()):
+        return "temporal joins (FOR SYSTEM_TIME AS OF)"
     for stage in stages:
         if stage.materialize and not any(node.stateful for node in stage.root.walk()):
             return f"the upsert materializer over a projection (sink key {', '.join(stage.sink_key)})"

@@ -18,10 +18,12 @@ from jobs.plan.nodes import (
     LookupJoin,
     Node,
     SessionAggregate,
+    TemporalJoin,
     UnionAll,
     WindowAggregate,
     WindowAssign,
 )
+from jobs.plan.temporal_join import LIVE, VALID_TO, versions_view
 
 
 def to_sql(node: Node) -> str:
@@ -39,6 +41,8 @@ def to_sql(node: Node) -> str:
         return f"SELECT {', '.join(list(map(_quote, node.group_keys)) + calls)} FROM ({to_sql(node.input)}) AS t{group}"
     if isinstance(node, Deduplicate):
         return _dedup(node)
+    if isinstance(node, TemporalJoin):
+        return _temporal_join(node)
     if isinstance(node, Join):
         return _join(node)
     if isinstance(node, LookupJoin):
@@ -83,6 +87,26 @@ def _join(node: Join) -> str:
     return (
         f"SELECT {', '.join(items)} FROM ({to_sql(node.left)}) AS l {kind} JOIN "
         f"({to_sql(node.right)}) AS r ON {' AND '.join(on)}"
+    )
+
+
+def _temporal_join(node: TemporalJoin) -> str:
+    """A point-in-time join over the versioned table's history view (plan/temporal_join.py)."""
+    source = next(n for n in node.right.walk() if isinstance(n, ChangelogSource))
+    items = [f"l.{_quote(n)} AS {_quote(n)}" for n in node.left.output_names] + [
+        f"r.{_quote(n)} AS {_quote(n)}" for n in node.right.output_names
+    ]
+    versions = ", ".join(f"{_quote(c)} AS {_quote(n)}" for c, n in zip(source.output_names, node.right.output_names))
+    at, valid_from = f"l.{_quote(node.left_time)}", f"r.{_quote(node.right_time)}"
+    on = [f"l.{_quote(a)} = r.{_quote(b)}" for a, b in zip(node.left_keys, node.right_keys)] + [
+        f"{valid_from} <= {at}",
+        f"(r.{VALID_TO} IS NULL OR {at} < r.{VALID_TO})",
+        f"r.{LIVE}",
+    ]
+    kind = "INNER" if node.kind == "inner" else "LEFT OUTER"
+    return (
+        f"SELECT {', '.join(items)} FROM ({to_sql(node.left)}) AS l {kind} JOIN "
+        f"(SELECT {versions}, {VALID_TO}, {LIVE} FROM `{versions_view(source.table)}`) AS r ON {' AND '.join(on)}"
     )
 
 

@@ -393,6 +393,40 @@ def timed_side(rng: random.Random, name: str, changes: int) -> Source:
     return Source(name, list(TIMED_SIDE_COLUMNS), [], rows, "ts", watermark_ms, insert_only=True)
 
 
+VERSIONED_COLUMNS = [Column("k", "BIGINT"), Column("rate", "BIGINT"), Column("ts", "TIMESTAMP")]
+
+
+def versioned_source(rng: random.Random, name: str, changes: int) -> Source:
+    """A versioned table: a rate per key k, inserted, updated (a new version at a later time, or
+    at its own time, which replaces it) and deleted, every change on time."""
+    watermark_ms = rng.choice([2000, 5000])
+    builder = ChangelogBuilder(
+        rng,
+        [c.name for c in VERSIONED_COLUMNS],
+        lambda r: {"rate": bigint(r)},
+        "k",
+        "ts",
+        Timing(watermark_ms),
+        key_space=5,
+    )
+    return Source(name, list(VERSIONED_COLUMNS), ["k"], builder.build(changes), "ts", watermark_ms)
+
+
+def temporal_join(rng: random.Random, name: str) -> Case:
+    """JOIN r FOR SYSTEM_TIME AS OF a.ts: each row of an insert-only side with the version of its
+    key at its time. Flink's change feed has inserts only (it waits for the watermark), lockstep's
+    corrects a row when an earlier version comes after it: the final tables are compared."""
+    changes = size(rng, 3, 600)
+    sides = [timed_side(rng, "a", changes), versioned_source(rng, "r", max(3, changes // rng.randint(1, 3)))]
+    kind = rng.choice(["INNER", "LEFT"])
+    join = f"FROM a {kind} JOIN r FOR SYSTEM_TIME AS OF a.ts ON a.k = r.k"
+    if rng.random() < 0.3:
+        sql = f"SELECT a.k AS k, COUNT(*) AS n, COUNT(r.rate) AS rated, SUM(r.rate) AS sr {join} GROUP BY a.k"
+        return _case(rng, name, "temporal_join_then_aggregate", sql, sides)
+    sql = f"SELECT a.id AS aid, a.k AS k, a.v AS av, r.rate AS rate, r.ts AS rts {join}"
+    return _case(rng, name, f"temporal_join_{kind.lower()}", sql, sides)
+
+
 # -- common table expressions ----------------------------------------------------------------------
 
 
@@ -451,6 +485,7 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "set_operations": set_operations,
     "order_by_limit": order_by_limit,
     "interval_join": interval_join,
+    "temporal_join": temporal_join,
 }
 
 

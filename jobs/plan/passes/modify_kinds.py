@@ -31,6 +31,7 @@ from jobs.plan.nodes import (
     SessionAggregate,
     Sink,
     StagedInput,
+    TemporalJoin,
     UnionAll,
     WindowAggregate,
     WindowAssign,
@@ -68,6 +69,8 @@ def _kinds(node: Node, kinds: dict) -> set[str]:
         return {INSERT, UPDATE, DELETE}  # a better row pushes the last of the N out
     if isinstance(node, Deduplicate):
         return {INSERT, UPDATE} | (set() if child == {INSERT} else {DELETE})
+    if isinstance(node, TemporalJoin):  # a version that comes after the rows it applies to changes them
+        return {INSERT, UPDATE, DELETE}
     if isinstance(node, Join):
         return child if node.kind == "inner" else {INSERT, UPDATE, DELETE}
     raise TypeError(f"no modify-kind rule for {type(node).__name__}")

@@ -34,30 +34,30 @@ class IntervalExpiry:
 
     def __init__(self, node: Join, bounds: TimeBounds):
         self.bounds = bounds
-        self.left_table, self.right_table = _source_of(node.left), _source_of(node.right)
+        self.left_table, self.right_table = source_of(node.left), source_of(node.right)
         self.left_cut: int | None = None  # microseconds: a left row at or before it is forgotten
         self.right_cut: int | None = None
 
     def advance(self, segments: Mapping[str, Sequence[Path]] | None) -> None:
         """The cut-offs from the watermarks of this micro-batch's rows (they only grow)."""
         lower, upper = _micros(self.bounds.lower), _micros(self.bounds.upper)
-        right_mark, left_mark = _watermark(segments, self.right_table), _watermark(segments, self.left_table)
+        right_mark, left_mark = side_watermark(segments, self.right_table), side_watermark(segments, self.left_table)
         if right_mark is not None:
             self.left_cut = _later(self.left_cut, right_mark + lower)
         if left_mark is not None:
             self.right_cut = _later(self.right_cut, left_mark - upper)
 
     def split_left(self, rows: pa.Table) -> tuple[pa.Table, pa.Table]:
-        return _split(rows, self.bounds.left_time, self.left_cut)
+        return split_at(rows, self.bounds.left_time, self.left_cut)
 
     def split_right(self, rows: pa.Table) -> tuple[pa.Table, pa.Table]:
-        return _split(rows, self.bounds.right_time, self.right_cut)
+        return split_at(rows, self.bounds.right_time, self.right_cut)
 
     def fold_left(self, rows: pa.Table) -> pa.Table:
-        return _split(live_rows(rows), self.bounds.left_time, self.left_cut)[0]
+        return split_at(live_rows(rows), self.bounds.left_time, self.left_cut)[0]
 
     def fold_right(self, rows: pa.Table) -> pa.Table:
-        return _split(live_rows(rows), self.bounds.right_time, self.right_cut)[0]
+        return split_at(live_rows(rows), self.bounds.right_time, self.right_cut)[0]
 
 
 def forgotten(rows: pa.Table) -> pa.Table:
@@ -65,7 +65,7 @@ def forgotten(rows: pa.Table) -> pa.Table:
     return rows.set_column(rows.schema.get_field_index(COUNT), COUNT, pc.negate(rows.column(COUNT)))
 
 
-def _split(rows: pa.Table, time: str, cut: int | None) -> tuple[pa.Table, pa.Table]:
+def split_at(rows: pa.Table, time: str, cut: int | None) -> tuple[pa.Table, pa.Table]:
     """(rows kept, rows forgotten): forgotten when their time is at or before the cut-off."""
     if cut is None or rows.num_rows == 0:
         return rows, rows.slice(0, 0)
@@ -73,7 +73,7 @@ def _split(rows: pa.Table, time: str, cut: int | None) -> tuple[pa.Table, pa.Tab
     return rows.filter(pc.invert(gone)), rows.filter(gone)
 
 
-def _watermark(segments: Mapping[str, Sequence[Path]] | None, table: str | None) -> int | None:
+def side_watermark(segments: Mapping[str, Sequence[Path]] | None, table: str | None) -> int | None:
     """The watermark the side's first segment of the micro-batch was staged under."""
     files = (segments or {}).get(table or "") or ()
     if not files:
@@ -86,7 +86,7 @@ def _later(cut: int | None, candidate: int) -> int:
     return candidate if cut is None else max(cut, candidate)
 
 
-def _source_of(side) -> str | None:
+def source_of(side) -> str | None:
     tables = [n.table for n in side.walk() if isinstance(n, StagedInput)]
     return tables[0] if len(tables) == 1 else None
 

@@ -49,8 +49,8 @@ class JoinOperator:
         else:
             left_net, right_net = per_side(self._net_changes.rows(delta), self.left_cols, self.right_cols)
         # A key is touched when either side's changes carry it: both sides' rows of it are read.
-        left_touched = _touched(left_net, node.left_keys, right_net, node.right_keys)
-        right_touched = _touched(right_net, node.right_keys, left_net, node.left_keys)
+        left_touched = touched_keys(left_net, node.left_keys, right_net, node.right_keys)
+        right_touched = touched_keys(right_net, node.right_keys, left_net, node.left_keys)
         left_before = self.left_state.rows_before(batch_id, left_touched, left_net.schema)
         right_before = self.right_state.rows_before(batch_id, right_touched, right_net.schema)
         left_log, right_log = left_net, right_net
@@ -83,7 +83,9 @@ def _read_both_on_driver(
     return None if left is None or right is None else (left, right)
 
 
-def _touched(own: pa.Table, own_keys: tuple[str, ...], other: pa.Table, other_keys: tuple[str, ...]) -> pa.Table | None:
+def touched_keys(
+    own: pa.Table, own_keys: tuple[str, ...], other: pa.Table, other_keys: tuple[str, ...]
+) -> pa.Table | None:
     """The join keys either side's net changes carry, under this side's key names: the other
     side's keys are cast to this side's types where they cast; where they do not, they are
     left out of this side's filter, which then reads every live row of this side (a superset,

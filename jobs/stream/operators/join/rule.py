@@ -6,20 +6,19 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from jobs.plan.nodes import Join
+from jobs.plan.nodes import Join, TemporalJoin
 from jobs.stream.operators.driver_input import driver_input
 from jobs.stream.operators.frames import Context, Streaming
 from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, tag_side
 from jobs.stream.operators.join.on_lockstep_state import JoinOperator
 from jobs.stream.operators.join.on_spark_state import JoinOnKeyedState
+from jobs.stream.operators.join.temporal import TemporalJoinOperator
 
 
 def join(node: Join, ctx: Context) -> Streaming:
     left = ctx.frame(node.left).frame
     right = ctx.frame(node.right).frame
-    left_names, right_names = node.left.output_names, node.right.output_names
-    tagged = tag_side(left, LEFT, left_names, RIGHT, _struct_ddl(right, right_names))
-    tagged = tagged.unionByName(tag_side(right, RIGHT, right_names, LEFT, _struct_ddl(left, left_names)))
+    tagged = _tagged(node, left, right)
     if ctx.on_keyed_state:
         types = ({f.name: f.dataType for f in side.schema.fields} for side in (left, right))
         joined = JoinOnKeyedState(node, *types)
@@ -29,8 +28,23 @@ def join(node: Join, ctx: Context) -> Streaming:
     return Streaming(tagged, operator=JoinOperator(node, ctx.layout.operator_state, direct))
 
 
+def temporal_join(node: TemporalJoin, ctx: Context) -> Streaming:
+    """Both sides' changes in one frame as for a regular join; the operator reads the versioned
+    table's changelog rows from the micro-batch's files, in order (a -U is not a version)."""
+    left, right = ctx.frame(node.left).frame, ctx.frame(node.right).frame
+    tagged = _tagged(node, left, right)
+    operator = TemporalJoinOperator(node, ctx.layout.operator_state, right.schema, driver_input(node.left, left.schema))
+    return Streaming(tagged, operator=operator)
+
+
+def _tagged(node: Join, left: DataFrame, right: DataFrame) -> DataFrame:
+    left_names, right_names = node.left.output_names, node.right.output_names
+    tagged = tag_side(left, LEFT, left_names, RIGHT, _struct_ddl(right, right_names))
+    return tagged.unionByName(tag_side(right, RIGHT, right_names, LEFT, _struct_ddl(left, left_names)))
+
+
 def _struct_ddl(frame: DataFrame, names: tuple[str, ...]) -> str:
     return ", ".join(f"`{n}`: {frame.schema[n].dataType.simpleString()}" for n in names)
 
 
-RULES = {Join: join}
+RULES = {Join: join, TemporalJoin: temporal_join}
