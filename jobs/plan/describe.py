@@ -10,6 +10,7 @@ from jobs.plan.nodes import (
     Join,
     LookupJoin,
     Node,
+    OverAggregate,
     SessionAggregate,
     StageInput,
     TemporalJoin,
@@ -90,6 +91,15 @@ def describe_node(node: Node) -> str:
         return (
             f"Join(joinType=[{kind}Join], on=[{pairs}]{where}, "
             f"select=[{', '.join(node.output)}], state=[live rows per join key, each side])"
+        )
+    if isinstance(node, OverAggregate):
+        calls = ", ".join(f"{call.this.sql('spark')} AS {name}" for name, call in node.calls)
+        spec = node.calls[0][1].args.get("spec")
+        frame = spec.sql("spark") if spec is not None else "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+        return (
+            f"OverAggregate(partitionBy=[{', '.join(node.partition_keys)}], orderBy=[{node.order_col} ASC], "
+            f"window=[{frame}], "
+            f"select=[{', '.join(node.input.output_names)}, {calls}], state=[live rows per partition])"
         )
     if isinstance(node, UnionAll):
         return f"Union(all=[true], union=[{', '.join(node.output_names)}])"

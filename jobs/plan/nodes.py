@@ -355,6 +355,24 @@ class LookupJoin(Unary):
 
 
 @dataclass(frozen=True, eq=False)
+class OverAggregate(Unary):
+    """OVER aggregations and LAG (Flink's OverAggregate): each input row with window functions
+    over its partition's rows ordered by one column, ascending, all under one window
+    (plan/over.py). Output: the input's columns, then one column per call."""
+
+    input: Node
+    partition_keys: tuple[str, ...]
+    order_col: str
+    event_time: bool  # ordered by the input's event time (Flink: insert-only input)
+    calls: tuple[tuple[str, exp.Expression], ...]  # (name, the window function, plan names inside)
+    stateful: ClassVar[bool] = True
+
+    @property
+    def output_names(self):
+        return self.input.output_names + tuple(name for name, _ in self.calls)
+
+
+@dataclass(frozen=True, eq=False)
 class UnionAll(Node):
     """UNION ALL: the weighted changelogs of the branches, side by side (weights simply add)."""
 

@@ -10,7 +10,7 @@ from jobs.changelog.schema import unsafe_name_problem
 from jobs.errors import SpecError, SqlError
 from jobs.plan.annotations import Annotations
 from jobs.plan.builder import build_plan
-from jobs.plan.nodes import SessionAggregate, Sink, TemporalJoin, WindowAssign
+from jobs.plan.nodes import OverAggregate, SessionAggregate, Sink, TemporalJoin, WindowAssign
 from jobs.plan.passes import PASSES
 from jobs.plan.plan import Plan, StagePlan
 from jobs.plan.sql import non_deterministic_calls, parse_select
@@ -84,8 +84,11 @@ def _check_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> None:
 def _not_on_spark_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> str | None:
     if spec.stream.state_ttl is not None:
         return "stream.state_ttl"
-    if any(isinstance(node, TemporalJoin) for stage in stages for node in stage.root.walk()):
+    nodes = [node for stage in stages for node in stage.root.walk()]
+    if any(isinstance(node, TemporalJoin) for node in nodes):
         return "temporal joins (FOR SYSTEM_TIME AS OF)"
+    if any(isinstance(node, OverAggregate) for node in nodes):
+        return "OVER aggregations and LAG"
     for stage in stages:
         if stage.materialize and not any(node.stateful for node in stage.root.walk()):
             return f"the upsert materializer over a projection (sink key {', '.join(stage.sink_key)})"

@@ -9,6 +9,7 @@ The batch job runs the SQL as the user wrote it: Spark reads these forms itself.
   row marked with its side: a row is in INTERSECT's result while both sides hold it, in EXCEPT's
   while the left holds it and the right does not. GROUP BY treats NULLs as equal, as the set
   operations do. Retractions flow through the aggregate like any other change.
+- WINDOW w AS (...): each OVER w is given w's definition.
 - SELECT ... ORDER BY c [DESC] LIMIT n (the statement's own, not a subquery's) is a global Top-N,
   as Flink plans it: the SELECT ranked by ROW_NUMBER() OVER (ORDER BY c) with no partition, its
   rows numbered n or less, the row number not selected. The result is the n rows as a table; a
@@ -34,7 +35,33 @@ RANK = "lockstep_rank"  # the row number of ORDER BY ... LIMIT's Top-N
 def written_out(statement: exp.Query, where: Where) -> exp.Query:
     """The statement with its CTEs inlined, its distinct set operations rewritten and its
     ORDER BY ... LIMIT ranked."""
-    return _limit_ranked(_set_operations_rewritten(_ctes_inlined(statement, where), where), where)
+    inlined = _named_windows_inlined(_ctes_inlined(statement, where), where)
+    return _limit_ranked(_set_operations_rewritten(inlined, where), where)
+
+
+def _named_windows_inlined(statement: exp.Query, where: Where) -> exp.Query:
+    """Each `OVER w` of a SELECT with `WINDOW w AS (...)` given w's definition, and the WINDOW
+    clause gone."""
+    if not any(select.args.get("windows") for select in statement.find_all(exp.Select)):
+        return statement
+    statement = statement.copy()
+    for select in list(statement.find_all(exp.Select)):
+        named = {w.this.name.lower(): w for w in select.args.get("windows") or []}
+        if not named:
+            continue
+        for call in [w for item in select.expressions for w in item.find_all(exp.Window)]:
+            name = call.args.get("alias")
+            if name is None:
+                continue
+            if name.name.lower() not in named:
+                raise SqlError(f"OVER {name.name}: no WINDOW {name.name} AS (...) in this SELECT", where=where(call))
+            definition = named[name.name.lower()]
+            for part in ("partition_by", "order", "spec"):
+                value = definition.args.get(part)
+                call.set(part, [v.copy() for v in value] if isinstance(value, list) else value and value.copy())
+            call.set("alias", None)
+        select.set("windows", None)
+    return statement
 
 
 def _limit_ranked(statement: exp.Query, where: Where) -> exp.Query:

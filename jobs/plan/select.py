@@ -30,6 +30,7 @@ from jobs.plan.nodes import (
     WindowAssign,
     WindowSpec,
 )
+from jobs.plan.over import over_aggregate, over_calls
 from jobs.plan.scope import AmbiguousColumn, Scope, ScopeColumn
 from jobs.plan.sql import SESSION_WINDOW, WINDOW, where_in_spec
 from jobs.spec.intervals import parse_interval
@@ -70,6 +71,8 @@ class SelectBuilder:
         self.items = self._select_items()
 
     def build(self) -> Node:
+        if over_calls(self.select):
+            return self.over()
         return self.aggregate() if self.is_aggregate() else self.projection()
 
     # -- the two query shapes -------------------------------------------------------------------
@@ -82,6 +85,30 @@ class SelectBuilder:
         condition = self._where()
         items = [(name, self._unqualify(e)) for name, e in self.items]
         return Calc(self.input, tuple(items), condition)
+
+    def over(self) -> Node:
+        """A SELECT with OVER calls: its WHERE, then the calls (plan/over.py), then its items."""
+        if self.is_aggregate():
+            raise SqlError(
+                "OVER in a SELECT with GROUP BY, DISTINCT or an aggregate: aggregate in a subquery first",
+                where=where_in_spec(self.spec, self.select),
+            )
+        condition = self._where()
+        names = self.input.output_names
+        input = (
+            self.input if condition is None else Calc(self.input, tuple((n, exp.column(n)) for n in names), condition)
+        )
+        calls: list[tuple[str, exp.Window]] = []
+
+        def lift(node):
+            if isinstance(node, exp.Window):
+                calls.append((f"__over{len(calls)}", node))
+                return exp.column(calls[-1][0])
+            return node
+
+        items = [(name, self._unqualify(e).transform(lift)) for name, e in self.items]
+        node = over_aggregate(self.spec, input, calls, lambda e: where_in_spec(self.spec, e))
+        return Calc(node, tuple(items))
 
     def aggregate(self) -> Node:
         group_exprs = self._group_expressions()
@@ -229,6 +256,8 @@ class SelectBuilder:
         found = []
         for scope in scopes:
             for node in scope.find_all(exp.AggFunc):
+                if node.find_ancestor(exp.Window) is not None:
+                    continue  # an OVER aggregation (plan/over.py), not a group's
                 self._check_aggregate(node)
                 found.append(node)
         return found

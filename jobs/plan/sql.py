@@ -140,7 +140,7 @@ def _unsupported_kind(node: exp.Expr) -> str | None:
     for cls, name in UNSUPPORTED.items():
         if isinstance(node, cls):
             return name
-    if isinstance(node, exp.Window) and not _is_dedup_row_number(node):
+    if isinstance(node, exp.Window) and not (_is_dedup_row_number(node) or _is_over_call(node)):
         return _window_function_kind(node)
     if isinstance(node, (exp.Intersect, exp.Except)):  # the distinct ones were rewritten (rewrites.py)
         return f"{node.key.upper()} ALL (INTERSECT and EXCEPT, which are distinct, are accepted)"
@@ -159,10 +159,20 @@ def _window_function_kind(window: exp.Window) -> str:
             "subquery filtered on rn = 1 (deduplication) or rn <= N (Top-N)"
         )
     return (
-        f"{window.this.sql('spark')} OVER (...): a window function other than ROW_NUMBER() (OVER "
-        "aggregations, LAG, RANK) is not run by lockstep yet; Flink SQL runs OVER aggregations and LAG "
-        "over append-only input ordered by event time (docs/limits.md)"
+        f"{window.this.sql('spark')} OVER (...): lockstep runs ROW_NUMBER() in a FROM subquery, and "
+        "SUM, COUNT, AVG, MIN, MAX and LAG over a window among a SELECT's items (docs/sql.md)"
     )
+
+
+def _is_over_call(window: exp.Window) -> bool:
+    """An OVER aggregation or LAG among a SELECT's items (plan/over.py judges the rest)."""
+    item = window
+    while item.parent is not None and not isinstance(item.parent, exp.Select):
+        item = item.parent
+    select = item.parent
+    in_items = isinstance(select, exp.Select) and any(item is e for e in select.expressions)
+    ranking = isinstance(window.this, (exp.Lead, exp.RowNumber))  # refused with their own reasons
+    return in_items and not ranking and isinstance(window.this, (exp.AggFunc, exp.Lag))
 
 
 def _is_dedup_row_number(window: exp.Window) -> bool:

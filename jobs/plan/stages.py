@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from jobs.plan.annotations import Annotations
-from jobs.plan.nodes import Deduplicate, GroupAggregate, Join, Node, Sink, StageInput, Unary, UnionAll
+from jobs.plan.nodes import Deduplicate, GroupAggregate, Join, Node, OverAggregate, Sink, StageInput, Unary, UnionAll
 from jobs.plan.to_sql import to_sql
 
-KIND_NAMES = {Deduplicate: "dedup", Join: "join", GroupAggregate: "aggregate"}
+KIND_NAMES = {Deduplicate: "dedup", Join: "join", GroupAggregate: "aggregate", OverAggregate: "over"}
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from jobs.plan.nodes import (
     Join,
     LookupJoin,
     Node,
+    OverAggregate,
     SessionAggregate,
     TemporalJoin,
     UnionAll,
@@ -41,6 +42,9 @@ def to_sql(node: Node) -> str:
         return f"SELECT {', '.join(list(map(_quote, node.group_keys)) + calls)} FROM ({to_sql(node.input)}) AS t{group}"
     if isinstance(node, Deduplicate):
         return _dedup(node)
+    if isinstance(node, OverAggregate):
+        calls = ", ".join(f"{call.sql('spark')} AS {_quote(name)}" for name, call in node.calls)
+        return f"SELECT *, {calls} FROM ({to_sql(node.input)}) AS t"
     if isinstance(node, TemporalJoin):
         return _temporal_join(node)
     if isinstance(node, Join):

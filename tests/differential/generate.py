@@ -427,6 +427,63 @@ def temporal_join(rng: random.Random, name: str) -> Case:
     return _case(rng, name, f"temporal_join_{kind.lower()}", sql, sides)
 
 
+# -- OVER aggregations and LAG ---------------------------------------------------------------------
+
+OVER_AGGREGATES = ["SUM(v)", "COUNT(*)", "COUNT(v)", "MIN(v)", "MAX(v)"]
+
+
+def over_event_time(rng: random.Random, name: str) -> Case:
+    """OVER ordered by event time over an insert-only source: ROWS or RANGE frames, or LAG. Rows
+    of one time are left out after the first: Flink orders them by arrival, Spark in no order."""
+    source = timed_side(rng, "t", size(rng, 3, 800))
+    seen: set = set()
+    source.rows = [row for row in source.rows if not (row[-1] in seen or seen.add(row[-1]))]
+    partition = rng.choice(["PARTITION BY k ", ""])
+    lag = rng.random() < 0.3
+    if lag:
+        offset = rng.choice(["", ", 2"])
+        calls = [f"LAG(v{offset})"] + rng.sample(OVER_AGGREGATES, rng.randint(0, 2))
+        frames = ("", "")
+    else:
+        calls = rng.sample(OVER_AGGREGATES, rng.randint(1, 3))
+        rows, seconds = rng.randint(0, 4), rng.choice([3, 10, 30])
+        frames = rng.choice(
+            [
+                (f" ROWS BETWEEN {rows} PRECEDING AND CURRENT ROW",) * 2,
+                (
+                    f" RANGE BETWEEN INTERVAL {seconds} SECONDS PRECEDING AND CURRENT ROW",
+                    f" RANGE BETWEEN INTERVAL '{seconds}' SECOND PRECEDING AND CURRENT ROW",
+                ),
+                (" ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",) * 2,
+            ]
+        )
+    query_class = "over_lag" if lag else f"over_{'rows' if 'ROWS' in frames[0] else 'range'}"
+
+    where = rng.choice(["", "", "", " WHERE v > 0"])
+
+    def query(frame: str) -> str:
+        windows = [f"{partition}ORDER BY ts{'' if call.startswith('LAG') else frame}" for call in calls]
+        items = [f"{call} OVER ({window}) AS o{i}" for i, (call, window) in enumerate(zip(calls, windows))]
+        return f"SELECT id, k, v, {', '.join(items)} FROM t{where}"
+
+    spark_sql, flink_sql = query(frames[0]), query(frames[1])
+    return _case(rng, name, query_class, spark_sql, [source], flink_sql)
+
+
+def over_running(rng: random.Random, name: str) -> Case:
+    """OVER ordered by a unique column over a changelog: a running aggregate with an unbounded
+    frame, each row's values changing as rows before it come and go; or LAG over inserts (over
+    changes Flink's job fails)."""
+    insert_only = rng.random() < 0.3
+    functions = ["SUM(x)", "COUNT(*)", "MAX(x)", "MIN(d)"] + (["LAG(x)"] if insert_only else [])
+    calls = rng.sample(functions, rng.randint(1, 2))
+    partition = rng.choice(["PARTITION BY g ", "PARTITION BY k ", ""])
+    items = [f"{call} OVER ({partition}ORDER BY id) AS o{i}" for i, call in enumerate(calls)]
+    sql = f"SELECT id, g, x, {', '.join(items)} FROM t"
+    source = fact_source(rng, changes=size(rng, 3, 600), insert_only=insert_only)
+    return _case(rng, name, "over_running", sql, [source])
+
+
 # -- common table expressions ----------------------------------------------------------------------
 
 
@@ -486,6 +543,8 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "order_by_limit": order_by_limit,
     "interval_join": interval_join,
     "temporal_join": temporal_join,
+    "over_event_time": over_event_time,
+    "over_running": over_running,
 }
 
 

@@ -33,6 +33,7 @@ from jobs.plan.nodes import (
     Join,
     LookupJoin,
     Node,
+    OverAggregate,
     SessionAggregate,
     Sink,
     StagedInput,
@@ -63,7 +64,7 @@ def _key(node: Node, keys: dict, in_order: bool) -> tuple[str, ...] | None:
         return None if key is None else key + (WINDOW_START,)
     if isinstance(node, Calc):
         return _through_projection(node, keys[node.input])
-    if isinstance(node, (Sink, LookupJoin)):  # a lookup adds at most one row's columns per row
+    if isinstance(node, (Sink, LookupJoin, OverAggregate)):  # one row out per row in (a lookup: one at most)
         return keys[node.input]
     if isinstance(node, Deduplicate):
         return _ranked_key(node)

@@ -11,7 +11,10 @@
                    (the same ranking on the driver, in Arrow)
     join/          regular joins, semi and anti: joined_rows.py (Spark's join, both engines),
                    on_lockstep_state.py, on_spark_state.py, join_rows.py (Arrow, on the driver),
-                   expiry.py (an interval join's state that ends, local engine)
+                   expiry.py (an interval join's state that ends, local engine), temporal.py
+                   and versions.py (temporal joins, local engine)
+    over/          OVER aggregations and LAG (local engine): each touched partition windowed by
+                   Spark before and after the micro-batch
     session/       session windows: session_rows.py, on_lockstep_state.py, on_spark_state.py,
                    lateness.py (when a change is late, both engines)
     window/        tumbling and hopping windows: assignment and final results (windows.py,

@@ -1,0 +1,50 @@
+"""OVER aggregations and LAG on the local engine: the touched partitions' live rows read from
+lockstep's state, each row with its window functions computed by Spark before and after the
+micro-batch, the difference emitted.
+
+A row is given its values as soon as it arrives; one that comes later but goes before others in
+the window's order changes theirs (Flink, ordered by event time, holds each row until the
+watermark passes it and emits it once: the final rows are the same). Every row of a partition is
+kept: even a bounded frame's rows stay, as a row that comes late would still need them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs.plan.nodes import OverAggregate
+from jobs.stream.operators.driver_input import DriverInput, net_changes_on_driver
+from jobs.stream.operators.weighted_rows import Difference, Expand, NetChanges
+from jobs.stream.state.live_state import LiveState
+from jobs.stream.state.row_counts import live_rows
+
+
+class OverOperator:
+    def __init__(self, node: OverAggregate, state_dir: Path, direct: DriverInput | None = None):
+        self.node, self.direct = node, direct
+        self.state = LiveState(state_dir / "input", node.partition_keys)
+        self._net_changes = NetChanges(node.input.output_names)
+        self._expand = Expand(node.input.output_names)
+        self._selected = [f"`{c}`" for c in node.input.output_names] + [
+            f"{call.sql('spark')} AS `{name}`" for name, call in node.calls
+        ]
+        self._difference = Difference(node.output_names)
+
+    def changes(
+        self, spark: SparkSession, delta: DataFrame, batch_id: int, segments: Mapping[str, Sequence[Path]] | None = None
+    ) -> DataFrame:
+        net = net_changes_on_driver(self.direct, segments)
+        if net is None:
+            net = self._net_changes(delta)
+        touched = net if self.node.partition_keys else None  # no partition: one window of every row
+        before = self.state.rows_before(batch_id, touched, net.schema)
+        after = live_rows(pa.concat_tables([before, net]))
+        self.state.record(net, batch_id)
+        return self._difference(self._windowed(spark, after), self._windowed(spark, before))
+
+    def _windowed(self, spark: SparkSession, rows: pa.Table) -> DataFrame:
+        return self._expand(self.state.frame(spark, rows)).selectExpr(*self._selected)
