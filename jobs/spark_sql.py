@@ -11,13 +11,20 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs.batch.versions import empty_version_views
+from jobs.changelog.columns import LIVE, VALID_TO
+from jobs.changelog.frames import consumed_changes
+from jobs.changelog.staging import staged_changelog
+from jobs.changelog.versions import history
 from jobs.errors import SqlError
 from jobs.lookup.tables import lookup_tables
 from jobs.plan import Plan, StagePlan
-from jobs.plan.nodes import GroupAggregate
+from jobs.plan.nodes import ChangelogSource, GroupAggregate, TemporalJoin
+from jobs.plan.temporal_join import versions_view
+from jobs.point import ConsistencyPoint
+from jobs.runtime.layout import RunLayout
 
 
 def run_sql(spark: SparkSession, plan: Plan | StagePlan, sources: dict[str, DataFrame]) -> DataFrame:
@@ -31,10 +38,31 @@ def run_sql(spark: SparkSession, plan: Plan | StagePlan, sources: dict[str, Data
         raise SqlError(f"Spark rejected the SQL: {first}", where=str(plan.spec.spec_path)) from None
 
 
+def version_views(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> dict[str, DataFrame]:
+    """The history of each table a temporal join reads FOR SYSTEM_TIME AS OF, by its view name,
+    from the staged changelog up to the consistency point."""
+    views = {}
+    for table in versioned_tables(plan):
+        source, staged = plan.spec.sources[table], staged_changelog(layout, table)
+        changes = consumed_changes(spark, staged, point.rows_consumed(table))
+        views[versions_view(table)] = history(changes, source.primary_key, source.event_time, staged.schema.names)
+    return views
+
+
+def versioned_tables(plan: Plan) -> list[str]:
+    joins = [n for n in plan.root.walk() if isinstance(n, TemporalJoin)]
+    return list(dict.fromkeys(s.table for j in joins for s in j.right.walk() if isinstance(s, ChangelogSource)))
+
+
+def _empty_version_views(plan: Plan, sources: dict[str, DataFrame]) -> dict[str, DataFrame]:
+    hidden = (F.lit(None).cast("timestamp").alias(VALID_TO), F.lit(True).alias(LIVE))
+    return {versions_view(t): sources[t].select("*", *hidden) for t in versioned_tables(plan)}
+
+
 def empty_sources(spark: SparkSession, plan: Plan) -> dict[str, DataFrame]:
     """The query's tables with no rows: its sources, and its lookups (see jobs/lookup/tables.py)."""
     sources = {s.table: spark.createDataFrame([], s.schema.spark_ddl()) for s in plan.sources}
-    return {**sources, **lookup_tables(spark, plan, sources, empty=True), **empty_version_views(spark, plan, sources)}
+    return {**sources, **lookup_tables(spark, plan, sources, empty=True), **_empty_version_views(plan, sources)}
 
 
 def result_on_empty_input(spark: SparkSession, plan: Plan, stage: StagePlan) -> DataFrame:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import date
 
 from jobs.batch.from_topic import topic_snapshot
-from jobs.batch.versions import version_views
 from jobs.changelog.delta_source import consumed_version, table_as_of
 from jobs.changelog.frames import source_snapshot
 from jobs.changelog.staging import staged_changelog
@@ -24,7 +23,7 @@ from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
 from jobs.runtime.spark import spark_session
 from jobs.runtime.tables import tables_for
-from jobs.spark_sql import run_sql
+from jobs.spark_sql import run_sql, version_views
 from jobs.spec.model import Settings
 
 

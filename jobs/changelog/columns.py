@@ -23,6 +23,10 @@ COUNT = "__count"
 # -- windows --------------------------------------------------------------------------------------
 WINDOW_START, WINDOW_END = "__wstart", "__wend"  # the window a row was assigned to
 
+# -- a temporal join's versioned table ------------------------------------------------------------
+VALID_TO = "__valid_to"  # when the next version of the key starts (NULL: none yet)
+LIVE = "__live"  # false for a deletion
+
 # -- the sink writer ------------------------------------------------------------------------------
 OP = "__op"  # what the MERGE does with a row: UPSERT or DELETE
 UPSERT, DELETE = "upsert", "delete"

@@ -24,8 +24,6 @@ from jobs.plan.interval_join import event_time_of, insert_only
 from jobs.plan.nodes import Node, OverAggregate
 from jobs.spec.model import QuerySpec
 
-FUNCTIONS = (exp.Sum, exp.Count, exp.Avg, exp.Min, exp.Max, exp.Lag)
-
 
 def over_calls(select: exp.Select) -> list[exp.Window]:
     """The OVER calls among a SELECT's items."""
@@ -61,11 +59,6 @@ def over_aggregate(
 
 
 def _check_call(call: exp.Window, first: exp.Window, where) -> None:
-    if not isinstance(call.this, FUNCTIONS):
-        raise SqlError(
-            f"{call.this.sql('spark')} OVER (...): lockstep runs SUM, COUNT, AVG, MIN, MAX and LAG over a window",
-            where=where(call),
-        )
     order = call.args.get("order")
     ordered = order.expressions if order is not None else []
     if len(ordered) != 1 or not isinstance(ordered[0].this, exp.Column):

@@ -159,9 +159,13 @@ def _window_function_kind(window: exp.Window) -> str:
             "subquery filtered on rn = 1 (deduplication) or rn <= N (Top-N)"
         )
     return (
-        f"{window.this.sql('spark')} OVER (...): lockstep runs ROW_NUMBER() in a FROM subquery, and "
-        "SUM, COUNT, AVG, MIN, MAX and LAG over a window among a SELECT's items (docs/sql.md)"
+        f"{window.this.sql('spark')} OVER (...): a window function lockstep does not run; it runs "
+        "ROW_NUMBER() in a FROM subquery, and SUM, COUNT, AVG, MIN, MAX and LAG among a SELECT's items "
+        "(docs/sql.md)"
     )
+
+
+OVER_FUNCTIONS = (exp.Sum, exp.Count, exp.Avg, exp.Min, exp.Max, exp.Lag)  # plan/over.py
 
 
 def _is_over_call(window: exp.Window) -> bool:
@@ -171,8 +175,7 @@ def _is_over_call(window: exp.Window) -> bool:
         item = item.parent
     select = item.parent
     in_items = isinstance(select, exp.Select) and any(item is e for e in select.expressions)
-    ranking = isinstance(window.this, (exp.Lead, exp.RowNumber))  # refused with their own reasons
-    return in_items and not ranking and isinstance(window.this, (exp.AggFunc, exp.Lag))
+    return in_items and isinstance(window.this, OVER_FUNCTIONS)
 
 
 def _is_dedup_row_number(window: exp.Window) -> bool:

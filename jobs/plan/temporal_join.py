@@ -7,7 +7,7 @@ looked up at its own event time, against a source with a primary key and an even
 watermark, joined on exactly that primary key, INNER or LEFT. The batch job runs the same query
 as a point-in-time join: the versioned table becomes the view `versions_view(table)`, one row per
 version with the time the next version of its key starts, and the join's ON is given the bounds
-(`batch_sql`). jobs/batch/versions.py builds that view from the staged changelog, and
+(`batch_sql`). jobs/changelog/versions.py builds that view from the staged changelog, and
 jobs/stream/operators/join/temporal.py runs the join on the stream.
 """
 
@@ -16,13 +16,11 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
+from jobs.changelog.columns import LIVE, VALID_TO
 from jobs.errors import SqlError
 from jobs.plan.interval_join import event_time_of, insert_only
 from jobs.plan.nodes import ChangelogSource, Node, TemporalJoin
 from jobs.spec.model import QuerySpec
-
-VALID_TO = "__valid_to"  # when the next version of the key starts (NULL: none yet)
-LIVE = "__live"  # false for a deletion
 
 
 def versions_view(table: str) -> str:

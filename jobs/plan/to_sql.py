@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from jobs.changelog.columns import LIVE, VALID_TO
 from jobs.plan.nodes import (
     Calc,
     ChangelogSource,
@@ -24,7 +25,7 @@ from jobs.plan.nodes import (
     WindowAggregate,
     WindowAssign,
 )
-from jobs.plan.temporal_join import LIVE, VALID_TO, versions_view
+from jobs.plan.temporal_join import versions_view
 
 
 def to_sql(node: Node) -> str:

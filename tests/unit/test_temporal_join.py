@@ -9,13 +9,12 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
-from jobs.changelog.columns import COUNT, KIND, SEQ
+from jobs.changelog.columns import COUNT, KIND, LIVE, SEQ
 from jobs.changelog.kinds import RowKind
 from jobs.errors import SpecError, SqlError
 from jobs.plan import plan_query
 from jobs.plan.explain import explain
 from jobs.plan.nodes import TemporalJoin
-from jobs.plan.temporal_join import LIVE
 from jobs.spec import load_spec
 from jobs.stream.operators.join.versions import point_in_time, with_changes
 from tests.conftest import write_spec

@@ -23,10 +23,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructType
 
-from jobs.changelog.columns import COUNT, KIND, SEQ
+from jobs.changelog.columns import COUNT, KIND, LIVE, SEQ
 from jobs.changelog.schema import epoch_micros
 from jobs.plan.nodes import ChangelogSource, TemporalJoin
-from jobs.plan.temporal_join import LIVE
 from jobs.stream.operators.driver_input import DriverInput, net_changes_on_driver
 from jobs.stream.operators.join.expiry import forgotten, side_watermark, split_at
 from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, SIDE, per_side

@@ -15,11 +15,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.changelog.columns import COUNT, KIND, SEQ
+from jobs.changelog.columns import COUNT, KIND, LIVE, SEQ
 from jobs.changelog.kinds import RowKind
 from jobs.changelog.schema import epoch_micros
 from jobs.plan.nodes import TemporalJoin
-from jobs.plan.temporal_join import LIVE
 
 
 def with_changes(history: pa.Table, changes: pa.Table, keys: tuple[str, ...], time: str) -> pa.Table:
