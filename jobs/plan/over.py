@@ -7,7 +7,8 @@ CURRENT ROW)`, Flink's OverAggregate. What is accepted is what Flink's planner a
 - ordered by the input's event time: an insert-only input, and a frame that ends at the current
   row (ROWS n or RANGE INTERVAL ... PRECEDING, or UNBOUNDED);
 - ordered by another column: an unbounded frame, over any input;
-- SUM, COUNT, AVG, MIN, MAX, and LAG over an insert-only input (over changes Flink's job fails).
+- SUM, COUNT, AVG, MIN and MAX, and LAG ordered by event time (ordered otherwise, Flink's job
+  fails once a row comes before rows already seen).
 
 The SELECT's own items are computed over the calls' results (a Calc above the node), so an item
 may combine them (`x - LAG(x) OVER (...) AS delta`).
@@ -47,11 +48,10 @@ def over_aggregate(
         )
     for _, call in calls:
         _check_frame(call, event_time, where)
-        if isinstance(call.this, exp.Lag) and not insert_only(input):
+        if isinstance(call.this, exp.Lag) and not event_time:
             raise SqlError(
-                "LAG over an updating input: Flink SQL plans it, but its job fails when a retraction "
-                "reaches LAG (Unmaterialized BinaryRawValueData cannot be compared), so lockstep has no "
-                "reference to agree with",
+                "LAG ordered by a column other than the event time: Flink SQL plans it, but its job fails "
+                "once a row comes before rows already seen, so lockstep has no reference to agree with",
                 where=where(call),
             )
     keys = tuple(c.name for c in first.args.get("partition_by") or [])
