@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import date
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType
 
 from expectations.columns import Columns, Tolerance
@@ -39,7 +38,7 @@ from expectations.suites.retraction import ordered_feed, retraction_suite
 from expectations.suites.state import state_suite
 from expectations.suites.unity import DIFFERENCES, unity_suite
 from expectations.validate import DATA_DOCS, Validated, build_data_docs, gx_context, validate
-from expectations.window_check import WindowCheck
+from expectations.window_check import WindowCheck, as_multiset
 from jobs.changelog.columns import COUNT
 from jobs.changelog.kinds import CDF_CHANGE_TYPES
 from jobs.changelog.quarantine import read_quarantine
@@ -168,7 +167,7 @@ def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: Consistenc
     sink = tables.read(spark, layout.stream, point.sink_version).cache()
     batch = tables.read(spark, layout.batch)
     if plan.write_mode == "retract":
-        batch = _as_multiset(batch)
+        batch = as_multiset(batch)
     batch = batch.cache()
     windows = WindowCheck.of(spark, plan, layout, point) if plan.window is not None else None
     open_windows = windows.open_windows(spark, sink.columns) if windows else None
@@ -249,12 +248,6 @@ def _ordered_feed(spark: SparkSession, feed: DataFrame, cols: Columns) -> DataFr
     """The change feed with each key's previous and next change."""
     feed.createOrReplaceTempView(FEED_VIEW)
     return spark.sql(ordered_feed(cols, FEED_VIEW))
-
-
-def _as_multiset(batch: DataFrame) -> DataFrame:
-    """The batch result as a retract sink holds it: each distinct row once, with its copies."""
-    columns = [F.col(f"`{c}`") for c in batch.columns]
-    return batch.groupBy(*columns).agg(F.count(F.lit(1)).alias(COUNT))
 
 
 def _columns(plan: Plan, stream: DataFrame, settings: Settings) -> Columns:

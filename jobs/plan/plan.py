@@ -131,8 +131,20 @@ class Planned:
         return pairs
 
     def _final_projections(self) -> tuple:
-        calc = self.root.input
-        return calc.projections if isinstance(calc, Calc) else ()
+        """(output column, expression over the window aggregate's columns): through the Calcs
+        below the sink and the operators that keep their input's columns (a Top-N over a window's
+        rows), down to the window; a column computed on the way is not followed."""
+        names = {n: n for n in self.root.output_names}
+        node = self.root.input
+        while not isinstance(node, (GroupAggregate, SessionAggregate)) and node.inputs and names:
+            if isinstance(node, Calc):
+                mapped = dict(node.projections)
+                names = {o: mapped[c].name for o, c in names.items() if isinstance(mapped.get(c), exp.Column)}
+            below = next((i for i in node.inputs if set(names.values()) <= set(i.output_names)), None)
+            if below is None:
+                return ()
+            node = below
+        return tuple((o, exp.column(c)) for o, c in names.items()) if node is not self.root.input else ()
 
     def changelog_mode(self, node: Node) -> ChangelogMode:
         kinds = self.notes.modify_kinds[node]

@@ -116,9 +116,28 @@ def _check_output_names(spec: QuerySpec, root: Sink) -> None:
 
 
 def _check_windows_single_stage(spec: QuerySpec, root: Sink) -> None:
+    """A window reads a source (its windows close by the source's watermark); a tumbling or
+    hopping window's result may go on to other operators (a Top-N, a join, an aggregate), which
+    run as later stages over its final rows. A session window is the query's one operator."""
     stateful = [n for n in root.walk() if n.stateful]
-    if any(isinstance(n, (WindowAssign, SessionAggregate)) for n in root.walk()) and len(stateful) > 1:
-        raise SqlError(
-            "a windowed aggregate must read a source directly (not a join, a deduplication or another aggregate)",
-            where=str(spec.spec_path),
-        )
+    for window in (n for n in root.walk() if isinstance(n, (WindowAssign, SessionAggregate))):
+        below = window.input.walk()
+        feeds_others = len(stateful) > 1
+        if feeds_others and not window.bounded:
+            raise SqlError(
+                "a window whose rows go on to another operator needs a bounded source: the windows "
+                "still open would be missing from that operator's rows, which the batch has",
+                where=str(spec.spec_path),
+            )
+        if feeds_others and spec.sink.emit == "early":
+            raise SqlError(
+                "emit: early is for a window that writes the sink; a window whose rows go on to another "
+                "operator emits each window once, final, as Flink's window TVF",
+                where=spec.place_of("sink", "emit"),
+            )
+        if any(n.stateful for n in below) or (isinstance(window, SessionAggregate) and feeds_others):
+            raise SqlError(
+                "a windowed aggregate must read a source directly (not a join, a deduplication or another "
+                "aggregate); a session window's result cannot go on to another operator yet",
+                where=str(spec.spec_path),
+            )

@@ -14,10 +14,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from sqlglot import exp
+
+from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.plan.annotations import Annotations
-from jobs.plan.nodes import Deduplicate, GroupAggregate, Join, Node, OverAggregate, Sink, StageInput, Unary, UnionAll
+from jobs.plan.nodes import (
+    Calc,
+    Deduplicate,
+    GroupAggregate,
+    Join,
+    Node,
+    OverAggregate,
+    Sink,
+    StageInput,
+    Unary,
+    UnionAll,
+)
 from jobs.plan.to_sql import to_sql
 
+# A window's bounds under names a stage table may hold (its columns may not start with "__").
+STAGE_COLUMNS = {WINDOW_START: "lockstep_window_start", WINDOW_END: "lockstep_window_end"}
 KIND_NAMES = {Deduplicate: "dedup", Join: "join", GroupAggregate: "aggregate", OverAggregate: "over"}
 
 
@@ -44,10 +60,16 @@ def split_stages(root: Sink, notes: Annotations) -> list[Cut]:
             body = cut_children(node, True)
             number = len(cuts) + 1
             name = f"stage{number}_{_kind_name(node)}"
-            key = notes.upsert_keys[node]
-            mode = "upsert" if key is not None else "retract"
-            cuts.append(Cut(number, Sink(body, name, None, "none", mode), node))
-            return StageInput(name, node.output_names, tuple(key or ()), number)
+            key = tuple(notes.upsert_keys[node] or ())
+            mode = "upsert" if notes.upsert_keys[node] is not None else "retract"
+            shown = {n: STAGE_COLUMNS.get(n, n) for n in node.output_names}
+            if any(shown[n] != n for n in node.output_names):  # a window's: stage tables name no "__" column
+                body = Calc(body, tuple((shown[n], exp.column(n)) for n in node.output_names))
+            cuts.append(Cut(number, Sink(body, name, None, "none", mode), body))
+            staged = StageInput(name, tuple(shown.values()), tuple(shown[k] for k in key), number)
+            if body is node:
+                return staged
+            return Calc(staged, tuple((n, exp.column(shown[n])) for n in node.output_names))
         return cut_children(node, under_stateful or node.stateful)
 
     def cut_children(node: Node, below: bool) -> Node:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from jobs.changelog.columns import LIVE, VALID_TO
+from jobs.changelog.columns import LIVE, VALID_TO, WINDOW_END, WINDOW_START
 from jobs.plan.nodes import (
     Calc,
     ChangelogSource,
@@ -35,8 +35,12 @@ def to_sql(node: Node) -> str:
         items = ", ".join(f"{e.sql('spark')} AS `{n}`" for n, e in node.projections)
         where = f" WHERE {node.condition.sql('spark')}" if node.condition is not None else ""
         return f"SELECT {items} FROM ({to_sql(node.input)}) AS t{where}"
-    if isinstance(node, (WindowAggregate, WindowAssign, SessionAggregate)):
-        raise NotImplementedError("windows run as one stage over one source")
+    if isinstance(node, WindowAggregate):
+        return _window_aggregate(node)
+    if isinstance(node, (WindowAssign, SessionAggregate)):
+        raise NotImplementedError(
+            "a session window is the query's one operator; a window assignment is its aggregate's"
+        )
     if isinstance(node, GroupAggregate):
         calls = [f"{a.sql()} AS `{a.name}`" for a in node.aggregates]
         group = f" GROUP BY {_list(node.group_keys)}" if node.group_keys else ""
@@ -92,6 +96,20 @@ def _join(node: Join) -> str:
     return (
         f"SELECT {', '.join(items)} FROM ({to_sql(node.left)}) AS l {kind} JOIN "
         f"({to_sql(node.right)}) AS r ON {' AND '.join(on)}"
+    )
+
+
+def _window_aggregate(node: WindowAggregate) -> str:
+    """A tumbling or hopping window's rows as Spark groups them, its window as __wstart / __wend
+    (the late pairs are in: a stage's batch rows show where stream and batch part, see
+    jobs/batch/without_late.py for the query's)."""
+    assert isinstance(node.input, WindowAssign), "a window aggregate reads its windows from a WindowAssign"
+    keys = list(map(_quote, node.other_keys))
+    window = [f"window.start AS {_quote(WINDOW_START)}", f"window.end AS {_quote(WINDOW_END)}"]
+    calls = [f"{a.sql()} AS `{a.name}`" for a in node.aggregates]
+    return (
+        f"SELECT {', '.join(window + keys + calls)} FROM ({to_sql(node.input.input)}) AS t "
+        f"GROUP BY {', '.join([node.window.spark_sql()] + keys)}"
     )
 
 

@@ -203,6 +203,39 @@ def window(rng: random.Random, name: str) -> Case:
     return _case(rng, name, query_class, spark_sql, [source], flink_sql, sink, batch_rows)
 
 
+def window_then_operator(rng: random.Random, name: str) -> Case:
+    """A tumbling or hopping window's final rows going on to a Top-N per window (Flink's window
+    Top-N) or to a group aggregate, which lockstep runs as a later stage. The Top-N orders by the
+    group's latest id, unique in its window (Flink breaks ties by arrival), partitioned by the
+    window's start and end (partitioned by its start alone, Flink keeps more than the N rows)."""
+    hopping = rng.random() < 0.4
+    spark_window = "window(ts, '2 minutes', '1 minute')" if hopping else "window(ts, '1 minute')"
+    flink_table = (
+        "HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)"
+        if hopping
+        else "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE)"
+    )
+    calls = "COUNT(*) AS n, SUM(x) AS sx, MAX(id) AS last_id"
+    spark_windows = f"SELECT window.start AS ws, window.end AS we, g, {calls} FROM t GROUP BY {spark_window}, g"
+    flink_windows = (
+        f"SELECT window_start AS ws, window_end AS we, g, {calls} FROM TABLE({flink_table}) "
+        "GROUP BY window_start, window_end, g"
+    )
+    if rng.random() < 0.6:
+        top, direction = rng.randint(1, 2), rng.choice(["DESC", "ASC"])
+        ranked = "SELECT ws, g, n, sx, ROW_NUMBER() OVER (PARTITION BY ws, we ORDER BY last_id {d}) AS rn FROM ({w}) w"
+        query = "SELECT ws, g, n, sx FROM (" + ranked + f") r WHERE rn <= {top}"
+        spark_sql = query.format(d=direction, w=spark_windows)
+        flink_sql = query.format(d=direction, w=flink_windows)
+        query_class = "window_top_n"
+    else:
+        outer = "SELECT g, COUNT(*) AS windows, MAX(n) AS peak, SUM(sx) AS total FROM ({w}) w GROUP BY g"
+        spark_sql, flink_sql = outer.format(w=spark_windows), outer.format(w=flink_windows)
+        query_class = "window_then_aggregate"
+    source, batch_rows = timed_source(rng, WindowLateness(2 * MINUTE_MS if hopping else MINUTE_MS, MINUTE_MS))
+    return _case(rng, name, query_class, spark_sql, [source], flink_sql, None, batch_rows)
+
+
 def session_window(rng: random.Random, name: str) -> Case:
     """Session windows, compared with Flink's sessions over the final rows (reference "batch"):
     Flink's streaming sessions never split when a bridging event is deleted (docs/sql.md, Semantics)."""
@@ -544,6 +577,7 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "temporal_join": temporal_join,
     "over_event_time": over_event_time,
     "over_running": over_running,
+    "window_then_operator": window_then_operator,
 }
 
 

@@ -33,14 +33,14 @@ class FinalWindowsTable(OpenWindows[DeltaSparkWriter]):
         self._closing: DataFrame | None = None
 
     def changes(self, spark: SparkSession, updated: DataFrame, batch) -> Changes:
-        touched = self.inner.changed_frame(spark, updated, batch, hidden=(WINDOW_END,))
+        touched = self.inner.changed_frame(spark, updated, batch, hidden=self.hidden)
         self.pending.write(Changes(frame=touched), batch.id, "upsert")
         closing = self._open_windows()
         if batch.watermark_after is None:
             closing = closing.limit(0)
         else:
             closing = closing.where(F.unix_micros(F.col(WINDOW_END)) <= F.lit(batch.watermark_after))
-        self._closing = closing.drop(WINDOW_END)
+        self._closing = self.shown(closing)
         return Changes(frame=self._closing.withColumn(OP, F.lit(UPSERT)))
 
     def after_sink_commit(self, batch) -> None:
@@ -54,7 +54,7 @@ class FinalWindowsTable(OpenWindows[DeltaSparkWriter]):
 
     def close_all(self, sink: TableWriter, version: int) -> MergeCounts:
         """The end of a bounded input: every open window goes to the sink (see FinalWindowEmitter)."""
-        rows = self._open_windows().drop(WINDOW_END)
+        rows = self.shown(self._open_windows())
         merged = sink.write(Changes(frame=rows.withColumn(OP, F.lit(UPSERT))), version, "upsert")
         self.end_closer.write(Changes(frame=rows.withColumn(OP, F.lit(DELETE))), version, "upsert")
         return merged

@@ -50,15 +50,26 @@ class OpenWindows(Generic[W]):
         self.pending = writer(f"{app_id}-pending")
         self.closer = writer(f"{app_id}-pending-closed")
         self.end_closer = writer(f"{app_id}-pending-end")
+        # The window's end rides along hidden, unless the output has it: a window whose rows go
+        # on to a later stage keeps __wstart and __wend as columns.
+        self.hidden: tuple[str, ...] = (WINDOW_END,)
 
     @property
     def reads_twice(self) -> bool:
         return self.inner.reads_twice
 
     def create_pending(self, initial: pa.Table) -> None:
+        self.hidden = () if WINDOW_END in initial.column_names else (WINDOW_END,)
         if not self.pending.exists():
             marks = pa.array([None] * initial.num_rows, pa.timestamp("us", tz="UTC"))
-            self.pending.create(initial.append_column(WINDOW_END, marks), "lockstep open windows")
+            table = initial.append_column(WINDOW_END, marks) if self.hidden else initial
+            self.pending.create(table, "lockstep open windows")
+
+    def shown(self, rows):
+        """Rows of the open windows as the output has them (an Arrow table or a frame)."""
+        if not self.hidden:
+            return rows
+        return rows.drop_columns(list(self.hidden)) if isinstance(rows, pa.Table) else rows.drop(*self.hidden)
 
 
 class FinalWindowEmitter(OpenWindows[DeltaRsWriter]):
@@ -72,12 +83,12 @@ class FinalWindowEmitter(OpenWindows[DeltaRsWriter]):
         self._closing_all = False  # whether every open window closes with this micro-batch
 
     def changes(self, spark: SparkSession, updated: DataFrame, batch) -> Changes:
-        touched = self.inner.changed_rows(spark, updated, batch, hidden=(WINDOW_END,))
+        touched = self.inner.changed_rows(spark, updated, batch, hidden=self.hidden)
         self.pending.apply(touched, batch.id)
         open_windows = self.pending.snapshot()
         self._closing = _closed(open_windows, batch.watermark_after)
         self._closing_all = self._closing.num_rows == open_windows.num_rows > 0
-        rows = self._closing.drop_columns([WINDOW_END])
+        rows = self.shown(self._closing)
         return Changes(rows=rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string())))
 
     def after_sink_commit(self, batch) -> None:
@@ -85,7 +96,7 @@ class FinalWindowEmitter(OpenWindows[DeltaRsWriter]):
             self.closer.clear(batch.id)
             return
         assert self._closing is not None, "the handler calls changes() before after_sink_commit()"
-        closed = self._closing.drop_columns([WINDOW_END])
+        closed = self.shown(self._closing)
         deletes = closed.append_column(OP, pa.array([DELETE] * closed.num_rows, pa.string()))
         self.closer.apply(deletes, batch.id)
 
@@ -99,7 +110,7 @@ class FinalWindowEmitter(OpenWindows[DeltaRsWriter]):
         watermark at the end of a bounded source fires every window. `sink` commits under its own
         application id; `version` (the last micro-batch's id) makes a replay a no-op."""
         closing = self.pending.snapshot()
-        rows = closing.drop_columns([WINDOW_END])
+        rows = self.shown(closing)
         upserts = rows.append_column(OP, pa.array([UPSERT] * rows.num_rows, pa.string()))
         merged = sink.write(Changes(rows=upserts), version, "upsert")
         self.end_closer.clear(version)
