@@ -129,12 +129,6 @@ def _check_windows_single_stage(spec: QuerySpec, root: Sink) -> None:
                 "still open would be missing from that operator's rows, which the batch has",
                 where=str(spec.spec_path),
             )
-        if feeds_others and spec.sink.emit == "early":
-            raise SqlError(
-                "emit: early is for a window that writes the sink; a window whose rows go on to another "
-                "operator emits each window once, final, as Flink's window TVF",
-                where=spec.place_of("sink", "emit"),
-            )
         if any(n.stateful for n in below) or (isinstance(window, SessionAggregate) and feeds_others):
             raise SqlError(
                 "a windowed aggregate must read a source directly (not a join, a deduplication or another "
