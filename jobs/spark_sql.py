@@ -44,6 +44,7 @@ def version_views(spark: SparkSession, plan: Plan, layout: RunLayout, point: Con
     views = {}
     for table in versioned_tables(plan):
         source, staged = plan.spec.sources[table], staged_changelog(layout, table)
+        assert source.event_time is not None, "the planner gives a versioned table an event time"
         changes = consumed_changes(spark, staged, point.rows_consumed(table))
         views[versions_view(table)] = history(changes, source.primary_key, source.event_time, staged.schema.names)
     return views

@@ -170,7 +170,7 @@ OVER_FUNCTIONS = (exp.Sum, exp.Count, exp.Avg, exp.Min, exp.Max, exp.Lag)  # pla
 
 def _is_over_call(window: exp.Window) -> bool:
     """An OVER aggregation or LAG among a SELECT's items (plan/over.py judges the rest)."""
-    item = window
+    item: exp.Expr = window
     while item.parent is not None and not isinstance(item.parent, exp.Select):
         item = item.parent
     select = item.parent

@@ -93,7 +93,7 @@ def batch_sql(spec: QuerySpec, statement: exp.Expression) -> str | None:
         at = table.args["version"].expression
         name = next(n for n in spec.sources if n.lower() == table.name.lower())
         alias = table.alias or name
-        time = exp.column(spec.sources[name].event_time, table=alias, quoted=True)
+        time = exp.column(spec.sources[name].event_time or "", table=alias, quoted=True)  # the planner checked it
         bounds = sqlglot.parse_one(
             f"{time.sql('spark')} <= {at.sql('spark')} AND ({_hidden(alias, VALID_TO)} IS NULL "
             f"OR {at.sql('spark')} < {_hidden(alias, VALID_TO)}) AND {_hidden(alias, LIVE)}",

@@ -48,8 +48,8 @@ def to_sql(node: Node) -> str:
     if isinstance(node, Deduplicate):
         return _dedup(node)
     if isinstance(node, OverAggregate):
-        calls = ", ".join(f"{call.sql('spark')} AS {_quote(name)}" for name, call in node.calls)
-        return f"SELECT *, {calls} FROM ({to_sql(node.input)}) AS t"
+        windowed = ", ".join(f"{call.sql('spark')} AS {_quote(name)}" for name, call in node.calls)
+        return f"SELECT *, {windowed} FROM ({to_sql(node.input)}) AS t"
     if isinstance(node, TemporalJoin):
         return _temporal_join(node)
     if isinstance(node, Join):

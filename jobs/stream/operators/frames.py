@@ -19,7 +19,9 @@ from jobs.stream.operators.aggregate.state_store import LOCKSTEP
 from jobs.stream.operators.aggregate.streaming import AggregateState
 from jobs.stream.operators.deduplicate.on_lockstep_state import DedupOperator
 from jobs.stream.operators.join.on_lockstep_state import JoinOperator
+from jobs.stream.operators.join.temporal import TemporalJoinOperator
 from jobs.stream.operators.keyed_operators import KeyedStateOperator
+from jobs.stream.operators.over.on_lockstep_state import OverOperator
 from jobs.stream.operators.session.on_lockstep_state import SessionOperator
 
 
@@ -28,7 +30,9 @@ class Streaming:
     frame: DataFrame  # what each micro-batch hands to foreachBatch
     state: AggregateState | None = None  # a group aggregate's
     # Recomputes the touched keys per micro-batch: from lockstep's state, or Spark's keyed state.
-    operator: DedupOperator | JoinOperator | SessionOperator | KeyedStateOperator | None = None
+    operator: (
+        DedupOperator | JoinOperator | TemporalJoinOperator | OverOperator | SessionOperator | KeyedStateOperator | None
+    ) = None
     sums: GroupSums | None = None  # a group aggregate's state, when lockstep keeps it
 
     @property
