@@ -37,6 +37,9 @@ from jobs.stream.state.row_counts import difference, live_rows, net_rows
 
 
 class TemporalJoinOperator:
+    """A temporal join over lockstep's state: the left's live rows and the versioned table's
+    history per key, the touched keys joined point-in-time before and after the micro-batch."""
+
     def __init__(self, node: TemporalJoin, state_dir: Path, right_schema: StructType, left: DriverInput | None):
         self.node, self.left_direct = node, left
         self.source = next(n for n in node.right.walk() if isinstance(n, ChangelogSource))
