@@ -75,24 +75,14 @@ class WindowCheck:
 
     def suite(self, cols: Columns) -> SuiteSpec:
         if isinstance(self.plan.window, SessionAggregate):
-            skipped = (
-                (
-                    ExpectWindowsWithoutLateEventsAgree.expectation_type,
-                    "session windows: a late change has no fixed window to set its differences apart by",
-                ),
-            )
-            return SuiteSpec("windows", "stream_result", (), skipped)
+            return _skipped("session windows: a late change has no fixed window to set its differences apart by")
         try:
             return windows_suite(cols, self.plan.window_column())
         except ValueError:  # the query's rows are not one per window: a window's rows went on to another operator
-            skipped = (
-                (
-                    ExpectWindowsWithoutLateEventsAgree.expectation_type,
-                    "the sink's rows are not keyed by a window (its rows go on to another operator): the "
-                    "batch without the late events sets them apart",
-                ),
+            return _skipped(
+                "the sink's rows are not keyed by a window (its rows go on to another operator): the "
+                "batch without the late events sets them apart"
             )
-            return SuiteSpec("windows", "stream_result", (), skipped)
 
     def figures(self, spark: SparkSession, cols: Columns, open_windows: int) -> WindowFigures:
         differing = spark.sql(differing_rows(cols, STREAM_COMPARED_VIEW, BATCH_VIEW)).count()
@@ -145,6 +135,11 @@ class WindowCheck:
             "differing_rows_without_late_events": remaining,
             "summary": sentence,
         }
+
+
+def _skipped(reason: str) -> SuiteSpec:
+    """The windows suite without its expectation, and why."""
+    return SuiteSpec("windows", "stream_result", (), ((ExpectWindowsWithoutLateEventsAgree.expectation_type, reason),))
 
 
 def as_multiset(batch: DataFrame) -> DataFrame:

@@ -21,7 +21,7 @@ from jobs.changelog.versions import history
 from jobs.errors import SqlError
 from jobs.lookup.tables import lookup_tables
 from jobs.plan import Plan, StagePlan
-from jobs.plan.nodes import ChangelogSource, GroupAggregate, TemporalJoin
+from jobs.plan.nodes import GroupAggregate, TemporalJoin
 from jobs.plan.temporal_join import versions_view
 from jobs.point import ConsistencyPoint
 from jobs.runtime.layout import RunLayout
@@ -52,7 +52,7 @@ def version_views(spark: SparkSession, plan: Plan, layout: RunLayout, point: Con
 
 def versioned_tables(plan: Plan) -> list[str]:
     joins = [n for n in plan.root.walk() if isinstance(n, TemporalJoin)]
-    return list(dict.fromkeys(s.table for j in joins for s in j.right.walk() if isinstance(s, ChangelogSource)))
+    return list(dict.fromkeys(j.versioned_table.table for j in joins))
 
 
 def _empty_version_views(plan: Plan, sources: dict[str, DataFrame]) -> dict[str, DataFrame]:

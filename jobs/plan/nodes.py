@@ -329,6 +329,11 @@ class TemporalJoin(Join):
     left_time: str = ""  # the left output column the version is looked up at
     right_time: str = ""  # the right output column: each version's time
 
+    @property
+    def versioned_table(self) -> ChangelogSource:
+        """The source joined FOR SYSTEM_TIME AS OF (the right side is it, or its columns renamed)."""
+        return next(n for n in self.right.walk() if isinstance(n, ChangelogSource))
+
 
 @dataclass(frozen=True, eq=False)
 class LookupJoin(Unary):

@@ -119,10 +119,9 @@ def _check_windows_single_stage(spec: QuerySpec, root: Sink) -> None:
     """A window reads a source (its windows close by the source's watermark); a tumbling or
     hopping window's result may go on to other operators (a Top-N, a join, an aggregate), which
     run as later stages over its final rows. A session window is the query's one operator."""
-    stateful = [n for n in root.walk() if n.stateful]
+    feeds_others = sum(1 for n in root.walk() if n.stateful) > 1
     for window in (n for n in root.walk() if isinstance(n, (WindowAssign, SessionAggregate))):
         below = window.input.walk()
-        feeds_others = len(stateful) > 1
         if feeds_others and not window.bounded:
             raise SqlError(
                 "a window whose rows go on to another operator needs a bounded source: the windows "

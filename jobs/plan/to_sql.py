@@ -115,7 +115,7 @@ def _window_aggregate(node: WindowAggregate) -> str:
 
 def _temporal_join(node: TemporalJoin) -> str:
     """A point-in-time join over the versioned table's history view (plan/temporal_join.py)."""
-    source = next(n for n in node.right.walk() if isinstance(n, ChangelogSource))
+    source = node.versioned_table
     items = [f"l.{_quote(n)} AS {_quote(n)}" for n in node.left.output_names] + [
         f"r.{_quote(n)} AS {_quote(n)}" for n in node.right.output_names
     ]

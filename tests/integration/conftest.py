@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
@@ -17,6 +18,7 @@ from jobs.runtime.layout import RunLayout
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
 from jobs.stream.job import run_stream
+from jobs.stream.state.live_state import LiveState
 
 
 @dataclass
@@ -34,6 +36,12 @@ def run_both(spec_path: Path, out: Path, settings: Settings | None = None) -> Ou
     run_stream(plan, settings, layout)
     run_batch(plan, settings, layout)
     return Outcome(layout, table_rows(layout.stream), table_rows(layout.batch), read_change_feed(layout.stream))
+
+
+def state_rows(folder: Path) -> int:
+    """How many live rows an operator's state (jobs/stream/state/live_state.py) holds now."""
+    like = pq.read_schema(next(folder.glob("batch-*.parquet")))
+    return LiveState(folder, ()).rows_before(10**9, None, like).num_rows
 
 
 def table_rows(path: Path | str, storage_options: dict | None = None) -> list[dict]:

@@ -4,7 +4,6 @@ bound (operators/join/expiry.py)."""
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 
 from expectations.check import run_check
@@ -12,9 +11,8 @@ from jobs.plan import plan_query
 from jobs.plan.nodes import Join
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
-from jobs.stream.state.live_state import LiveState
 from tests.conftest import write_changelog, write_spec
-from tests.integration.conftest import run_both
+from tests.integration.conftest import run_both, state_rows
 
 SPEC = """
 name: shipped
@@ -53,11 +51,6 @@ def _events(tmp_path, count: int = 60) -> None:
     write_changelog(tmp_path / "shipments", "001.json", shipments)
 
 
-def _state_rows(folder) -> int:
-    like = pq.read_schema(next(folder.glob("batch-*.parquet")))
-    return LiveState(folder, ()).rows_before(10**9, None, like).num_rows
-
-
 @pytest.mark.parametrize("kind", ["INNER", "LEFT"])
 def test_an_interval_join_gives_the_joins_rows_and_forgets_what_no_row_to_come_can_match(spark, tmp_path, kind):
     _events(tmp_path)
@@ -69,7 +62,7 @@ def test_an_interval_join_gives_the_joins_rows_and_forgets_what_no_row_to_come_c
     assert run_check(plan, Settings(), result.layout).to_json()["verdict"] == "pass"
     assert sum(row["__count"] for row in result.stream) > 40  # each shipped order matches its shipment
     state = result.layout.operator_state
-    left, right = _state_rows(state / "left"), _state_rows(state / "right")
+    left, right = state_rows(state / "left"), state_rows(state / "right")
     assert left + right < 20, (left, right)  # of 108 rows, only the newest are still needed
 
 

@@ -4,16 +4,14 @@ the orders and versions no change still to come can reach let go (operators/join
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 
 from expectations.check import run_check
 from jobs.plan import plan_query
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
-from jobs.stream.state.live_state import LiveState
 from tests.conftest import write_changelog, write_spec
-from tests.integration.conftest import run_both
+from tests.integration.conftest import run_both, state_rows
 
 SPEC = """
 name: priced
@@ -78,11 +76,6 @@ def _write(tmp_path) -> list[tuple[int, int, int | None]]:
     return expected
 
 
-def _state_rows(folder) -> int:
-    like = pq.read_schema(next(folder.glob("batch-*.parquet")))
-    return LiveState(folder, ()).rows_before(10**9, None, like).num_rows
-
-
 @pytest.mark.parametrize("kind", ["INNER", "LEFT"])
 def test_a_temporal_join_takes_the_version_at_each_rows_time_and_lets_go_of_the_rest(spark, tmp_path, kind):
     expected = _write(tmp_path)
@@ -95,7 +88,7 @@ def test_a_temporal_join_takes_the_version_at_each_rows_time_and_lets_go_of_the_
     assert sorted(got, key=str) == sorted(wanted, key=str)
     assert any(rate is None for _, k, rate in expected if k == 3)  # the deletion took key 3's rate away
     state = result.layout.operator_state
-    orders, versions = _state_rows(state / "left"), _state_rows(state / "versions")
+    orders, versions = state_rows(state / "left"), state_rows(state / "versions")
     # Of 40 orders and 59 versions. The orders' watermark ends at 102 s (it is the one their last
     # micro-batch was staged under): each key keeps its version before it and the 3 after it.
     assert orders < 10 and versions < 20, (orders, versions)

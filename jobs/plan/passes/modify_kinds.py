@@ -70,9 +70,8 @@ def _kinds(node: Node, kinds: dict) -> set[str]:
         return {INSERT, UPDATE, DELETE}  # a better row pushes the last of the N out
     if isinstance(node, Deduplicate):
         return {INSERT, UPDATE} | (set() if child == {INSERT} else {DELETE})
-    if isinstance(node, OverAggregate):  # a row that comes before others in order changes theirs
-        return {INSERT, UPDATE, DELETE}
-    if isinstance(node, TemporalJoin):  # a version that comes after the rows it applies to changes them
+    if isinstance(node, (OverAggregate, TemporalJoin)):
+        # A row (a version) that comes after the rows it goes before (applies to) changes theirs.
         return {INSERT, UPDATE, DELETE}
     if isinstance(node, Join):
         return child if node.kind == "inner" else {INSERT, UPDATE, DELETE}

@@ -43,9 +43,9 @@ class IntervalExpiry:
         lower, upper = _micros(self.bounds.lower), _micros(self.bounds.upper)
         right_mark, left_mark = side_watermark(segments, self.right_table), side_watermark(segments, self.left_table)
         if right_mark is not None:
-            self.left_cut = _later(self.left_cut, right_mark + lower)
+            self.left_cut = later(self.left_cut, right_mark + lower)
         if left_mark is not None:
-            self.right_cut = _later(self.right_cut, left_mark - upper)
+            self.right_cut = later(self.right_cut, left_mark - upper)
 
     def split_left(self, rows: pa.Table) -> tuple[pa.Table, pa.Table]:
         return split_at(rows, self.bounds.left_time, self.left_cut)
@@ -82,7 +82,7 @@ def side_watermark(segments: Mapping[str, Sequence[Path]] | None, table: str | N
     return epoch_micros(first.slice(0, 1))[0].as_py() if len(first) else None
 
 
-def _later(cut: int | None, candidate: int) -> int:
+def later(cut: int | None, candidate: int) -> int:
     return candidate if cut is None else max(cut, candidate)
 
 

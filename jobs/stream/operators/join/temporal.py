@@ -25,9 +25,9 @@ from pyspark.sql.types import StructType
 
 from jobs.changelog.columns import COUNT, KIND, LIVE, SEQ
 from jobs.changelog.schema import epoch_micros
-from jobs.plan.nodes import ChangelogSource, TemporalJoin
+from jobs.plan.nodes import TemporalJoin
 from jobs.stream.operators.driver_input import DriverInput, net_changes_on_driver
-from jobs.stream.operators.join.expiry import forgotten, side_watermark, split_at
+from jobs.stream.operators.join.expiry import forgotten, later, side_watermark, source_of, split_at
 from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, SIDE, per_side
 from jobs.stream.operators.join.on_lockstep_state import touched_keys
 from jobs.stream.operators.join.versions import point_in_time, with_changes
@@ -42,8 +42,8 @@ class TemporalJoinOperator:
 
     def __init__(self, node: TemporalJoin, state_dir: Path, right_schema: StructType, left: DriverInput | None):
         self.node, self.left_direct = node, left
-        self.source = next(n for n in node.right.walk() if isinstance(n, ChangelogSource))
-        self.left_table = next(n.table for n in node.left.walk() if isinstance(n, ChangelogSource))
+        self.source = node.versioned_table
+        self.left_table = source_of(node.left)
         fields = [pa.field(n, to_arrow_type(right_schema[n].dataType, timezone="UTC")) for n in node.right.output_names]
         self.history_schema = pa.schema([*fields, pa.field(LIVE, pa.bool_()), pa.field(COUNT, pa.int64())])
         self.left_mark: int | None = None  # the sides' watermarks, microseconds (they only grow)
@@ -93,9 +93,9 @@ class TemporalJoinOperator:
     def _advance(self, segments: Mapping[str, Sequence[Path]] | None) -> None:
         left, right = side_watermark(segments, self.left_table), side_watermark(segments, self.source.table)
         if left is not None:
-            self.left_mark = max(left, self.left_mark or left)
+            self.left_mark = later(self.left_mark, left)
         if right is not None:
-            self.right_mark = max(right, self.right_mark or right)
+            self.right_mark = later(self.right_mark, right)
 
     def _superseded(self, history: pa.Table) -> tuple[pa.Table, pa.Table]:
         """(versions kept, versions gone): gone when a later version of its key is at or before
