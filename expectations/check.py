@@ -169,7 +169,8 @@ def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: Consistenc
     if plan.write_mode == "retract":
         batch = as_multiset(batch)
     batch = batch.cache()
-    windows = WindowCheck.of(spark, plan, layout, point) if plan.window is not None else None
+    windowed = plan.window is not None or plan.late_window is not None
+    windows = WindowCheck.of(spark, plan, layout, point) if windowed else None
     open_windows = windows.open_windows(spark, sink.columns) if windows else None
     stream = sink.unionByName(open_windows).cache() if open_windows is not None else sink
     batch.createOrReplaceTempView(BATCH_VIEW)

@@ -21,13 +21,14 @@ from expectations.suites import SuiteSpec
 from expectations.suites.windows import ExpectWindowsWithoutLateEventsAgree, windows_suite
 from jobs.batch.without_late import batch_without_late
 from jobs.changelog.columns import COUNT
-from jobs.changelog.staging import staged_changelog
+from jobs.changelog.staging import consumed_at, staged_changelog
 from jobs.plan import Plan
 from jobs.plan.nodes import SessionAggregate
 from jobs.point import ConsistencyPoint
 from jobs.runtime.delta import is_delta_table, read_snapshot
 from jobs.runtime.layout import RunLayout
 from jobs.stream.operators.session.lateness import recorded_late
+from jobs.stream.point import watermark_at
 
 WITHOUT_LATE_VIEW = "lockstep_batch_without_late"
 
@@ -57,7 +58,13 @@ class WindowCheck:
 
     @property
     def watermark(self) -> int | None:
-        return self.point.watermark(self.plan.sources[0].table)
+        """The watermark that closed the sink's windows: its window's source's, or the one an
+        earlier stage's rows carried into it (changelog/feed_watermarks.py)."""
+        read = self.plan.sink_window_input or self.plan.sources[0]
+        if read.table in self.point.sources:
+            return self.point.watermark(read.table)
+        staged = staged_changelog(self.layout, read.table)
+        return watermark_at(staged, staged.total_rows)
 
     def open_windows(self, spark: SparkSession, columns: list[str]) -> DataFrame | None:
         """emit: final: the windows still open at the point, as the stream holds them (its pending
@@ -98,18 +105,21 @@ class WindowCheck:
         )
 
     def _end_of_input(self) -> str:
+        if self.plan.window is None:
+            return "window rows without an aggregate: each is written as it arrives"
         if not self.final:
             return "emit: early: every window is written as it changes"
-        if self.plan.spec.sources[self.plan.sources[0].table].bounded:
+        if all(source.bounded for source in self.plan.spec.sources.values()):
             return "bounded source: every window closed at the end of the input"
         return "bounded: false: windows the watermark has not passed stay open (compared as the stream holds them)"
 
     def still_differing(self, spark: SparkSession, cols: Columns) -> DataFrame:
         """The differing rows left when the batch result is recomputed without the late events."""
         if self.without_late is None:
-            source = self.plan.sources[0]
-            staged = staged_changelog(self.layout, source.table)
-            consumed = self.point.rows_consumed(source.table)
+            late = self.plan.late_window
+            assert late is not None, "late events come from the window that leaves them out"
+            staged = staged_changelog(self.layout, late.read.table)
+            consumed = consumed_at(staged, self.point, late.read.table)
             late_seqs = recorded_late(self.layout.late_changes)
             without_late = batch_without_late(spark, self.plan, staged, consumed, late_seqs)
             if self.plan.write_mode == "retract":

@@ -10,6 +10,8 @@ where it called window(...): Spark still runs the user's query, minus the late p
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
@@ -18,8 +20,10 @@ from jobs.changelog.columns import SEQ, WINDOW_END, WINDOW_START
 from jobs.changelog.frames import assign_windows, consumed_changes, live_rows, on_time
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan import Plan
-from jobs.plan.nodes import SessionAggregate
+from jobs.plan.event_time import window_times_written_out
+from jobs.plan.nodes import Calc, Node, SessionAggregate, StageInput, Unary, WindowAssign
 from jobs.plan.sql import WINDOW, parse_select
+from jobs.plan.to_sql import to_sql
 
 ON_TIME_WINDOW = "__lockstep_window"
 
@@ -27,22 +31,28 @@ ON_TIME_WINDOW = "__lockstep_window"
 def batch_without_late(
     spark: SparkSession, plan: Plan, staged: StagedChangelog, consumed: int, late_seqs: list[int] | None = None
 ) -> DataFrame:
-    """`late_seqs`: the changes a session operator left out (jobs/stream/operators/session/lateness.py)."""
-    source = plan.sources[0]
-    if isinstance(plan.window, SessionAggregate):
+    """`late_seqs`: the changes a session operator left out (jobs/stream/operators/session/lateness.py).
+    `staged`: the changelog the window reads (Plan.late_window): a source, or an earlier stage's
+    feed, whose rows then stand in for that stage's table under the final stage's own SQL."""
+    late = plan.late_window
+    assert late is not None, "only a query whose window leaves out late changes has a batch without them"
+    source = late.read
+    if isinstance(late.window, SessionAggregate):
         # A session's late change is late as a whole (it touched no open session): the source
         # without the changes the operator left out, and the user's SQL as it is.
         changes = consumed_changes(spark, staged, consumed)
         on_time_changes = changes.where(~F.col(SEQ).isin(late_seqs)) if late_seqs else changes
         live_rows(on_time_changes, list(staged.schema.names)).createOrReplaceTempView(source.table)
         return spark.sql(plan.spec.sql)
-    _on_time_pairs(spark, plan, staged, consumed).createOrReplaceTempView(source.table)
-    return spark.sql(rewritten_sql(plan))
+    assert isinstance(late.window, WindowAssign)
+    _on_time_pairs(spark, late.window, staged, consumed).createOrReplaceTempView(source.table)
+    if isinstance(source, StageInput):
+        body = _carrying_window(late.stage.root.input, late.window)
+        return spark.sql(rewritten_sql(plan, late.window, to_sql(body)))
+    return spark.sql(rewritten_sql(plan, late.window, plan.spec.sql))
 
 
-def _on_time_pairs(spark: SparkSession, plan: Plan, staged: StagedChangelog, consumed: int) -> DataFrame:
-    assign = plan.window_assign
-    assert assign is not None, "a window aggregate reads its windows from a WindowAssign"
+def _on_time_pairs(spark: SparkSession, assign: WindowAssign, staged: StagedChangelog, consumed: int) -> DataFrame:
     changes = consumed_changes(spark, staged, consumed)
     pairs = assign_windows(changes, assign.window.spark_sql()).where(on_time())
     names = list(staged.schema.names)
@@ -51,14 +61,56 @@ def _on_time_pairs(spark: SparkSession, plan: Plan, staged: StagedChangelog, con
     return live.select(*[F.col(f"`{n}`") for n in names], window.alias(ON_TIME_WINDOW))
 
 
-def rewritten_sql(plan: Plan) -> str:
-    """The spec's SQL with window(...) replaced by the precomputed on-time window column."""
+def _carrying_window(node: Node, assign: WindowAssign, below: bool = False) -> Node:
+    """The final stage's plan with the on-time window column passed from its input up to its
+    window (the stage's batch SQL names its columns)."""
+    if isinstance(node, StageInput):
+        return replace(node, columns=node.columns + (ON_TIME_WINDOW,))
+    if node is assign:
+        return replace(node, input=_carrying_window(assign.input, assign, below=True))
+    if below and isinstance(node, Calc):
+        carried = node.projections + ((ON_TIME_WINDOW, exp.column(ON_TIME_WINDOW)),)
+        return replace(node, input=_carrying_window(node.input, assign, below), projections=carried)
+    if not below and isinstance(node, Unary) and _reaches(node, assign):
+        return replace(node, input=_carrying_window(node.input, assign))
+    return node
+
+
+def _reaches(node: Node, assign: WindowAssign) -> bool:
+    return any(n is assign for n in node.walk())
+
+
+def rewritten_sql(plan: Plan, assign: WindowAssign, sql: str) -> str:
+    """The SQL with the late window's window(...) and window.start / .end replaced by the
+    precomputed on-time window column; another window (over the first one's window_time) is
+    left as Spark's window(...)."""
+    spec = plan.spec.model_copy(update={"sql": window_times_written_out(sql)})
+    tree = parse_select(spec)
+    late_selects = {id(s) for s in tree.find_all(exp.Select) if any(_over(c, assign) for c in _window_calls(s))}
 
     def swap(node):
-        if isinstance(node, exp.Anonymous) and str(node.this).lower() == WINDOW:
-            return exp.column(ON_TIME_WINDOW)
+        if _is_window_call(node):
+            if _over(node, assign):
+                return exp.column(ON_TIME_WINDOW)
+            return exp.Anonymous(this="window", expressions=node.expressions)
         if isinstance(node, exp.Column) and node.table.lower() == WINDOW:
-            return exp.Dot(this=exp.column(ON_TIME_WINDOW), expression=exp.to_identifier(node.name))
+            if id(node.find_ancestor(exp.Select)) in late_selects:
+                return exp.Dot(this=exp.column(ON_TIME_WINDOW), expression=exp.to_identifier(node.name))
+            return exp.column(node.name, table="window")
         return node
 
-    return parse_select(plan.spec).transform(swap).sql("spark")
+    return tree.transform(swap, copy=False).sql("spark")
+
+
+def _is_window_call(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Anonymous) and str(node.this).lower() == WINDOW
+
+
+def _window_calls(select: exp.Select) -> list[exp.Anonymous]:
+    group = select.args.get("group")
+    return [e for e in (group.expressions if group is not None else []) if _is_window_call(e)]
+
+
+def _over(call: exp.Anonymous, assign: WindowAssign) -> bool:
+    time = call.expressions[0] if call.expressions else None
+    return isinstance(time, exp.Column) and time.name.lower() == assign.window.time_col.lower()

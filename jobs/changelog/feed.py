@@ -22,8 +22,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
+from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ, WATERMARK
 from jobs.changelog.feed_spark import SparkFeedStager, stage_versions
+from jobs.changelog.feed_watermarks import Watermarks, version_watermarks
 from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind, weights_of
 from jobs.changelog.schema import SourceSchema, schema_of_arrow
 from jobs.changelog.segments import SEGMENTS, put_in_order, segment_name
@@ -38,6 +39,8 @@ def stage_change_feed(
     key: tuple[str, ...],
     spark: SparkSession | None = None,
     spark_directory=None,
+    event_time: str | None = None,
+    upstream_state: Path | None = None,
 ) -> int:
     """Stage the versions committed since the last call; return the number of new rows. The
     columns are typed as the table holds them (the earlier stage wrote it with its batch SQL's
@@ -50,26 +53,30 @@ def stage_change_feed(
     (directory / SEGMENTS).mkdir(parents=True, exist_ok=True)
     schema = schema_of_arrow(pa.schema(open_delta(table).schema().to_arrow()), columns)
     manifest = _read(directory) or _new_manifest(name, schema, key)
+    manifest["event_time"] = event_time
+    marks = Watermarks(version_watermarks(upstream_state), event_time) if event_time and upstream_state else None
     last_version = table_version(table)
     if manifest["next_version"] > last_version:
         new_rows = 0  # nothing committed since (Delta refuses a feed range that ends before it starts)
     elif spark is not None:
-        stager = SparkFeedStager(directory, manifest, schema, key, _write_manifest, spark_directory)
+        stager = SparkFeedStager(directory, manifest, schema, key, _write_manifest, spark_directory, marks)
         stage_versions(spark, table, stager)
         new_rows = stager.new_rows
     else:
-        new_rows = _stage_on_driver(table, directory, manifest, schema, key)
+        new_rows = _stage_on_driver(table, directory, manifest, schema, key, marks)
     _write_manifest(directory, manifest)
     return new_rows
 
 
-def _stage_on_driver(table: Path, directory: Path, manifest: dict, schema: SourceSchema, key: tuple[str, ...]) -> int:
+def _stage_on_driver(
+    table: Path, directory: Path, manifest: dict, schema: SourceSchema, key: tuple[str, ...], marks: Watermarks | None
+) -> int:
     feed = read_change_feed(table, starting_version=manifest["next_version"])
     new_rows = 0
     for version in sorted(set(feed.column(COMMIT_VERSION).to_pylist())):
         rows = _rows_of(feed.filter(pc.equal(feed.column(COMMIT_VERSION), version)), schema, key)
         if rows.num_rows:
-            _write_segment(directory, manifest, rows, version)
+            _write_segment(directory, manifest, rows, version, marks)
             new_rows += rows.num_rows
         manifest["next_version"] = version + 1
     return new_rows
@@ -111,17 +118,22 @@ def _expanded(version: pa.Table, kinds: pa.Array, schema: SourceSchema) -> pa.Ta
     return taken.append_column(KIND, pa.array(kind, pa.int8()))
 
 
-def _write_segment(directory: Path, manifest: dict, rows: pa.Table, version: int) -> None:
+def _write_segment(directory: Path, manifest: dict, rows: pa.Table, version: int, marks: Watermarks | None) -> None:
     first_seq = manifest["rows"]
     n = rows.num_rows
     rows = rows.append_column(LINE, pa.array(np.zeros(n, np.int32)))
     rows = rows.append_column(SEQ, pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)))
     rows = rows.append_column(FILE, pa.array([f"v{version}"] * n, pa.string()))
+    stamp = marks.of(version, manifest) if marks is not None else None
+    if stamp is not None:
+        time_type = rows.schema.field(marks.column).type
+        rows = rows.append_column(WATERMARK, pa.array([stamp.before] * n, pa.int64()).cast(time_type))
     path = directory / SEGMENTS / segment_name(first_seq)
     pq.write_table(rows, path)
     put_in_order(path, len(manifest["segments"]))
     manifest["segments"].append(
         {"file": f"{SEGMENTS}/{path.name}", "first_seq": first_seq, "rows": n, "version": version}
+        | ({"watermark_after": stamp.after} if stamp is not None else {})
     )
     manifest["rows"] += n
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ
+from jobs.changelog.columns import COUNT, FILE, KIND, LINE, SEQ, WATERMARK
+from jobs.changelog.feed_watermarks import VersionWatermarks, Watermarks
 from jobs.changelog.kinds import CDF_CHANGE_TYPES, RowKind
 from jobs.changelog.schema import SourceSchema
 from jobs.changelog.segments import SEGMENTS, put_in_order, segment_name
@@ -40,8 +41,10 @@ class SparkFeedStager:
         key: tuple[str, ...],
         save_manifest,
         spark_directory: RunPath | None = None,
+        marks: Watermarks | None = None,
     ):
         self.directory, self.manifest, self.schema, self.key = directory, manifest, schema, key
+        self.marks = marks
         self.save_manifest = save_manifest
         # Where the executors write: the staged folder, or its place on an object store when
         # they cannot see this host's (a cluster with the run folder on a store).
@@ -62,9 +65,11 @@ class SparkFeedStager:
         first_seq = self.manifest["rows"]
         n = rows.count()
         if n:
-            self._write_segment(rows, version, first_seq)
+            stamp = self.marks.of(version, self.manifest) if self.marks is not None else None
+            self._write_segment(rows, version, first_seq, stamp)
             self.manifest["segments"].append(
                 {"file": f"{SEGMENTS}/{segment_name(first_seq)}", "first_seq": first_seq, "rows": n, "version": version}
+                | ({"watermark_after": stamp.after} if stamp is not None else {})
             )
             self.manifest["rows"] += n
             self.new_rows += n
@@ -79,7 +84,7 @@ class SparkFeedStager:
         order = [F.col(f"`{k}`").asc_nulls_first() for k in self.key] + [F.col(KIND)]
         return rows.select(*_typed_columns(self.schema), KIND).orderBy(*order)
 
-    def _write_segment(self, rows: DataFrame, version: int, first_seq: int) -> None:
+    def _write_segment(self, rows: DataFrame, version: int, first_seq: int, stamp: VersionWatermarks | None) -> None:
         """One Parquet file written by one task (the rows keep their order and get consecutive
         sequence numbers), moved into place under the segment's name and ordinal mtime."""
         numbered = rows.withColumn(
@@ -92,12 +97,20 @@ class SparkFeedStager:
             F.lit(0).cast("int").alias(LINE),
             SEQ,
             F.lit(f"v{version}").alias(FILE),
+            *self._watermark(rows, stamp),
         )
         scratch = self.spark_directory / f"_writing-{first_seq}"
         numbered.coalesce(1).write.mode("overwrite").parquet(str(scratch))
         target = self.directory / SEGMENTS / segment_name(first_seq)
         _take_part(scratch, target)
         put_in_order(target, len(self.manifest["segments"]))
+
+    def _watermark(self, rows: DataFrame, stamp: VersionWatermarks | None) -> list:
+        if stamp is None or self.marks is None:
+            return []
+        time_type = rows.schema[self.marks.column].dataType
+        micros = F.lit(stamp.before).cast("bigint")
+        return [F.timestamp_micros(micros).cast(time_type).alias(WATERMARK)]
 
 
 def _take_part(scratch: RunPath, target: Path) -> None:

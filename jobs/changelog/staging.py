@@ -200,6 +200,12 @@ def staged_changelog(layout: RunLayout, table: str) -> StagedChangelog:
     return StagedChangelog(layout.staged(table), layout.for_spark(layout.staged(table)))
 
 
+def consumed_at(staged: StagedChangelog, point, table: str) -> int:
+    """The rows of a staged changelog the stream consumed at a consistency point: a source's
+    as the point records them; an earlier stage's feed, which its stage reads to the end, whole."""
+    return point.rows_consumed(table) if table in point.sources else staged.total_rows
+
+
 @dataclass(frozen=True)
 class _Piece:
     """What one run stages at a time: a new file of a folder source, a new version of a Delta

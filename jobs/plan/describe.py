@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from jobs.changelog.columns import WINDOW_END
+from jobs.plan.event_time import bound_of
 from jobs.plan.nodes import (
     Calc,
     ChangelogSource,
@@ -19,6 +21,12 @@ from jobs.plan.nodes import (
     WindowAssign,
 )
 from jobs.spec.intervals import describe
+
+
+def _rank_state(node: Deduplicate) -> str:
+    if any(bound_of(node.input, k) == WINDOW_END for k in node.keys):
+        return "live rows per key, until the watermark passes the window's end (local engine)"
+    return "live rows per key"
 
 
 def describe_node(node: Node) -> str:
@@ -49,9 +57,15 @@ def describe_node(node: Node) -> str:
             if node.bounded
             else "unbounded: windows stay open until the watermark passes"
         )
+        over_rows = any(n.stateful for n in node.input.walk())  # an earlier operator's, in a later stage
+        watermark = (
+            f"the source's (its event time - {describe(node.watermark)}), as the earlier operator's rows carry it"
+            if over_rows
+            else f"{node.window.time_col} - {describe(node.watermark)}"
+        )
         return (
             f"WindowAssign(window=[{node.window.describe()}], "
-            f"watermark=[{node.window.time_col} - {describe(node.watermark)}], "
+            f"watermark=[{watermark}], "
             f"late=[window closed by the watermark: left out, see late_events], endOfInput=[{end}])"
         )
     if isinstance(node, Calc):
@@ -62,13 +76,13 @@ def describe_node(node: Node) -> str:
         return (
             f"Rank(rankRange=[rankStart=1, rankEnd={node.limit}], partitionBy=[{', '.join(node.keys)}], "
             f"orderBy=[{node.order_col} {'DESC' if node.keep == 'last' else 'ASC'}], "
-            f"select=[{', '.join(node.output_names)}], state=[live rows per key])"
+            f"select=[{', '.join(node.output_names)}], state=[{_rank_state(node)}])"
         )
     if isinstance(node, Deduplicate):
         return (
             f"Deduplicate(keep=[{'LastRow' if node.keep == 'last' else 'FirstRow'}], "
             f"key=[{', '.join(node.keys)}], order=[{node.order_col} "
-            f"{'DESC' if node.keep == 'last' else 'ASC'}], state=[live rows per key])"
+            f"{'DESC' if node.keep == 'last' else 'ASC'}], state=[{_rank_state(node)}])"
         )
     if isinstance(node, Join):
         where = f", where=[{node.condition.sql('spark')}]" if node.condition is not None else ""

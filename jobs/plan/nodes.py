@@ -403,6 +403,9 @@ class StageInput(StagedInput):
     columns: tuple[str, ...]
     primary_key: tuple[str, ...]
     stage: int
+    # The stage table's timestamp column whose type its rows' watermark takes, when a window
+    # reads the rows by an event time (changelog/feed_watermarks.py).
+    event_time: str | None = None
 
     @property
     def output_names(self):

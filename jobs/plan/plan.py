@@ -179,6 +179,15 @@ class StagePlan(Planned):
 
 
 @dataclass(frozen=True)
+class LateWindow:
+    """The window that leaves out late changes (Plan.late_window), its stage, and what it reads."""
+
+    stage: StagePlan
+    window: WindowAssign | SessionAggregate
+    read: StagedInput
+
+
+@dataclass(frozen=True)
 class Plan(Planned):
     spec: QuerySpec
     root: Sink
@@ -203,6 +212,24 @@ class Plan(Planned):
     @property
     def final_stage(self) -> StagePlan:
         return self.stages[-1]
+
+    @property
+    def late_window(self) -> LateWindow | None:
+        """The window that leaves out late changes, and the changelog (a source, or an earlier
+        stage's feed) it judges them in. A window over an earlier window's rows finds none late:
+        each arrives before the watermark that closed its window, so before its window_time."""
+        for stage in self.stages:
+            window = stage.window_assign or (stage.window if isinstance(stage.window, SessionAggregate) else None)
+            read = stage.inputs[0] if stage.inputs else None
+            if window is not None and read is not None and window.window.time_col in read.output_names:
+                return LateWindow(stage, window, read)
+        return None
+
+    @property
+    def sink_window_input(self) -> StagedInput | None:
+        """The changelog whose watermark closes the windows of the sink (its stage's input)."""
+        stage = self.final_stage
+        return stage.inputs[0] if stage.window is not None and stage.inputs else None
 
     @property
     def intermediate_stages(self) -> tuple[StagePlan, ...]:

@@ -6,11 +6,25 @@ own annotations. What comes out is immutable.
 
 from __future__ import annotations
 
+from sqlglot import exp
+
+from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.changelog.schema import unsafe_name_problem
 from jobs.errors import SpecError, SqlError
 from jobs.plan.annotations import Annotations
 from jobs.plan.builder import build_plan
-from jobs.plan.nodes import OverAggregate, SessionAggregate, Sink, TemporalJoin, WindowAssign
+from jobs.plan.event_time import bound_of, renamed_event_time, window_times_written_out
+from jobs.plan.interval_join import insert_only
+from jobs.plan.nodes import (
+    Deduplicate,
+    Node,
+    OverAggregate,
+    SessionAggregate,
+    Sink,
+    TemporalJoin,
+    WindowAggregate,
+    WindowAssign,
+)
 from jobs.plan.passes import PASSES
 from jobs.plan.plan import Plan, StagePlan
 from jobs.plan.sql import non_deterministic_calls, parse_select
@@ -32,7 +46,8 @@ def _plan(spec: QuerySpec) -> Plan:
     _check_output_names(spec, root)
     notes = _annotate(spec, root)
     _check_windows_single_stage(spec, root)
-    final_sql = batch_sql(spec, select) or spec.sql
+    _check_window_rows(spec, root)
+    final_sql = _batch_sql(spec, select)
     stages = tuple(
         StagePlan(
             spec,
@@ -42,11 +57,16 @@ def _plan(spec: QuerySpec) -> Plan:
             cut.batch_sql or final_sql,
             is_final=cut.original is None,
         )
-        for cut in split_stages(root, notes)
+        for cut in split_stages(spec, root, notes)
     )
     _check_engine(spec, stages)
     warnings = non_deterministic_calls(spec, select) + _forgetting_state(spec, stages)
     return Plan(spec, root, notes, stages, warnings=warnings)
+
+
+def _batch_sql(spec: QuerySpec, select: exp.Expression) -> str:
+    """The user's SQL as Spark runs it in batch, with lockstep's extensions written out."""
+    return batch_sql(spec, select) or window_times_written_out(spec.sql)
 
 
 def _forgetting_state(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> tuple[str, ...]:
@@ -116,21 +136,76 @@ def _check_output_names(spec: QuerySpec, root: Sink) -> None:
 
 
 def _check_windows_single_stage(spec: QuerySpec, root: Sink) -> None:
-    """A window reads a source (its windows close by the source's watermark); a tumbling or
-    hopping window's result may go on to other operators (a Top-N, a join, an aggregate), which
-    run as later stages over its final rows. A session window is the query's one operator."""
-    feeds_others = sum(1 for n in root.walk() if n.stateful) > 1
+    """A tumbling or hopping window's result may go on to other operators (a Top-N, a join, an
+    aggregate, another window), which run as later stages over its final rows; it may read an
+    earlier stage's rows by an event time they keep (plan/event_time.py, checked as the window
+    is built). A session window reads a source and is the query's one stateful operator."""
+    stateful = [n for n in root.walk() if n.stateful]
     for window in (n for n in root.walk() if isinstance(n, (WindowAssign, SessionAggregate))):
-        below = window.input.walk()
+        # The window's own aggregate is the node right above its assignment.
+        above = [n for n in stateful if n is not window and getattr(n, "input", None) is not window]
+        feeds_others = any(window in list(n.walk()) for n in above)
+        if isinstance(window, SessionAggregate) and len(stateful) > 1:
+            raise SqlError(
+                "a session window must read a source directly and its result cannot go on to another operator yet",
+                where=str(spec.spec_path),
+            )
+        renamed = renamed_event_time(window.input, window.window.time_col)
+        if renamed is not None:
+            raise SqlError(
+                f"window over {window.window.time_col}: use the event time under its own name, "
+                f"{renamed} (its late changes are listed by that column)",
+                where=str(spec.spec_path),
+            )
+        if feeds_others and any(n.stateful for n in window.input.walk()):
+            raise SqlError(
+                "a window over an earlier operator's rows (a deduplication, a Top-N, a window) must "
+                "write the sink: its rows cannot go on to another operator yet",
+                where=str(spec.spec_path),
+            )
         if feeds_others and not window.bounded:
             raise SqlError(
                 "a window whose rows go on to another operator needs a bounded source: the windows "
                 "still open would be missing from that operator's rows, which the batch has",
                 where=str(spec.spec_path),
             )
-        if any(n.stateful for n in below) or (isinstance(window, SessionAggregate) and feeds_others):
+
+
+def _check_window_rows(spec: QuerySpec, root: Sink) -> None:
+    """A window's rows without GROUP BY (Flink's window TVF) read an insert-only input, as Flink's
+    window Top-N and deduplication do, and go to the sink or to a Top-N per window: one
+    partitioned by the window's start and end, which Flink runs as a window Top-N."""
+    for node in root.walk():
+        if not isinstance(node, WindowAssign) or any(
+            getattr(n, "input", None) is node for n in root.walk() if isinstance(n, WindowAggregate)
+        ):
+            continue
+        if not insert_only(node.input):
             raise SqlError(
-                "a windowed aggregate must read a source directly (not a join, a deduplication or another "
-                "aggregate); a session window's result cannot go on to another operator yet",
+                "a window's rows without GROUP BY need an insert-only source (format: json): Flink's window "
+                "Top-N and deduplication take inserts only",
                 where=str(spec.spec_path),
             )
+        consumer = _consumer(root, node)
+        if consumer is None:
+            continue
+        if not isinstance(consumer, Deduplicate) or not _partitioned_by_window(consumer, node):
+            raise SqlError(
+                "a window's rows without GROUP BY go to the sink or to a ROW_NUMBER() partitioned by the "
+                "window's start and end (a window Top-N); GROUP BY window(...) aggregates them",
+                where=str(spec.spec_path),
+            )
+
+
+def _consumer(root: Sink, node: Node) -> Node | None:
+    """The first stateful node above `node`, if any."""
+    parents = {id(c): n for n in root.walk() for c in n.inputs}
+    above = parents.get(id(node))
+    while above is not None and not above.stateful:
+        above = parents.get(id(above))
+    return above
+
+
+def _partitioned_by_window(rank: Deduplicate, assign: WindowAssign) -> bool:
+    traced = {bound_of(rank.input, key) for key in rank.keys}
+    return {WINDOW_START, WINDOW_END} <= traced

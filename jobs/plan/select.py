@@ -19,6 +19,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.errors import SqlError
+from jobs.plan.event_time import event_times, is_window_time_call, window_time
 from jobs.plan.nodes import (
     AggCall,
     Calc,
@@ -84,7 +85,30 @@ class SelectBuilder:
     def projection(self) -> Node:
         condition = self._where()
         items = [(name, self._unqualify(e)) for name, e in self.items]
-        return Calc(self.input, tuple(items), condition)
+        calls = [d.this for _, e in items for d in e.find_all(exp.Dot) if _is_window_call(d.this)]
+        if not calls:
+            return Calc(self.input, tuple(items), condition)
+        return self._window_rows(items, calls, condition)
+
+    def _window_rows(
+        self, items: list[tuple[str, exp.Expression]], calls: list[exp.Expression], condition: exp.Expression | None
+    ) -> Node:
+        """SELECT window(ts, '1 minute').start AS ws, ... FROM t: each row with its windows (Flink's
+        window TVF without an aggregate), for a Top-N per window to rank."""
+        where = where_in_spec(self.spec, calls[0])
+        if any(self._key(c) != self._key(calls[0]) for c in calls):
+            raise SqlError("one window(...) per SELECT", where=where)
+        if str(calls[0].this).lower() == SESSION_WINDOW:
+            raise SqlError("session_window(...) needs GROUP BY: a session is known only once it closes", where=where)
+        windowing = self._windowing(calls[0], {})
+
+        def bounds(node):
+            if isinstance(node, exp.Dot) and _is_window_call(node.this):
+                return exp.column(self._window_field(exp.column(node.name, table=WINDOW)))
+            return node
+
+        assigned = WindowAssign(self.input, windowing.window, windowing.watermark, windowing.bounded)
+        return Calc(assigned, tuple((n, e.transform(bounds)) for n, e in items), condition)
 
     def over(self) -> Node:
         """A SELECT with OVER calls: its WHERE, then the calls (plan/over.py), then its items."""
@@ -190,6 +214,13 @@ class SelectBuilder:
             if isinstance(column.this, exp.Star):
                 continue
             bare_window = not column.table and column.name.lower() in (WINDOW, "window") and self._find(column) is None
+            if bare_window and is_window_time_call(column.parent):
+                group = self.select.args.get("group")
+                if group is None or not any(_is_window_call(e) for e in group.expressions):
+                    raise SqlError(
+                        "window_time(window) needs GROUP BY window(ts, ...)", where=where_in_spec(self.spec, column)
+                    )
+                continue
             if column.table.lower() == WINDOW or bare_window:
                 if bare_window:
                     raise SqlError(
@@ -316,11 +347,6 @@ class SelectBuilder:
 
     # -- windows ---------------------------------------------------------------------------------------
 
-    def _windowed_source(self, where: str) -> ChangelogSource:
-        if not isinstance(self.input, ChangelogSource) or type(self.input) is not ChangelogSource:
-            raise SqlError("window(...) applies to a single source table (FROM <source>)", where=where)
-        return self.input
-
     def _window_call(self, group_exprs: list[exp.Expression]) -> exp.Expression | None:
         calls = [e for e in group_exprs if _is_window_call(e)]
         if len(calls) > 1:
@@ -349,21 +375,20 @@ class SelectBuilder:
                 "window(ts, '1 minute') or window(ts, '2 minutes', '1 minute')",
                 where=where,
             )
-        relation = self._windowed_source(where)
-        source = self.spec.sources[relation.table]
-        column = relation.schema.column(self._column(args[0]).plan_name)
-        assert column is not None, "a source's scope holds exactly its schema's columns"
-        event_time, watermark = source.event_time, source.watermark_delay
-        # The spec gives an event time and a watermark together, or neither.
-        if event_time is None or watermark is None or event_time.lower() != column.name.lower():
+        column = self._column(args[0])
+        event_time = event_times(self.spec, self.input).get(column.plan_name)
+        if type(self.input) is ChangelogSource:
+            self._check_source_time(self.input, column.plan_name, where)
+        elif session:
+            raise SqlError("session_window() applies to a source's event time (FROM <source>)", where=where)
+        elif event_time is None:
             raise SqlError(
-                f"window over {column.name} needs sources.{relation.table}.event_time: {column.name} and a watermark",
+                f"window over {column.name}: not an event time here. A source's event time is one, "
+                f"passed on unchanged by projections, deduplications and Top-Ns, and window_time(window) "
+                f"of an earlier window is one; a join or an aggregate makes it a plain timestamp (as in Flink)",
                 where=where,
             )
-        if column.spark_type not in ("TIMESTAMP", "TIMESTAMP_NTZ"):
-            raise SqlError(
-                f"window over {column.name}: the column is {column.spark_type}, not a TIMESTAMP", where=where
-            )
+        assert event_time is not None, "a source's event time with a watermark is one"
         size_sql = args[1].this
         slide_sql = args[2].this if len(args) == 3 else size_sql
         try:
@@ -372,8 +397,25 @@ class SelectBuilder:
             raise SqlError(f"window(): {exc}", where=where) from None
         if slide > size or size % slide:
             raise SqlError("window(): the slide must divide the size (hopping windows)", where=where)
-        self._pre_column(pre, exp.column(column.name), "__t")
-        return _Windowing(WindowSpec(column.name, size, slide, size_sql, slide_sql, session), watermark, source.bounded)
+        self._pre_column(pre, exp.column(column.plan_name), "__t")
+        window = WindowSpec(column.plan_name, size, slide, size_sql, slide_sql, session)
+        return _Windowing(window, event_time.watermark, event_time.bounded)
+
+    def _check_source_time(self, source: ChangelogSource, name: str, where: str) -> None:
+        settings = self.spec.sources[source.table]
+        column = source.schema.column(name)
+        assert column is not None, "a source's scope holds exactly its schema's columns"
+        # The spec gives an event time and a watermark together, or neither.
+        if (
+            settings.event_time is None
+            or settings.watermark_delay is None
+            or settings.event_time.lower() != name.lower()
+        ):
+            raise SqlError(
+                f"window over {name} needs sources.{source.table}.event_time: {name} and a watermark", where=where
+            )
+        if column.spark_type not in ("TIMESTAMP", "TIMESTAMP_NTZ"):
+            raise SqlError(f"window over {name}: the column is {column.spark_type}, not a TIMESTAMP", where=where)
 
     # -- GROUP BY ------------------------------------------------------------------------------------
 
@@ -441,6 +483,12 @@ class SelectBuilder:
         groups = {self._key(g): name for g, name in zip(group_exprs, key_names)}
 
         def swap(node):
+            if is_window_time_call(node):
+                if not windowed:
+                    raise SqlError(
+                        "window_time(window) needs GROUP BY window(ts, ...)", where=where_in_spec(self.spec, node)
+                    )
+                return window_time()
             if isinstance(node, exp.Column) and node.table.lower() == WINDOW:
                 if not windowed:
                     raise SqlError(

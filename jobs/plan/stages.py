@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.plan.annotations import Annotations
+from jobs.plan.event_time import event_times
 from jobs.plan.nodes import (
     Calc,
     Deduplicate,
@@ -29,8 +30,11 @@ from jobs.plan.nodes import (
     StageInput,
     Unary,
     UnionAll,
+    WindowAggregate,
+    WindowAssign,
 )
 from jobs.plan.to_sql import to_sql
+from jobs.spec.model import QuerySpec
 
 # A window's bounds under names a stage table may hold (its columns may not start with "__").
 STAGE_COLUMNS = {WINDOW_START: "lockstep_window_start", WINDOW_END: "lockstep_window_end"}
@@ -51,9 +55,10 @@ class Cut:
         return to_sql(self.original) if self.original is not None else None
 
 
-def split_stages(root: Sink, notes: Annotations) -> list[Cut]:
+def split_stages(spec: QuerySpec, root: Sink, notes: Annotations) -> list[Cut]:
     """The stages in the order they run; the last writes the query's sink."""
     cuts: list[Cut] = []
+    windowed = {n for w in root.walk() if isinstance(w, WindowAssign) for n in w.input.walk()}
 
     def cut(node: Node, under_stateful: bool) -> Node:
         if node.stateful and under_stateful:
@@ -66,7 +71,8 @@ def split_stages(root: Sink, notes: Annotations) -> list[Cut]:
             if any(shown[n] != n for n in node.output_names):  # a window's: stage tables name no "__" column
                 body = Calc(body, tuple((shown[n], exp.column(n)) for n in node.output_names))
             cuts.append(Cut(number, Sink(body, name, None, "none", mode), body))
-            staged = StageInput(name, tuple(shown.values()), tuple(shown[k] for k in key), number)
+            time = _event_time(spec, node, shown) if node in windowed else None
+            staged = StageInput(name, tuple(shown.values()), tuple(shown[k] for k in key), number, time)
             if body is node:
                 return staged
             return Calc(staged, tuple((n, exp.column(shown[n])) for n in node.output_names))
@@ -82,6 +88,15 @@ def split_stages(root: Sink, notes: Annotations) -> list[Cut]:
     final = root if body is root.input else replace(root, input=body)
     cuts.append(Cut(len(cuts) + 1, final, None))
     return cuts
+
+
+def _event_time(spec: QuerySpec, node: Node, shown: dict[str, str]) -> str | None:
+    """The stage table's column that a later window's watermark is typed by: a window's end,
+    or the event time the stage's rows keep."""
+    if isinstance(node, WindowAggregate):
+        return shown[WINDOW_END]
+    times = event_times(spec, node)
+    return shown[next(iter(times))] if times else None
 
 
 def _kind_name(node: Node) -> str:

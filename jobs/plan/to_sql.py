@@ -20,6 +20,7 @@ from jobs.plan.nodes import (
     Node,
     OverAggregate,
     SessionAggregate,
+    StageInput,
     TemporalJoin,
     UnionAll,
     WindowAggregate,
@@ -29,7 +30,7 @@ from jobs.plan.temporal_join import versions_view
 
 
 def to_sql(node: Node) -> str:
-    if isinstance(node, ChangelogSource):
+    if isinstance(node, (ChangelogSource, StageInput)):
         return f"SELECT {_list(node.output_names)} FROM `{node.table}`"
     if isinstance(node, Calc):
         items = ", ".join(f"{e.sql('spark')} AS `{n}`" for n, e in node.projections)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.changelog.feed_watermarks import record_watermark
 from jobs.errors import RunStateError, from_worker
 from jobs.plan import StagePlan
 from jobs.runtime.layout import RunLayout
@@ -100,6 +101,8 @@ class MicroBatchHandler:
                 # noop sink computes it and keeps nothing.
                 frame.write.format("noop").mode("overwrite").save()
             self.emitter.after_sink_commit(batch)
+            if self.stage.is_intermediate and batch.watermark_after is not None:
+                record_watermark(self.layout.state, self.sink.version(), batch.watermark_after)
         finally:
             if self.emitter.reads_twice:
                 frame.unpersist()

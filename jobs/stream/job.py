@@ -15,10 +15,9 @@ from datetime import date
 
 from jobs.changelog.delta_source import check_table
 from jobs.changelog.kafka_source import check_topic
-from jobs.changelog.staging import StageResult
+from jobs.changelog.staging import StageResult, consumed_at
 from jobs.errors import RunStateError
 from jobs.plan import Plan
-from jobs.plan.nodes import SessionAggregate
 from jobs.point import ConsistencyPoint, latest_logical_date, write_point
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.memory import memory_returned
@@ -162,9 +161,11 @@ def stream_until(
 
 def _late_events(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> int:
     """Windowed queries: write the (row, window) pairs the stream left out as late."""
-    assign = plan.window_assign or (plan.window if isinstance(plan.window, SessionAggregate) else None)
-    if assign is None:
+    late = plan.late_window
+    if late is None:
         return 0
-    source = plan.sources[0]
-    staged, consumed = staged_input(layout, source), point.rows_consumed(source.table)
-    return write_late_events(spark, assign, staged, consumed, layout.late_events, recorded_late(layout.late_changes))
+    staged = staged_input(layout, late.read)
+    consumed = consumed_at(staged, point, late.read.table)
+    return write_late_events(
+        spark, late.window, staged, consumed, layout.late_events, recorded_late(layout.late_changes)
+    )

@@ -49,14 +49,14 @@ def consistency_point(plan: Plan, layout: RunLayout, logical_date: date | None) 
 
 
 def _position(staged: StagedChangelog, rows: int) -> SourcePosition:
-    position = SourcePosition(rows, _watermark_at(staged, rows), bool(staged.event_time))
+    position = SourcePosition(rows, watermark_at(staged, rows), bool(staged.event_time))
     topic = staged.manifest.get("topic")
     if topic is None:
         return position
     return replace(position, topic=topic, offsets=consumed_offsets(staged.manifest, rows))
 
 
-def _watermark_at(staged: StagedChangelog, rows: int) -> int | None:
+def watermark_at(staged: StagedChangelog, rows: int) -> int | None:
     """The watermark after the last consumed segment (microseconds), for sources with event time."""
     if not staged.event_time:
         return None

@@ -15,11 +15,11 @@ from pyspark.sql.types import StructField, StructType
 
 from jobs.changelog.columns import COUNT
 from jobs.changelog.feed import stage_change_feed
+from jobs.changelog.feed_watermarks import record_watermark
 from jobs.changelog.schema import all_nullable
 from jobs.changelog.staging import raise_watermark_floor
 from jobs.errors import RunStateError
 from jobs.plan import Plan, StagePlan
-from jobs.plan.nodes import ChangelogSource
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
@@ -111,8 +111,9 @@ def keep_engine(layout: RunLayout, engine: str) -> str:
 
 
 def _bounded(stage: StagePlan) -> bool:
-    """Every source the stage reads is a finished changelog (sources are bounded by default)."""
-    return all(stage.spec.sources[node.table].bounded for node in stage.inputs if isinstance(node, ChangelogSource))
+    """Every source is a finished changelog (sources are bounded by default): a stage that reads
+    an earlier stage's rows ends when the sources under it do."""
+    return all(source.bounded for source in stage.spec.sources.values())
 
 
 def _close_at_end_of_input(
@@ -133,6 +134,8 @@ def _close_at_end_of_input(
         raise_watermark_floor(layout.staged(node.table), end)
     sink = open_writer(stage.spec.sink.writer, spark, layout.stream, stage.sink_key, f"{layout.app_id(stage.name)}-end")
     merged = emitter.close_all(sink, done[-1])
+    if stage.is_intermediate:
+        record_watermark(layout.state, sink.version(), end)
     totals.changelog.update(merged.changelog())
     progress.say(f"  end of input (bounded source): {merged.inserted:,} open window(s) closed")
 
@@ -185,6 +188,8 @@ def _stage_feeds(spark: SparkSession, stage: StagePlan, layout: RunLayout) -> No
             node.primary_key,
             spark=through,
             spark_directory=layout.for_spark(layout.staged(node.table)),
+            event_time=node.event_time,
+            upstream_state=layout.for_stage(node.table).state,
         )
 
 

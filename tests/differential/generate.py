@@ -153,12 +153,15 @@ def projection(rng: random.Random, name: str) -> Case:
 TIMED_COLUMNS = [Column("id", "BIGINT"), Column("g", "STRING"), Column("x", "BIGINT"), Column("ts", "TIMESTAMP")]
 
 
-def timed_source(rng: random.Random, late: LateChanges | None = None) -> tuple[Source, int]:
+def timed_source(
+    rng: random.Random, late: LateChanges | None = None, most_changes: int = 1500, one_per_batch: bool = False
+) -> tuple[Source, int]:
     """The source and lockstep's rows per micro-batch, chosen first: with `late` (changes behind
-    the watermark in half of the cases), which changes are late depends on where micro-batches end."""
+    the watermark in half of the cases), which changes are late depends on where micro-batches end.
+    `one_per_batch`: lockstep's watermark moves after every row, as Flink's does."""
     watermark_ms = rng.choice([2000, 5000, 20000])
-    changes = size(rng, 3, 1500)
-    batch_rows = max(1, changes // rng.randint(1, 8))
+    changes = size(rng, 3, most_changes)
+    batch_rows = 1 if one_per_batch else max(1, changes // rng.randint(1, 8))
     builder = ChangelogBuilder(
         rng,
         [c.name for c in TIMED_COLUMNS],
@@ -234,6 +237,102 @@ def window_then_operator(rng: random.Random, name: str) -> Case:
         query_class = "window_then_aggregate"
     source, batch_rows = timed_source(rng, WindowLateness(2 * MINUTE_MS if hopping else MINUTE_MS, MINUTE_MS))
     return _case(rng, name, query_class, spark_sql, [source], flink_sql, None, batch_rows)
+
+
+def window_over_stage(rng: random.Random, name: str) -> Case:
+    """A window over an earlier operator's rows, by the event time they keep: cascading windows
+    (a one-minute window's rows windowed again by window_time), or a window over a
+    deduplication by event time. A deduplication's retraction of a row whose window has closed
+    is late for the window, as in Flink; lockstep's watermark moves after every row here, so both
+    judge each retraction at the same watermark."""
+    if rng.random() < 0.5:
+        size_minutes = rng.choice([2, 3])
+        hopping = rng.random() < 0.3
+        spark_outer = (
+            f"window(wt, '{size_minutes} minutes', '1 minute')" if hopping else f"window(wt, '{size_minutes} minutes')"
+        )
+        flink_outer = (
+            f"HOP(TABLE m, DESCRIPTOR(wt), INTERVAL '1' MINUTE, INTERVAL '{size_minutes}' MINUTE)"
+            if hopping
+            else f"TUMBLE(TABLE m, DESCRIPTOR(wt), INTERVAL '{size_minutes}' MINUTE)"
+        )
+        calls = "SUM(n) AS total, MAX(n) AS peak, COUNT(*) AS minutes, SUM(sx) AS sx"
+        spark_sql = (
+            f"SELECT window.start AS ws, g, {calls} FROM (SELECT window_time(window) AS wt, g, COUNT(*) AS n, "
+            f"SUM(x) AS sx FROM t GROUP BY window(ts, '1 minute'), g) m GROUP BY {spark_outer}, g"
+        )
+        flink_sql = (
+            "WITH m AS (SELECT window_time AS wt, g, COUNT(*) AS n, SUM(x) AS sx FROM TABLE(TUMBLE(TABLE t, "
+            "DESCRIPTOR(ts), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end, window_time, g) "
+            f"SELECT window_start AS ws, g, {calls} FROM TABLE({flink_outer}) GROUP BY window_start, window_end, g"
+        )
+        source, batch_rows = timed_source(rng, WindowLateness(MINUTE_MS, MINUTE_MS))
+        return _case(rng, name, "cascading_windows", spark_sql, [source], flink_sql, None, batch_rows)
+    direction = rng.choice(["ASC", "DESC"])
+    deduplicated = (
+        f"SELECT id, g, x, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY g ORDER BY ts {direction}) AS rn "
+        "FROM t) r WHERE rn = 1"
+    )
+    calls = "COUNT(*) AS n, SUM(x) AS sx, MAX(id) AS last_id"
+    spark_sql = f"SELECT window.start AS ws, {calls} FROM ({deduplicated}) d GROUP BY window(ts, '1 minute')"
+    flink_sql = (
+        f"WITH d AS ({deduplicated}) SELECT window_start AS ws, {calls} FROM TABLE(TUMBLE(TABLE d, "
+        "DESCRIPTOR(ts), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end"
+    )
+    source, batch_rows = timed_source(rng, most_changes=60, one_per_batch=True)
+    return _case(rng, name, "window_over_deduplicate", spark_sql, [source], flink_sql, None, batch_rows)
+
+
+def window_rank(rng: random.Random, name: str) -> Case:
+    """A Top-N per window over a window's rows without an aggregate (Flink's window Top-N over
+    the window TVF), over an insert-only source with late inserts. Ordered by a value unique in
+    the source: Flink breaks ties by arrival."""
+    hopping = rng.random() < 0.3
+    spark_window = "window(ts, '2 minutes', '1 minute')" if hopping else "window(ts, '1 minute')"
+    flink_table = (
+        "HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)"
+        if hopping
+        else "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE)"
+    )
+    top, direction = rng.randint(1, 3), rng.choice(["DESC", "ASC"])
+    partition = rng.choice(["", ", k"])
+    rows = f"SELECT {spark_window}.start AS ws, {spark_window}.end AS we, id, k, v FROM t"
+    ranked = (
+        f"SELECT ws, id, k, v, ROW_NUMBER() OVER (PARTITION BY ws, we{partition} ORDER BY v {direction}) AS rn "
+        f"FROM ({rows}) w"
+    )
+    spark_sql = f"SELECT ws, id, k, v FROM ({ranked}) r WHERE rn <= {top}"
+    flink_ranked = (
+        f"SELECT window_start AS ws, id, k, v, ROW_NUMBER() OVER (PARTITION BY window_start, window_end{partition} "
+        f"ORDER BY v {direction}) AS rn FROM TABLE({flink_table})"
+    )
+    flink_sql = f"SELECT ws, id, k, v FROM ({flink_ranked}) r WHERE rn <= {top}"
+    lateness = WindowLateness(2 * MINUTE_MS if hopping else MINUTE_MS, MINUTE_MS, inserts_only=True)
+    source, batch_rows = timed_inserts(rng, lateness)
+    return _case(rng, name, "window_rank", spark_sql, [source], flink_sql, None, batch_rows)
+
+
+def timed_inserts(rng: random.Random, late: LateChanges) -> tuple[Source, int]:
+    """An insert-only source with event time, and lockstep's rows per micro-batch; `late`
+    inserts in half of the cases. Values of v are unique."""
+    watermark_ms = rng.choice([2000, 5000, 20000])
+    changes = size(rng, 3, 800)
+    batch_rows = max(1, changes // rng.randint(1, 8))
+    counter, values = iter(range(1, 10**9)), iter(rng.sample(range(1, 10**6), 2 * changes + 10))
+    builder = ChangelogBuilder(
+        rng,
+        [c.name for c in TIMED_SIDE_COLUMNS],
+        lambda r: {"id": next(counter), "k": bigint(r, 1, 5), "v": next(values)},
+        None,
+        "ts",
+        Timing(watermark_ms, batch_rows),
+        late=late if rng.random() < 0.5 else None,
+    )
+    rows = builder.build(changes, insert_only=True)
+    source = Source(
+        "t", list(TIMED_SIDE_COLUMNS), [], rows, "ts", watermark_ms, late=builder.late_rows, insert_only=True
+    )
+    return source, batch_rows
 
 
 def session_window(rng: random.Random, name: str) -> Case:
@@ -578,6 +677,8 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "over_event_time": over_event_time,
     "over_running": over_running,
     "window_then_operator": window_then_operator,
+    "window_over_stage": window_over_stage,
+    "window_rank": window_rank,
 }
 
 

@@ -25,12 +25,13 @@ class WindowLateness:
     size_ms: int
     slide_ms: int
     share: float = 0.08
+    inserts_only: bool = False  # an insert-only source: late inserts only
 
     def change(self, builder: ChangelogBuilder) -> None:
         timing, rng = builder.timing, builder.rng
         assert timing is not None and builder.time_column is not None
         behind = [r for r in builder.live if not timing.on_time(r[builder.time_column])]
-        if behind and rng.random() < 0.5:
+        if behind and not self.inserts_only and rng.random() < 0.5:
             row = rng.choice(behind)
             verdict = self._verdict(row[builder.time_column], timing)
             if verdict is not None:

@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.plan.nodes import Deduplicate
 from jobs.stream.operators.deduplicate.ranked_rows import TopRows
 from jobs.stream.operators.deduplicate.top_rows import ranks_on_driver, top_rows
+from jobs.stream.operators.deduplicate.window_expiry import WindowExpiry
 from jobs.stream.operators.driver_input import DriverInput, net_changes_on_driver
 from jobs.stream.operators.weighted_rows import NetChanges
 from jobs.stream.state.live_state import LiveState
@@ -26,7 +27,9 @@ class DedupOperator:
 
     def __init__(self, node: Deduplicate, state_dir: Path, direct: DriverInput | None = None):
         self.node, self.direct = node, direct
-        self.state = LiveState(state_dir / "input", node.keys)
+        self.expiry = WindowExpiry.of(node)
+        fold = self.expiry.fold if self.expiry is not None else None
+        self.state = LiveState(state_dir / "input", node.keys, compact_fold=fold)
         self._net_changes = NetChanges(node.input.output_names)
         self._ranking = TopRows(node)
 
@@ -35,6 +38,8 @@ class DedupOperator:
     ) -> pa.Table | DataFrame:
         """The difference as weighted rows: an Arrow table when ranked on the driver. The
         change rows are `delta`'s, or the `segments` files' when `direct` reads them."""
+        if self.expiry is not None:  # a Top-N per window forgets the windows the watermark closed
+            self.expiry.advance(segments)
         net = net_changes_on_driver(self.direct, segments)
         if net is None:
             net = self._net_changes(delta)

@@ -1,0 +1,122 @@
+"""Which output columns of a node are event times (Flink's time attributes): a window may group
+by one of them, and its windows close by that event time's watermark.
+
+- A source's event time, when the spec gives it a watermark, is one.
+- A projection that passes it unchanged keeps it; a deduplication or a Top-N, which pass whole
+  rows, keep it.
+- A tumbling or hopping window makes `window_time(window)` one: its end less one microsecond
+  (Spark's; Flink's window_time is the end less one millisecond, the same window either way).
+- A join or a group aggregate makes it a plain timestamp, as in Flink.
+
+Every event time carries the watermark of the source it comes from: a stage's rows reach the
+next stage with the watermark the source had when the stage committed them (changelog/feed.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlglot import exp
+
+from jobs.changelog.columns import WINDOW_END, WINDOW_START
+from jobs.plan.nodes import Calc, ChangelogSource, Deduplicate, Node, WindowAggregate, WindowAssign
+from jobs.spec.model import QuerySpec
+
+WINDOW_TIME = "window_time"
+_WINDOW_TIME_CALL = re.compile(r"\bwindow_time\s*\(\s*window\s*\)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class EventTime:
+    watermark: timedelta  # the source's watermark delay
+    bounded: bool  # the source is a finished changelog
+
+
+def event_times(spec: QuerySpec, node: Node) -> dict[str, EventTime]:
+    """The node's output columns that are event times."""
+    if type(node) is ChangelogSource:
+        source = spec.sources[node.table]
+        if source.event_time is None or source.watermark_delay is None:
+            return {}
+        named = [n for n in node.output_names if n.lower() == source.event_time.lower()]
+        return {n: EventTime(source.watermark_delay, source.bounded) for n in named}
+    if isinstance(node, Calc):
+        return _through_calc(spec, node)
+    if isinstance(node, Deduplicate):
+        return {n: t for n, t in event_times(spec, node.input).items() if n in node.output_names}
+    return {}
+
+
+def _through_calc(spec: QuerySpec, calc: Calc) -> dict[str, EventTime]:
+    inner = event_times(spec, calc.input)
+    window = _window_of(calc.input)
+    found = {}
+    for name, expression in calc.projections:
+        if isinstance(expression, exp.Column) and not expression.table and expression.name in inner:
+            found[name] = inner[expression.name]
+        elif window is not None and is_window_time(expression):
+            found[name] = EventTime(window.watermark, window.bounded)
+    return found
+
+
+def _window_of(node: Node) -> WindowAssign | None:
+    if isinstance(node, WindowAggregate) and isinstance(node.input, WindowAssign):
+        return node.input
+    return None
+
+
+def window_time(end: exp.Column | None = None) -> exp.Expression:
+    """window_time(window) over a window's rows: the latest time inside the window."""
+    one = exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MICROSECOND"))
+    return exp.Sub(this=end if end is not None else exp.column(WINDOW_END), expression=one)
+
+
+def is_window_time(expression: exp.Expression) -> bool:
+    return expression == window_time()
+
+
+def is_window_time_call(expression: exp.Expression) -> bool:
+    """The user's window_time(window)."""
+    return (
+        isinstance(expression, exp.Anonymous)
+        and str(expression.this).lower() == WINDOW_TIME
+        and len(expression.expressions) == 1
+        and isinstance(expression.expressions[0], exp.Column)
+        and not expression.expressions[0].table
+        and expression.expressions[0].name.lower() == "window"
+    )
+
+
+def window_times_written_out(sql: str) -> str:
+    """The SQL with each window_time(window) of a windowed SELECT written as Spark runs it in
+    batch: window.end less one microsecond (Spark takes window_time() only over a window column
+    that a subquery selected)."""
+    return _WINDOW_TIME_CALL.sub("(window.end - INTERVAL '1' MICROSECOND)", sql)
+
+
+def renamed_event_time(node: Node, name: str) -> str | None:
+    """The name an event time had where it was read (a source's column, passed on under another
+    name by a projection), if it differs; None when it was not renamed or was computed here
+    (window_time)."""
+    original = name
+    while isinstance(node, (Calc, Deduplicate)):
+        if isinstance(node, Calc):
+            expression = dict(node.projections).get(name)
+            if not (isinstance(expression, exp.Column) and not expression.table):
+                return None
+            name = expression.name
+        node = node.input
+    return name if name != original else None
+
+
+def bound_of(node: Node, name: str) -> str | None:
+    """The window bound (__wstart / __wend) a column is, passed on unchanged by projections."""
+    while isinstance(node, Calc):
+        expression = dict(node.projections).get(name)
+        if not (isinstance(expression, exp.Column) and not expression.table):
+            return None
+        name = expression.name
+        node = node.input
+    return name if isinstance(node, WindowAssign) and name in (WINDOW_START, WINDOW_END) else None
