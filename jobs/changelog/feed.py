@@ -125,7 +125,7 @@ def _write_segment(directory: Path, manifest: dict, rows: pa.Table, version: int
     rows = rows.append_column(SEQ, pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)))
     rows = rows.append_column(FILE, pa.array([f"v{version}"] * n, pa.string()))
     stamp = marks.of(version, manifest) if marks is not None else None
-    if stamp is not None:
+    if marks is not None and stamp is not None:
         time_type = rows.schema.field(marks.column).type
         rows = rows.append_column(WATERMARK, pa.array([stamp.before] * n, pa.int64()).cast(time_type))
     path = directory / SEGMENTS / segment_name(first_seq)

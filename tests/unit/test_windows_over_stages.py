@@ -27,7 +27,10 @@ sources:
 """
 MINUTES = "SELECT window_time(window) AS wt, g, COUNT(*) AS n FROM t GROUP BY window(ts, '1 minute'), g"
 CASCADE = f"SELECT window.start AS ws, g, SUM(n) AS n FROM ({MINUTES}) m GROUP BY window(wt, '5 minutes'), g"
-FIRST = "SELECT id, g, x, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY g ORDER BY ts {d}) AS rn FROM t) r WHERE rn = 1"
+FIRST = (
+    "SELECT id, g, x, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY g ORDER BY ts {d}) AS rn FROM t) r "
+    "WHERE rn = 1"
+)
 OVER_DEDUP = "SELECT window.start AS ws, COUNT(*) AS n FROM ({first}) d GROUP BY window(ts, '1 minute')"
 
 
@@ -72,7 +75,8 @@ def test_the_batch_job_writes_window_time_as_spark_runs_it():
             "not an event time here",
         ),
         (
-            "SELECT window.start AS ws, COUNT(*) AS n FROM (SELECT id, ts AS t2 FROM t) a GROUP BY window(t2, '1 minute')",
+            "SELECT window.start AS ws, COUNT(*) AS n FROM (SELECT id, ts AS t2 FROM t) a "
+            "GROUP BY window(t2, '1 minute')",
             "use the event time under its own name, ts",
         ),
         (
@@ -95,7 +99,10 @@ def test_what_is_not_an_event_time_is_refused_in_one_line(tmp_path, sql, message
 
 INSERTS = SPEC.replace("format: changelog-json", "format: json").replace("    primary_key: [id]\n", "")
 ROWS = "SELECT window(ts, '1 minute').start AS ws, window(ts, '1 minute').end AS we, id, g, x FROM t"
-RANKED = "SELECT ws, id, x FROM (SELECT ws, id, x, ROW_NUMBER() OVER (PARTITION BY {p} ORDER BY x DESC) AS rn FROM ({rows}) w) r WHERE rn <= 2"
+RANKED = (
+    "SELECT ws, id, x FROM (SELECT ws, id, x, ROW_NUMBER() OVER (PARTITION BY {p} ORDER BY x DESC) AS rn "
+    "FROM ({rows}) w) r WHERE rn <= 2"
+)
 
 
 def plan_inserts(tmp_path, sql):
