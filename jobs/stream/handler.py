@@ -61,9 +61,13 @@ class MicroBatchHandler:
         totals: StreamCounts,
         sums: GroupSums | None = None,
         after_micro_batch: Callable[[], None] | None = None,
+        held_rows: Callable[[], int] | None = None,
     ):
         self.stage, self.sink, self.emitter, self.layout, self.sums = stage, sink, emitter, layout, sums
         self.after_micro_batch = after_micro_batch
+        # lockstep's own state (the local engine's keyed operators): its rows after each micro-batch.
+        self.held_rows = held_rows
+        self.held: dict[int, int] = {}
         self.progress, self.spark, self.totals = progress, spark, totals
         self.error: Exception | None = None
         self.staged = [staged_input(layout, node) for node in stage.inputs]
@@ -108,6 +112,8 @@ class MicroBatchHandler:
                 frame.unpersist()
         if os.environ.get(FAULT_AFTER_COMMIT) == str(batch_id) and not merged.skipped_replay:
             os._exit(70)
+        if self.held_rows is not None:
+            self.held[batch_id] = self.held_rows()
         self._record(batch, merged, time.monotonic() - started)
         if self.after_micro_batch is not None:
             self.after_micro_batch()
@@ -176,7 +182,7 @@ class MicroBatchHandler:
 
     def record_progress(self, progress_entries) -> None:
         """From Spark's progress of the query's micro-batches (its last hundred): the state rows
-        after each, for the report's chart; and Spark's own timing of each micro-batch that read
+        after each (with the rows lockstep's own state held after it), for the report's chart; and Spark's own timing of each micro-batch that read
         rows (durationMs: finding the segment, the offset and commit logs, planning, addBatch
         around the handler), for `bench_microbatch` and whoever asks where a micro-batch's time
         went. Read here rather than by a listener: a Python listener costs each micro-batch
@@ -188,6 +194,8 @@ class MicroBatchHandler:
                 sizes[entry.batchId] = sum(op.numRowsTotal for op in operators)
             if "addBatch" in entry.durationMs:
                 durations[entry.batchId] = dict(entry.durationMs)
+        for batch_id, rows in self.held.items():  # beside Spark's (a local operator after its aggregation)
+            sizes[batch_id] = sizes.get(batch_id, 0) + rows
         for name, values in (("state_rows.json", sizes), (SPARK_DURATIONS, durations)):
             if values:
                 with open(self.layout.state / name, "w") as out:

@@ -78,7 +78,10 @@ def run_stage(
         emitter = _emitter(stage, streaming, output, own, sink, initial, spark if on_keyed_state else None)
     if forget_unplanned_finds(own.checkpoint):
         progress.say("  the last run stopped between Spark's find of a segment and its micro-batch: found again")
-    handler = MicroBatchHandler(stage, sink, emitter, own, progress, spark, totals, streaming.sums, after_micro_batch)
+    held_rows = getattr(streaming.operator, "held_rows", None)  # lockstep's own state's figure
+    handler = MicroBatchHandler(
+        stage, sink, emitter, own, progress, spark, totals, streaming.sums, after_micro_batch, held_rows
+    )
     progress.say("  streaming query started: micro-batches follow as Spark commits them")
     # The streaming query's session is a copy of this one taken at its start: set before it.
     with (

@@ -65,9 +65,13 @@ def test_each_windows_largest_orders_and_a_state_that_lets_closed_windows_go(spa
     write_changelog(tmp_path / "orders", "001.json", orders)
     spec = write_spec(tmp_path, SPEC)
     result = run_both(spec, tmp_path / "runs")
-    assert run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()["verdict"] == "pass"
+    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
+    assert report["verdict"] == "pass"
     got = sorted((row["id"], row["amount"]) for row in result.stream for _ in range(row["__count"]))
     assert got == _largest_two(orders)
+    # The report's state figure after each micro-batch: it falls each time the state is folded.
+    held = [batch["state_rows"] for batch in report["micro_batches"]]
+    assert all(n is not None for n in held) and any(b < a for a, b in zip(held, held[1:])), held
     # Of 120 orders, the state keeps what the micro-batches since its last fold brought (the
     # closed windows' rows go when it is folded) and the windows still open: 4 orders a batch.
     kept = state_rows(result.layout.operator_state / "input")

@@ -95,6 +95,14 @@ class LiveState:
         if len(logs) >= COMPACT_EVERY or sum(pq.read_metadata(p).num_rows for p in logs) >= self.fold_rows:
             self._compact(batch_id + 1, net.schema)
 
+    def held_rows(self) -> int:
+        """The rows the state's files hold now (the latest snapshot's and the logs since), read
+        from their Parquet footers: the report's state figure. A row a fold will drop (a closed
+        window's, a row an expiry let go) counts until the fold."""
+        snapshot = self._snapshot_for(2**62)
+        files = [str(f) for f in self._snapshot_path(snapshot).rglob("*.parquet")] if snapshot is not None else []
+        return sum(pq.read_metadata(f).num_rows for f in files + self._logs_before(snapshot, 2**62))
+
     def frame(self, spark: SparkSession, table: pa.Table) -> DataFrame:
         """Rows computed on the driver (in the state's columns) as a frame to go on from: a local
         relation, even with no rows, which Spark's optimizer then drops from joins and unions (an

@@ -33,6 +33,10 @@ class DedupOperator:
         self._net_changes = NetChanges(node.input.output_names)
         self._ranking = TopRows(node)
 
+    def held_rows(self) -> int:
+        """The rows its state holds now: the report's state figure."""
+        return self.state.held_rows()
+
     def changes(
         self, spark: SparkSession, delta: DataFrame, batch_id: int, segments: Mapping[str, Sequence[Path]] | None = None
     ) -> pa.Table | DataFrame:

@@ -37,6 +37,10 @@ class JoinOperator:
         self._net_changes = NetChanges((SIDE, LEFT, RIGHT))
         self._joined = JoinedRows(node)
 
+    def held_rows(self) -> int:
+        """The rows its state holds now: the report's state figure."""
+        return self.left_state.held_rows() + self.right_state.held_rows()
+
     def changes(
         self, spark: SparkSession, delta: DataFrame, batch_id: int, segments: Mapping[str, Sequence[Path]] | None = None
     ) -> pa.Table | DataFrame:

@@ -52,6 +52,10 @@ class TemporalJoinOperator:
         self.versions = LiveState(state_dir / "versions", node.right_keys, compact_fold=self._fold_versions)
         self._net_changes = NetChanges((SIDE, LEFT, RIGHT))
 
+    def held_rows(self) -> int:
+        """The rows its state holds now: the report's state figure."""
+        return self.left_state.held_rows() + self.versions.held_rows()
+
     def changes(
         self, spark: SparkSession, delta: DataFrame, batch_id: int, segments: Mapping[str, Sequence[Path]] | None = None
     ) -> pa.Table:

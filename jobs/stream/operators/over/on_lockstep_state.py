@@ -34,6 +34,10 @@ class OverOperator:
         ]
         self._difference = Difference(node.output_names)
 
+    def held_rows(self) -> int:
+        """The rows its state holds now: the report's state figure."""
+        return self.state.held_rows()
+
     def changes(
         self, spark: SparkSession, delta: DataFrame, batch_id: int, segments: Mapping[str, Sequence[Path]] | None = None
     ) -> DataFrame:

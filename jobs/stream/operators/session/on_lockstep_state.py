@@ -34,6 +34,10 @@ class SessionOperator:
         self._lateness = SessionLateness(node)
         self._sessions = SessionRows(node)
 
+    def held_rows(self) -> int:
+        """The rows its state holds now: the report's state figure."""
+        return self.state.held_rows()
+
     def changes(self, spark: SparkSession, delta: DataFrame, batch_id: int) -> DataFrame:
         rows = delta.select(*self._selected).toArrow()
         weighted = rows.select([*self._values, COUNT])
