@@ -182,11 +182,12 @@ class MicroBatchHandler:
 
     def record_progress(self, progress_entries) -> None:
         """From Spark's progress of the query's micro-batches (its last hundred): the state rows
-        after each (with the rows lockstep's own state held after it), for the report's chart; and Spark's own timing of each micro-batch that read
-        rows (durationMs: finding the segment, the offset and commit logs, planning, addBatch
-        around the handler), for `bench_microbatch` and whoever asks where a micro-batch's time
-        went. Read here rather than by a listener: a Python listener costs each micro-batch
-        20-60 ms of callbacks (measured with bench_microbatch)."""
+        after each (with the live rows of lockstep's own state), for the report's chart; and
+        Spark's own timing of each micro-batch that read rows (durationMs: finding the segment,
+        the offset and commit logs, planning, addBatch around the handler), for
+        `bench_microbatch` and whoever asks where a micro-batch's time went. Read here rather
+        than by a listener: a Python listener costs each micro-batch 20-60 ms of callbacks
+        (measured with bench_microbatch)."""
         sizes, durations = {}, {}
         for entry in progress_entries:
             operators = entry.stateOperators or []

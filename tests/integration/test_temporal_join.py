@@ -82,7 +82,8 @@ def test_a_temporal_join_takes_the_version_at_each_rows_time_and_lets_go_of_the_
     spec = write_spec(tmp_path, SPEC.format(kind=kind))
     plan = plan_query(load_spec(spec))
     result = run_both(spec, tmp_path / "runs")
-    assert run_check(plan, Settings(), result.layout).to_json()["verdict"] == "pass"
+    report = run_check(plan, Settings(), result.layout).to_json()
+    assert report["verdict"] == "pass"
     wanted = [row for row in expected if kind == "LEFT" or row[2] is not None]
     got = [(row["order_id"], row["k"], row["rate"]) for row in result.stream for _ in range(row["__count"])]
     assert sorted(got, key=str) == sorted(wanted, key=str)
@@ -92,3 +93,5 @@ def test_a_temporal_join_takes_the_version_at_each_rows_time_and_lets_go_of_the_
     # Of 40 orders and 59 versions. The orders' watermark ends at 102 s (it is the one their last
     # micro-batch was staged under): each key keeps its version before it and the 3 after it.
     assert orders < 10 and versions < 20, (orders, versions)
+    held = [batch["state_rows"] for batch in report["micro_batches"]]  # the report's figure
+    assert held[-1] == orders + versions < max(held), held

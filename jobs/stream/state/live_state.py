@@ -16,6 +16,7 @@ replayed, and it needs at most the previous snapshot and the logs after it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -57,6 +58,7 @@ class LiveState:
         compact_fold: Callable[[pa.Table], pa.Table] | None = None,
         part_rows: int = PART_ROWS,
         fold_rows: int = FOLD_ROWS,
+        counted: bool = False,
     ):
         self.directory, self.keys, self.part_rows, self.fold_rows = directory, keys, part_rows, fold_rows
         # What the rows of a key come to when read back: by default the live rows (summed counts
@@ -67,6 +69,9 @@ class LiveState:
         # A folded part that no log touches comes out of the fold as it went in: it can be kept
         # as it is, unless the snapshot's fold drops rows on its own (by time).
         self._carry = compact_fold is None
+        self._read: pa.Table | None = None  # the rows the last rows_before returned
+        # The live rows after each micro-batch, for the report (held_rows): a keyed operator's.
+        self._count = LiveCount(directory / "live_count.json") if counted else None
 
     def rows_before(self, batch_id: int, touched: pa.Table | None, like: pa.Schema) -> pa.Table:
         """The live rows before `batch_id` (with their counts) whose keys are among `touched`'s
@@ -78,10 +83,13 @@ class LiveState:
         snapshot = self._snapshot_for(batch_id)
         logs = self._logs_before(snapshot, batch_id)
         if snapshot is None and not logs:
-            return like.empty_table()
+            self._read = like.empty_table()
+            return self._read
         wanted = _keys_as(touched, self.keys, like)
         parts = self._snapshot(snapshot).files_for(wanted) if snapshot else []
-        return self._fold(_with_keys(_read_arrow(parts + logs, like, wanted), wanted))
+        rows = self._fold(_with_keys(_read_arrow(parts + logs, like, wanted), wanted))
+        self._read = rows
+        return rows
 
     def record(self, net: pa.Table, batch_id: int) -> None:
         """Log the micro-batch's net changes; compact when enough logs, or enough rows in them,
@@ -91,17 +99,30 @@ class LiveState:
         tmp = path.with_suffix(".tmp")
         pq.write_table(net, tmp)
         os.replace(tmp, path)
+        change = self._live_change(net)
         logs = self._logs_before(self._snapshot_for(batch_id), batch_id + 1)
         if len(logs) >= COMPACT_EVERY or sum(pq.read_metadata(p).num_rows for p in logs) >= self.fold_rows:
             self._compact(batch_id + 1, net.schema)
+            if self._count is not None:
+                self._count.set(batch_id, self._snapshot_rows(batch_id + 1))
+        elif self._count is not None:
+            self._count.add(batch_id, change)
+
+    def _live_change(self, log: pa.Table) -> int:
+        """How many live rows the log adds to (or takes from) the rows the last rows_before read:
+        the log's rows are all of keys it read."""
+        read, self._read = self._read, None
+        if self._count is None:
+            return 0
+        read = read if read is not None else log.schema.empty_table()
+        return self._fold(pa.concat_tables([read, log.select(read.column_names)])).num_rows - read.num_rows
 
     def held_rows(self) -> int:
-        """The rows the state's files hold now (the latest snapshot's and the logs since), read
-        from their Parquet footers: the report's state figure. A row a fold will drop (a closed
-        window's, a row an expiry let go) counts until the fold."""
-        snapshot = self._snapshot_for(2**62)
-        files = [str(f) for f in self._snapshot_path(snapshot).rglob("*.parquet")] if snapshot is not None else []
-        return sum(pq.read_metadata(f).num_rows for f in files + self._logs_before(snapshot, 2**62))
+        """The live rows the state holds after the last micro-batch recorded: the report's state
+        figure. Kept as a running count (live_count.json): each micro-batch adds what its log
+        changed in the rows it read, and a fold sets it to the rows of the new snapshot (which
+        leaves out what a compact_fold dropped)."""
+        return self._count.rows if self._count is not None else 0
 
     def frame(self, spark: SparkSession, table: pa.Table) -> DataFrame:
         """Rows computed on the driver (in the state's columns) as a frame to go on from: a local
@@ -133,6 +154,11 @@ class LiveState:
         shutil.rmtree(target, ignore_errors=True)  # a replayed micro-batch's earlier attempt
         os.replace(tmp, target)
         self._forget_before(snapshot)
+
+    def _snapshot_rows(self, snapshot: int) -> int:
+        folder = self._snapshot_path(snapshot)
+        parts = list(folder.glob("part-*.parquet")) or list(folder.glob("*.parquet"))  # an old snapshot: Spark's files
+        return sum(pq.read_metadata(f).num_rows for f in parts)
 
     def _forget_before(self, snapshot: int) -> None:
         """Delete what no micro-batch from `snapshot` on (nor a replay of the one before) reads."""
@@ -169,6 +195,27 @@ class LiveState:
 
     def _snapshot_path(self, snapshot: int) -> Path:
         return self.directory / f"snapshot-{snapshot:012d}"
+
+
+class LiveCount:
+    """A state's live rows after each micro-batch, kept in a small file: the count after the
+    last micro-batch recorded and the one before it (a replayed micro-batch starts from that)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        saved = json.loads(path.read_text()) if path.exists() else {}
+        self.batch, self.rows, self.before = saved.get("batch", -1), saved.get("rows", 0), saved.get("before", 0)
+
+    def add(self, batch_id: int, change: int) -> None:
+        base = self.before if batch_id == self.batch else self.rows
+        self.set(batch_id, base + change)
+
+    def set(self, batch_id: int, rows: int) -> None:
+        before = self.before if batch_id == self.batch else self.rows
+        self.batch, self.rows, self.before = batch_id, rows, before
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"batch": batch_id, "rows": rows, "before": before}))
+        os.replace(tmp, self.path)
 
 
 def _keys_as(touched: pa.Table | None, keys: tuple[str, ...], like: pa.Schema) -> pa.Table | None:

@@ -29,7 +29,7 @@ class DedupOperator:
         self.node, self.direct = node, direct
         self.expiry = WindowExpiry.of(node)
         fold = self.expiry.fold if self.expiry is not None else None
-        self.state = LiveState(state_dir / "input", node.keys, compact_fold=fold)
+        self.state = LiveState(state_dir / "input", node.keys, compact_fold=fold, counted=True)
         self._net_changes = NetChanges(node.input.output_names)
         self._ranking = TopRows(node)
 

@@ -32,8 +32,8 @@ class JoinOperator:
         bounds = node.time_bounds
         self.expiry = IntervalExpiry(node, bounds) if bounds is not None else None
         folds = (self.expiry.fold_left, self.expiry.fold_right) if self.expiry else (None, None)
-        self.left_state = LiveState(state_dir / "left", node.left_keys, compact_fold=folds[0])
-        self.right_state = LiveState(state_dir / "right", node.right_keys, compact_fold=folds[1])
+        self.left_state = LiveState(state_dir / "left", node.left_keys, compact_fold=folds[0], counted=True)
+        self.right_state = LiveState(state_dir / "right", node.right_keys, compact_fold=folds[1], counted=True)
         self._net_changes = NetChanges((SIDE, LEFT, RIGHT))
         self._joined = JoinedRows(node)
 

@@ -48,8 +48,10 @@ class TemporalJoinOperator:
         self.history_schema = pa.schema([*fields, pa.field(LIVE, pa.bool_()), pa.field(COUNT, pa.int64())])
         self.left_mark: int | None = None  # the sides' watermarks, microseconds (they only grow)
         self.right_mark: int | None = None
-        self.left_state = LiveState(state_dir / "left", node.left_keys, compact_fold=self._fold_left)
-        self.versions = LiveState(state_dir / "versions", node.right_keys, compact_fold=self._fold_versions)
+        self.left_state = LiveState(state_dir / "left", node.left_keys, compact_fold=self._fold_left, counted=True)
+        self.versions = LiveState(
+            state_dir / "versions", node.right_keys, compact_fold=self._fold_versions, counted=True
+        )
         self._net_changes = NetChanges((SIDE, LEFT, RIGHT))
 
     def held_rows(self) -> int:

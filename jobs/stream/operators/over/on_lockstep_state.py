@@ -26,7 +26,7 @@ from jobs.stream.state.row_counts import live_rows
 class OverOperator:
     def __init__(self, node: OverAggregate, state_dir: Path, direct: DriverInput | None = None):
         self.node, self.direct = node, direct
-        self.state = LiveState(state_dir / "input", node.partition_keys)
+        self.state = LiveState(state_dir / "input", node.partition_keys, counted=True)
         self._net_changes = NetChanges(node.input.output_names)
         self._expand = Expand(node.input.output_names)
         self._selected = [f"`{c}`" for c in node.input.output_names] + [

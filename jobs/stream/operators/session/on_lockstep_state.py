@@ -27,7 +27,7 @@ class SessionOperator:
 
     def __init__(self, node: SessionAggregate, state_dir: Path, late_dir: Path):
         self.node = node
-        self.state = LiveState(state_dir / "input", node.group_keys)
+        self.state = LiveState(state_dir / "input", node.group_keys, counted=True)
         self.late_dir = late_dir
         self._values = node.input.output_names
         self._selected = [*cols(self._values), F.col(WEIGHT).cast("bigint").alias(COUNT), F.col(SEQ), F.col(WATERMARK)]
