@@ -153,6 +153,8 @@ def _check(
             layout, sides.windows.late if sides.windows else None, settings.spark.session_time_zone
         ),
     )
+    if sides.windows is not None:
+        sides.windows.release()
     publish(report.to_json(), layout.root)
     progress.say(
         f"check {plan.spec.name}: {report.verdict.upper()} "
@@ -169,7 +171,7 @@ def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: Consistenc
     if plan.write_mode == "retract":
         batch = as_multiset(batch)
     batch = batch.cache()
-    windowed = plan.window is not None or plan.late_window is not None
+    windowed = plan.window is not None or bool(plan.late_windows)
     windows = WindowCheck.of(spark, plan, layout, point) if windowed else None
     open_windows = windows.open_windows(spark, sink.columns) if windows else None
     stream = sink.unionByName(open_windows).cache() if open_windows is not None else sink

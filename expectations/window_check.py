@@ -21,10 +21,10 @@ from expectations.suites import SuiteSpec
 from expectations.suites.windows import ExpectWindowsWithoutLateEventsAgree, windows_suite
 from jobs.batch.without_late import batch_without_late
 from jobs.changelog.columns import COUNT
-from jobs.changelog.staging import consumed_at, staged_changelog
+from jobs.changelog.staging import staged_changelog
 from jobs.plan import Plan
 from jobs.plan.nodes import SessionAggregate
-from jobs.point import ConsistencyPoint
+from jobs.point import ConsistencyPoint, late_reads
 from jobs.runtime.delta import is_delta_table, read_snapshot
 from jobs.runtime.layout import RunLayout
 from jobs.stream.operators.session.lateness import recorded_late
@@ -83,6 +83,11 @@ class WindowCheck:
     def suite(self, cols: Columns) -> SuiteSpec:
         if isinstance(self.plan.window, SessionAggregate):
             return _skipped("session windows: a late change has no fixed window to set its differences apart by")
+        if any(late.stage is not self.plan.final_stage for late in self.plan.late_windows):
+            return _skipped(
+                "the late events are an earlier window's (its rows go on to another window or operator): "
+                "the batch without the late events sets them apart"
+            )
         try:
             return windows_suite(cols, self.plan.window_column())
         except ValueError:  # the query's rows are not one per window: a window's rows went on to another operator
@@ -104,6 +109,13 @@ class WindowCheck:
             explained,
         )
 
+    def release(self) -> None:
+        """Let go of the cached frames: Spark would hand them to a later check whose plan reads
+        the same paths (a run folder checked again after new input), with this check's rows."""
+        self.late.unpersist()
+        if self.without_late is not None:
+            self.without_late.unpersist()
+
     def _end_of_input(self) -> str:
         if self.plan.window is None:
             return "window rows without an aggregate: each is written as it arrives"
@@ -116,12 +128,9 @@ class WindowCheck:
     def still_differing(self, spark: SparkSession, cols: Columns) -> DataFrame:
         """The differing rows left when the batch result is recomputed without the late events."""
         if self.without_late is None:
-            late = self.plan.late_window
-            assert late is not None, "late events come from the window that leaves them out"
-            staged = staged_changelog(self.layout, late.read.table)
-            consumed = consumed_at(staged, self.point, late.read.table)
+            reads = late_reads(self.plan, self.layout, self.point)
             late_seqs = recorded_late(self.layout.late_changes)
-            without_late = batch_without_late(spark, self.plan, staged, consumed, late_seqs)
+            without_late = batch_without_late(spark, self.plan, reads, late_seqs)
             if self.plan.write_mode == "retract":
                 without_late = as_multiset(without_late)
             self.without_late = without_late.cache()

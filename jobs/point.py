@@ -22,7 +22,10 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
+from jobs.changelog.staging import StagedChangelog, consumed_at, staged_changelog
 from jobs.errors import RunStateError
+from jobs.plan.nodes import SessionAggregate, WindowAssign
+from jobs.plan.plan import Plan
 from jobs.runtime.delta import is_delta_table, open_delta
 from jobs.runtime.layout import RunLayout
 
@@ -176,3 +179,22 @@ def _write_json(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class LateRead:
+    """A window that leaves out late changes, the changelog it reads, and how much of it."""
+
+    window: WindowAssign | SessionAggregate
+    table: str
+    staged: StagedChangelog
+    consumed: int
+
+
+def late_reads(plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> list[LateRead]:
+    """Each window that leaves out late changes, with the changelog it reads up to the point."""
+    reads = []
+    for late in plan.late_windows:
+        staged = staged_changelog(layout, late.read.table)
+        reads.append(LateRead(late.window, late.read.table, staged, consumed_at(staged, point, late.read.table)))
+    return reads

@@ -24,32 +24,35 @@ from jobs.plan.event_time import window_times_written_out
 from jobs.plan.nodes import Calc, Node, SessionAggregate, StageInput, Unary, WindowAssign
 from jobs.plan.sql import WINDOW, parse_select
 from jobs.plan.to_sql import to_sql
+from jobs.point import LateRead
 
 ON_TIME_WINDOW = "__lockstep_window"
 
 
 def batch_without_late(
-    spark: SparkSession, plan: Plan, staged: StagedChangelog, consumed: int, late_seqs: list[int] | None = None
+    spark: SparkSession, plan: Plan, reads: list[LateRead], late_seqs: list[int] | None = None
 ) -> DataFrame:
-    """`late_seqs`: the changes a session operator left out (jobs/stream/operators/session/lateness.py).
-    `staged`: the changelog the window reads (Plan.late_window): a source, or an earlier stage's
-    feed, whose rows then stand in for that stage's table under the final stage's own SQL."""
-    late = plan.late_window
-    assert late is not None, "only a query whose window leaves out late changes has a batch without them"
-    source = late.read
-    if isinstance(late.window, SessionAggregate):
+    """`reads`: the windows that leave out late changes, each with the changelog it reads (a
+    source, or an earlier stage's feed, whose rows then stand in for that stage's table under
+    the final stage's own SQL); `late_seqs`: the changes a session operator left out
+    (jobs/stream/operators/session/lateness.py)."""
+    assert reads, "only a query whose window leaves out late changes has a batch without them"
+    first = reads[0]
+    if isinstance(first.window, SessionAggregate):
         # A session's late change is late as a whole (it touched no open session): the source
         # without the changes the operator left out, and the user's SQL as it is.
-        changes = consumed_changes(spark, staged, consumed)
+        changes = consumed_changes(spark, first.staged, first.consumed)
         on_time_changes = changes.where(~F.col(SEQ).isin(late_seqs)) if late_seqs else changes
-        live_rows(on_time_changes, list(staged.schema.names)).createOrReplaceTempView(source.table)
+        live_rows(on_time_changes, list(first.staged.schema.names)).createOrReplaceTempView(first.table)
         return spark.sql(plan.spec.sql)
-    assert isinstance(late.window, WindowAssign)
-    _on_time_pairs(spark, late.window, staged, consumed).createOrReplaceTempView(source.table)
-    if isinstance(source, StageInput):
-        body = _carrying_window(late.stage.root.input, late.window)
-        return spark.sql(rewritten_sql(plan, late.window, to_sql(body)))
-    return spark.sql(rewritten_sql(plan, late.window, plan.spec.sql))
+    assigns = tuple(read.window for read in reads if isinstance(read.window, WindowAssign))
+    for read, assign in zip(reads, assigns):
+        _on_time_pairs(spark, assign, read.staged, read.consumed).createOrReplaceTempView(read.table)
+    late = plan.late_windows[0]
+    if isinstance(late.read, StageInput):
+        body = _carrying_window(late.stage.root.input, assigns[0])
+        return spark.sql(rewritten_sql(plan, assigns, to_sql(body)))
+    return spark.sql(rewritten_sql(plan, assigns, plan.spec.sql))
 
 
 def _on_time_pairs(spark: SparkSession, assign: WindowAssign, staged: StagedChangelog, consumed: int) -> DataFrame:
@@ -80,17 +83,17 @@ def _reaches(node: Node, assign: WindowAssign) -> bool:
     return any(n is assign for n in node.walk())
 
 
-def rewritten_sql(plan: Plan, assign: WindowAssign, sql: str) -> str:
+def rewritten_sql(plan: Plan, assigns: tuple[WindowAssign, ...], sql: str) -> str:
     """The SQL with the late window's window(...) and window.start / .end replaced by the
     precomputed on-time window column; another window (over the first one's window_time) is
     left as Spark's window(...)."""
     spec = plan.spec.model_copy(update={"sql": window_times_written_out(sql)})
     tree = parse_select(spec)
-    late_selects = {id(s) for s in tree.find_all(exp.Select) if any(_over(c, assign) for c in _window_calls(s))}
+    late_selects = {id(s) for s in tree.find_all(exp.Select) if any(_over(c, assigns) for c in _window_calls(s))}
 
     def swap(node):
         if _is_window_call(node):
-            if _over(node, assign):
+            if _over(node, assigns):
                 return exp.column(ON_TIME_WINDOW)
             return exp.Anonymous(this="window", expressions=node.expressions)
         if isinstance(node, exp.Column) and node.table.lower() == WINDOW:
@@ -111,6 +114,7 @@ def _window_calls(select: exp.Select) -> list[exp.Anonymous]:
     return [e for e in (group.expressions if group is not None else []) if _is_window_call(e)]
 
 
-def _over(call: exp.Anonymous, assign: WindowAssign) -> bool:
+def _over(call: exp.Anonymous, assigns: tuple[WindowAssign, ...]) -> bool:
     time = call.expressions[0] if call.expressions else None
-    return isinstance(time, exp.Column) and time.name.lower() == assign.window.time_col.lower()
+    names = {assign.window.time_col.lower() for assign in assigns}
+    return isinstance(time, exp.Column) and time.name.lower() in names

@@ -20,6 +20,7 @@ from jobs.plan.nodes import (
     WindowAggregate,
     WindowAssign,
 )
+from jobs.plan.window_rows import window_join_bounds
 from jobs.spec.intervals import describe
 
 
@@ -101,6 +102,12 @@ def describe_node(node: Node) -> str:
                 f"windowBounds=[{node.time_bounds.describe()}], select=[{', '.join(node.output)}], "
                 f"state=[rows per join key, each side, until the other side's watermark passes their "
                 f"time plus the bound (local engine; kept on the spark engine)])"
+            )
+        if window_join_bounds(node) is not None:
+            return (
+                f"WindowJoin(joinType=[{kind}Join], on=[{pairs}]{where}, select=[{', '.join(node.output)}], "
+                f"state=[rows per join key, each side, until the other side's watermark passes their window's "
+                f"end (local engine; kept on the spark engine)])"
             )
         return (
             f"Join(joinType=[{kind}Join], on=[{pairs}]{where}, "

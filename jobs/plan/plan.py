@@ -84,6 +84,12 @@ class Planned:
         return next((n for n in self.root.walk() if isinstance(n, (WindowAggregate, SessionAggregate))), None)
 
     @property
+    def sink_window(self) -> WindowAggregate | SessionAggregate | None:
+        """The window whose rows the output holds: the outermost (a cascade's second)."""
+        windows = [n for n in self.root.walk() if isinstance(n, (WindowAggregate, SessionAggregate))]
+        return windows[-1] if windows else None
+
+    @property
     def window_assign(self) -> WindowAssign | None:
         return next((n for n in self.root.walk() if isinstance(n, WindowAssign)), None)
 
@@ -94,7 +100,7 @@ class Planned:
         for name, expr in projections:
             if isinstance(expr, exp.Column) and expr.name == WINDOW_END:
                 return f"`{name}`"
-        window = self.window
+        window = self.sink_window
         if window is None or window.window.session:
             return None  # a session's end is not its start plus a size: only session_window.end says it
         size = window.window.size // timedelta(microseconds=1)
@@ -178,9 +184,13 @@ class StagePlan(Planned):
         return [n for n in self.inputs if isinstance(n, StageInput)]
 
 
+def _windows_of(stage: StagePlan) -> list[WindowAssign | SessionAggregate]:
+    return [n for n in stage.root.walk() if isinstance(n, (WindowAssign, SessionAggregate))]
+
+
 @dataclass(frozen=True)
 class LateWindow:
-    """The window that leaves out late changes (Plan.late_window), its stage, and what it reads."""
+    """A window that leaves out late changes (Plan.late_windows), its stage, and what it reads."""
 
     stage: StagePlan
     window: WindowAssign | SessionAggregate
@@ -214,16 +224,21 @@ class Plan(Planned):
         return self.stages[-1]
 
     @property
-    def late_window(self) -> LateWindow | None:
-        """The window that leaves out late changes, and the changelog (a source, or an earlier
-        stage's feed) it judges them in. A window over an earlier window's rows finds none late:
-        each arrives before the watermark that closed its window, so before its window_time."""
+    def late_windows(self) -> tuple[LateWindow, ...]:
+        """The windows that leave out late changes, each with the changelog (a source, or an
+        earlier stage's feed) it judges them in: one, or a window join's two. A window over an
+        earlier window's rows finds none late: each arrives before the watermark that closed its
+        window, so before its window_time."""
         for stage in self.stages:
-            window = stage.window_assign or (stage.window if isinstance(stage.window, SessionAggregate) else None)
-            read = stage.inputs[0] if stage.inputs else None
-            if window is not None and read is not None and window.window.time_col in read.output_names:
-                return LateWindow(stage, window, read)
-        return None
+            found = tuple(
+                LateWindow(stage, window, read)
+                for window in _windows_of(stage)
+                for read in stage.inputs
+                if window.window.time_col in read.output_names and read in list(window.walk())
+            )
+            if found:
+                return found
+        return ()
 
     @property
     def sink_window_input(self) -> StagedInput | None:

@@ -8,21 +8,16 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from jobs.changelog.columns import WINDOW_END, WINDOW_START
 from jobs.changelog.schema import unsafe_name_problem
 from jobs.errors import SpecError, SqlError
 from jobs.plan.annotations import Annotations
 from jobs.plan.builder import build_plan
-from jobs.plan.event_time import bound_of, renamed_event_time, window_times_written_out
-from jobs.plan.interval_join import insert_only
+from jobs.plan.event_time import renamed_event_time, window_times_written_out
 from jobs.plan.nodes import (
-    Deduplicate,
-    Node,
     OverAggregate,
     SessionAggregate,
     Sink,
     TemporalJoin,
-    WindowAggregate,
     WindowAssign,
 )
 from jobs.plan.passes import PASSES
@@ -30,6 +25,7 @@ from jobs.plan.plan import Plan, StagePlan
 from jobs.plan.sql import non_deterministic_calls, parse_select
 from jobs.plan.stages import split_stages
 from jobs.plan.temporal_join import batch_sql
+from jobs.plan.window_rows import check_window_rows
 from jobs.spec.model import QuerySpec
 
 
@@ -46,7 +42,7 @@ def _plan(spec: QuerySpec) -> Plan:
     _check_output_names(spec, root)
     notes = _annotate(spec, root)
     _check_windows_single_stage(spec, root)
-    _check_window_rows(spec, root)
+    check_window_rows(spec, root)
     final_sql = _batch_sql(spec, select)
     stages = tuple(
         StagePlan(
@@ -169,43 +165,3 @@ def _check_windows_single_stage(spec: QuerySpec, root: Sink) -> None:
                 "still open would be missing from that operator's rows, which the batch has",
                 where=str(spec.spec_path),
             )
-
-
-def _check_window_rows(spec: QuerySpec, root: Sink) -> None:
-    """A window's rows without GROUP BY (Flink's window TVF) read an insert-only input, as Flink's
-    window Top-N and deduplication do, and go to the sink or to a Top-N per window: one
-    partitioned by the window's start and end, which Flink runs as a window Top-N."""
-    for node in root.walk():
-        if not isinstance(node, WindowAssign) or any(
-            getattr(n, "input", None) is node for n in root.walk() if isinstance(n, WindowAggregate)
-        ):
-            continue
-        if not insert_only(node.input):
-            raise SqlError(
-                "a window's rows without GROUP BY need an insert-only source (format: json): Flink's window "
-                "Top-N and deduplication take inserts only",
-                where=str(spec.spec_path),
-            )
-        consumer = _consumer(root, node)
-        if consumer is None:
-            continue
-        if not isinstance(consumer, Deduplicate) or not _partitioned_by_window(consumer, node):
-            raise SqlError(
-                "a window's rows without GROUP BY go to the sink or to a ROW_NUMBER() partitioned by the "
-                "window's start and end (a window Top-N); GROUP BY window(...) aggregates them",
-                where=str(spec.spec_path),
-            )
-
-
-def _consumer(root: Sink, node: Node) -> Node | None:
-    """The first stateful node above `node`, if any."""
-    parents = {id(c): n for n in root.walk() for c in n.inputs}
-    above = parents.get(id(node))
-    while above is not None and not above.stateful:
-        above = parents.get(id(above))
-    return above
-
-
-def _partitioned_by_window(rank: Deduplicate, assign: WindowAssign) -> bool:
-    traced = {bound_of(rank.input, key) for key in rank.keys}
-    return {WINDOW_START, WINDOW_END} <= traced

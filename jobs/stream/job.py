@@ -15,10 +15,10 @@ from datetime import date
 
 from jobs.changelog.delta_source import check_table
 from jobs.changelog.kafka_source import check_topic
-from jobs.changelog.staging import StageResult, consumed_at
+from jobs.changelog.staging import StageResult
 from jobs.errors import RunStateError
 from jobs.plan import Plan
-from jobs.point import ConsistencyPoint, latest_logical_date, write_point
+from jobs.point import ConsistencyPoint, late_reads, latest_logical_date, write_point
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.memory import memory_returned
 from jobs.runtime.progress import Progress, counts
@@ -29,7 +29,7 @@ from jobs.stream.operators.session.lateness import recorded_late
 from jobs.stream.operators.window.windows import write_late_events
 from jobs.stream.point import consistency_point
 from jobs.stream.relocate import follow_moved_run_folder
-from jobs.stream.source import stage_sources, staged_input
+from jobs.stream.source import stage_sources
 from jobs.stream.stage import run_stage
 
 
@@ -161,11 +161,7 @@ def stream_until(
 
 def _late_events(spark, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> int:
     """Windowed queries: write the (row, window) pairs the stream left out as late."""
-    late = plan.late_window
-    if late is None:
+    reads = late_reads(plan, layout, point)
+    if not reads:
         return 0
-    staged = staged_input(layout, late.read)
-    consumed = consumed_at(staged, point, late.read.table)
-    return write_late_events(
-        spark, late.window, staged, consumed, layout.late_events, recorded_late(layout.late_changes)
-    )
+    return write_late_events(spark, reads, layout.late_events, recorded_late(layout.late_changes))

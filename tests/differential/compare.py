@@ -109,7 +109,9 @@ def _append_only(case: Case, reference: dict) -> bool:
         temporal join's and an OVER aggregation's rows are corrected by lockstep when a row that goes
         before them comes later, where Flink waits for the watermark; so are a Top-N per window's rows
     over a window's rows without an aggregate: docs/sql.md.)"""
-    eager = case.sink.get("emit") == "early" or case.query_class.startswith(("temporal_join", "over_", "window_rank"))
+    eager = case.sink.get("emit") == "early" or case.query_class.startswith(
+        ("temporal_join", "over_", "window_rank", "window_join")
+    )
     return bool(reference.get("append")) and not eager
 
 

@@ -273,11 +273,13 @@ def window_over_stage(rng: random.Random, name: str) -> Case:
         f"SELECT id, g, x, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY g ORDER BY ts {direction}) AS rn "
         "FROM t) r WHERE rn = 1"
     )
+    # Ten-second windows close while a group's latest row is still replaced: late retractions.
+    seconds = rng.choice([10, 60])
     calls = "COUNT(*) AS n, SUM(x) AS sx, MAX(id) AS last_id"
-    spark_sql = f"SELECT window.start AS ws, {calls} FROM ({deduplicated}) d GROUP BY window(ts, '1 minute')"
+    spark_sql = f"SELECT window.start AS ws, {calls} FROM ({deduplicated}) d GROUP BY window(ts, '{seconds} seconds')"
     flink_sql = (
         f"WITH d AS ({deduplicated}) SELECT window_start AS ws, {calls} FROM TABLE(TUMBLE(TABLE d, "
-        "DESCRIPTOR(ts), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end"
+        f"DESCRIPTOR(ts), INTERVAL '{seconds}' SECOND)) GROUP BY window_start, window_end"
     )
     source, batch_rows = timed_source(rng, most_changes=60, one_per_batch=True)
     return _case(rng, name, "window_over_deduplicate", spark_sql, [source], flink_sql, None, batch_rows)
@@ -310,6 +312,35 @@ def window_rank(rng: random.Random, name: str) -> Case:
     lateness = WindowLateness(2 * MINUTE_MS if hopping else MINUTE_MS, MINUTE_MS, inserts_only=True)
     source, batch_rows = timed_inserts(rng, lateness)
     return _case(rng, name, "window_rank", spark_sql, [source], flink_sql, None, batch_rows)
+
+
+def window_join(rng: random.Random, name: str) -> Case:
+    """Two windows' rows joined on both windows' start and end and a key (Flink's window join),
+    INNER or OUTER, over two insert-only sources on time (Flink judges a window join's lateness
+    by the smaller of its inputs' watermarks, lockstep by each side's own: docs/sql.md)."""
+    hopping = rng.random() < 0.3
+    kind = rng.choice(["INNER", "LEFT", "RIGHT", "FULL"])
+    spark_window = "window(ts, '2 minutes', '1 minute')" if hopping else "window(ts, '1 minute')"
+
+    def flink_rows(table: str) -> str:
+        window = (
+            f"HOP(TABLE {table}, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)"
+            if hopping
+            else f"TUMBLE(TABLE {table}, DESCRIPTOR(ts), INTERVAL '1' MINUTE)"
+        )
+        return f"SELECT window_start AS ws, window_end AS we, k, v FROM TABLE({window})"
+
+    def spark_rows(table: str) -> str:
+        return f"SELECT {spark_window}.start AS ws, {spark_window}.end AS we, k, v FROM {table}"
+
+    query = (
+        "SELECT l.ws AS lws, l.k AS lk, l.v AS lv, r.ws AS rws, r.k AS rk, r.v AS rv FROM ({a}) l {kind} JOIN ({b}) r "
+        "ON l.ws = r.ws AND l.we = r.we AND l.k = r.k"
+    )
+    spark_sql = query.format(a=spark_rows("a"), b=spark_rows("b"), kind=kind)
+    flink_sql = query.format(a=flink_rows("a"), b=flink_rows("b"), kind=kind)
+    sources = [timed_side(rng, "a", size(rng, 3, 300)), timed_side(rng, "b", size(rng, 3, 300))]
+    return _case(rng, name, f"window_join_{kind.lower()}", spark_sql, sources, flink_sql)
 
 
 def timed_inserts(rng: random.Random, late: LateChanges) -> tuple[Source, int]:
@@ -679,6 +710,7 @@ BUILDERS: dict[str, Callable[[random.Random, str], Case]] = {
     "window_then_operator": window_then_operator,
     "window_over_stage": window_over_stage,
     "window_rank": window_rank,
+    "window_join": window_join,
 }
 
 

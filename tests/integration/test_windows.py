@@ -18,6 +18,7 @@ from expectations.check import run_check
 from jobs.batch.without_late import batch_without_late
 from jobs.changelog.staging import StagedChangelog
 from jobs.plan import plan_query
+from jobs.point import LateRead
 from jobs.spec import load_spec
 from jobs.spec.model import Settings
 from tests.conftest import ROOT, write_changelog, write_spec
@@ -213,7 +214,8 @@ def test_the_stream_equals_the_batch_without_late_events(spark, events, query, r
         plan = plan_query(load_spec(folder / "w.yaml"))
         point = json.loads(result.layout.consistency.read_text())["sources"]["t"]
         staged = StagedChangelog(result.layout.staged("t"))
-        expected = batch_without_late(spark, plan, staged, point["rows"])
+        (late,) = plan.late_windows
+        expected = batch_without_late(spark, plan, [LateRead(late.window, "t", staged, point["rows"])])
         if emit == "final":
             closed = f"unix_micros({plan.window_end_sql()}) <= {point['watermark'] or -1}"
             expected = expected.where(closed)

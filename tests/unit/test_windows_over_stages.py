@@ -4,12 +4,15 @@ The window runs in a later stage, closed by the watermark the earlier stage's ro
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from jobs.errors import SqlError
 from jobs.plan import plan_query
 from jobs.plan.event_time import window_times_written_out
-from jobs.plan.nodes import StageInput, WindowAssign
+from jobs.plan.nodes import Join, StageInput, WindowAssign
+from jobs.plan.window_rows import window_join_bounds
 from jobs.spec import load_spec
 from tests.conftest import write_spec
 
@@ -47,7 +50,7 @@ def test_cascading_windows_read_the_first_windows_rows_by_their_window_time(tmp_
     assert outer.window.time_col == "wt" and outer.window.size.total_seconds() == 300
     assert first.window_assign is not None and first.window_assign.window.time_col == "ts"
     # Late changes are the first window's, judged in the source: the second finds none late.
-    assert planned.late_window is not None and planned.late_window.stage is first
+    assert [late.stage for late in planned.late_windows] == [first]
 
 
 @pytest.mark.parametrize("direction", ["ASC", "DESC"])
@@ -56,7 +59,7 @@ def test_a_window_over_a_deduplication_judges_lateness_in_the_deduplications_row
     first, last = planned.stages
     staged = next(n for n in last.root.walk() if isinstance(n, StageInput))
     assert staged.event_time == "ts"
-    assert planned.late_window is not None and planned.late_window.read is staged
+    assert [late.read for late in planned.late_windows] == [staged]
     assert planned.sink_window_input is staged
 
 
@@ -114,7 +117,7 @@ def test_a_top_n_per_window_ranks_a_windows_rows_without_an_aggregate(tmp_path):
     (stage,) = planned.stages
     assign = stage.window_assign
     assert assign is not None and stage.window is None  # no aggregate: the Top-N takes the rows
-    assert planned.late_window is not None and planned.late_window.window is assign
+    assert [late.window for late in planned.late_windows] == [assign]
 
 
 @pytest.mark.parametrize(
@@ -138,3 +141,40 @@ def test_what_a_windows_rows_cannot_feed_is_refused_in_one_line(tmp_path, sql, m
 def test_a_windows_rows_without_an_aggregate_need_an_insert_only_source(tmp_path):
     with pytest.raises(SqlError, match="need an insert-only source"):
         plan(tmp_path, RANKED.format(p="ws, we", rows=ROWS))
+
+
+TWO = INSERTS.replace(
+    "sources:\n",
+    'sources:\n  u:\n    path: u\n    format: json\n    schema: "id BIGINT, g STRING, x BIGINT, ts TIMESTAMP"\n'
+    '    event_time: ts\n    watermark: "5 seconds"\n',
+)
+U_ROWS = ROWS.replace("FROM t", "FROM u")
+JOINED = "SELECT l.ws, l.x AS lx, r.x AS rx FROM ({left}) l {kind} JOIN ({right}) r ON {on}"
+BOTH_BOUNDS = "l.ws = r.ws AND l.we = r.we AND l.g = r.g"
+
+
+def plan_two(tmp_path, sql):
+    return plan_query(load_spec(write_spec(tmp_path, TWO.format(sql=sql))))
+
+
+@pytest.mark.parametrize("kind", ["", "LEFT", "RIGHT", "FULL"])
+def test_a_window_join_joins_two_windows_rows_and_lets_go_of_closed_windows(tmp_path, kind):
+    planned = plan_two(tmp_path, JOINED.format(left=ROWS, right=U_ROWS, kind=kind, on=BOTH_BOUNDS))
+    join = next(n for n in planned.root.walk() if isinstance(n, Join))
+    bounds = window_join_bounds(join)
+    assert bounds is not None and bounds.lower == bounds.upper == timedelta(0)
+    assert {late.read.table for late in planned.late_windows} == {"t", "u"}  # each side's late rows
+
+
+@pytest.mark.parametrize(
+    "left, right, on",
+    [
+        (ROWS, U_ROWS, "l.ws = r.ws AND l.g = r.g"),  # the window's end is not joined
+        (ROWS, U_ROWS.replace("'1 minute'", "'2 minutes'"), BOTH_BOUNDS),  # not the same window
+        (ROWS, "SELECT ts AS ws, ts AS we, g, x FROM u", BOTH_BOUNDS),  # one side is not a window's rows
+    ],
+)
+def test_what_is_not_a_window_join_is_refused_in_one_line(tmp_path, left, right, on):
+    with pytest.raises(SqlError, match="a window join") as refused:
+        plan_two(tmp_path, JOINED.format(left=left, right=right, kind="", on=on))
+    assert "\n" not in refused.value.message

@@ -26,8 +26,8 @@ from pyspark.sql import functions as F
 from jobs.changelog.columns import DELETE, FILE, KIND, LINE, OP, SEQ, UPSERT, WATERMARK, WINDOW_END, WINDOW_START
 from jobs.changelog.frames import assign_windows, consumed_changes, on_time
 from jobs.changelog.kinds import SHORT_NAMES
-from jobs.changelog.staging import StagedChangelog
 from jobs.plan.nodes import Calc, SessionAggregate, WindowAssign
+from jobs.point import LateRead
 from jobs.store.files import RunPath
 from jobs.stream.writers import Changes, MergeCounts, TableWriter
 from jobs.stream.writers.delta_rs import DeltaRsWriter
@@ -135,16 +135,21 @@ def late_session_changes(rows: DataFrame, node: SessionAggregate, late_seqs: lis
 
 
 def write_late_events(
-    spark: SparkSession,
-    node: WindowAssign | SessionAggregate,
-    staged: StagedChangelog,
-    consumed: int,
-    path: RunPath,
-    late_seqs: list[int] | None = None,
+    spark: SparkSession, reads: list[LateRead], path: RunPath, late_seqs: list[int] | None = None
 ) -> int:
-    """The (row, window) pairs the stream left out as late, as a Delta table; returns the count.
+    """The (row, window) pairs the stream left out as late, of each windowed read (a window
+    join's two sources), as one Delta table with the source each came from; returns the count.
     A session's late changes are the ones its operator recorded (`late_seqs`)."""
-    rows = consumed_changes(spark, staged, consumed)
+    tables = [late_pairs(spark, read, late_seqs) for read in reads]
+    table = pa.concat_tables(tables, promote_options="default") if tables else pa.table({})
+    options = getattr(path, "storage_options", None)  # the run folder's place on a store, for a cluster
+    write_deltalake(str(path), table, mode="overwrite", schema_mode="overwrite", storage_options=options)
+    return table.num_rows
+
+
+def late_pairs(spark: SparkSession, read: LateRead, late_seqs: list[int] | None) -> pa.Table:
+    node, staged = read.window, read.staged
+    rows = consumed_changes(spark, staged, read.consumed)
     if isinstance(node, SessionAggregate):
         late = late_session_changes(rows, node, late_seqs or [])
     else:
@@ -152,8 +157,9 @@ def write_late_events(
             rows = rows.where(F.expr(node.input.condition.sql("spark")))
         late = assign_windows(rows, node.window.spark_sql()).where(~on_time())
     kinds = F.element_at(F.array(*[F.lit(k) for k in SHORT_NAMES]), F.col(KIND).cast("int") + 1)
-    table = (
+    return (
         late.select(
+            F.lit(read.table).alias("source"),
             *[F.col(f"`{c}`") for c in staged.schema.names],
             kinds.alias("op"),
             F.col(WINDOW_START).alias("window_start"),
@@ -166,6 +172,3 @@ def write_late_events(
         .orderBy("seq")
         .toArrow()
     )
-    options = getattr(path, "storage_options", None)  # the run folder's place on a store, for a cluster
-    write_deltalake(str(path), table, mode="overwrite", schema_mode="overwrite", storage_options=options)
-    return table.num_rows
