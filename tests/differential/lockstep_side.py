@@ -5,7 +5,6 @@ change feed's row kinds, or the one-line error lockstep gave."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import traceback
 import uuid
@@ -131,13 +130,6 @@ def run_lockstep(
             error=f"crash: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
             f"({Path(where.filename).name}:{where.lineno})",
             crashed=True,
-        )
-    if os.environ.get("LOCKSTEP_DIFF_DEBUG"):
-        print(
-            "DEBUG",
-            case.name,
-            json.dumps(report.to_json().get("late_explanation")),
-            report.to_json().get("expectations"),
         )
     table = DeltaTable(str(pipeline.layout.stream)).to_pyarrow_table()
     feed = read_change_feed(pipeline.layout.stream)
