@@ -8,10 +8,12 @@
                    aggregation the spark engine recomputes a group with
     deduplicate/   deduplication and Top-N (one plan node): ranked_rows.py (Spark's ranking, both
                    engines), on_lockstep_state.py (local), on_spark_state.py (spark), top_rows.py
-                   (the same ranking on the driver, in Arrow)
+                   (the same ranking on the driver, in Arrow), window_expiry.py (a Top-N per
+                   window's state that ends, local engine)
     join/          regular joins, semi and anti: joined_rows.py (Spark's join, both engines),
                    on_lockstep_state.py, on_spark_state.py, join_rows.py (Arrow, on the driver),
-                   expiry.py (an interval join's state that ends, local engine), temporal.py
+                   expiry.py (an interval join's and a window join's state that ends, local
+                   engine), temporal.py
                    and versions.py (temporal joins, local engine)
     over/          OVER aggregations and LAG (local engine): each touched partition windowed by
                    Spark before and after the micro-batch
