@@ -25,6 +25,7 @@ from jobs.plan.nodes import (
     Calc,
     ChangelogSource,
     GroupAggregate,
+    Join,
     Node,
     SessionAggregate,
     WindowAggregate,
@@ -381,6 +382,12 @@ class SelectBuilder:
             self._check_source_time(self.input, column.plan_name, where)
         elif session:
             raise SqlError("session_window() applies to a source's event time (FROM <source>)", where=where)
+        elif event_time is None and any(isinstance(n, Join) and n.time_bounds for n in self.input.walk()):
+            raise SqlError(
+                f"window over {column.name}: a window over an interval join's rows is not run yet (Flink holds "
+                f"the join's watermark back by its bounds, which lockstep does not carry to a later stage)",
+                where=where,
+            )
         elif event_time is None:
             raise SqlError(
                 f"window over {column.name}: not an event time here. A source's event time is one, "

@@ -166,6 +166,17 @@ def test_a_window_join_joins_two_windows_rows_and_lets_go_of_closed_windows(tmp_
     assert {late.read.table for late in planned.late_windows} == {"t", "u"}  # each side's late rows
 
 
+def test_a_window_over_an_interval_join_is_refused_as_not_run_yet(tmp_path):
+    joined = (
+        "SELECT t.id, t.ts FROM t JOIN u ON t.g = u.g AND t.ts BETWEEN u.ts - INTERVAL 10 SECONDS "
+        "AND u.ts + INTERVAL 10 SECONDS"
+    )
+    with pytest.raises(SqlError, match="interval join's rows is not run yet"):
+        plan_two(
+            tmp_path, f"SELECT window.start AS ws, COUNT(*) AS n FROM ({joined}) j GROUP BY window(ts, '1 minute')"
+        )
+
+
 @pytest.mark.parametrize(
     "left, right, on",
     [
