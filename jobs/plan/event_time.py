@@ -100,23 +100,26 @@ def renamed_event_time(node: Node, name: str) -> str | None:
     """The name an event time had where it was read (a source's column, passed on under another
     name by a projection), if it differs; None when it was not renamed or was computed here
     (window_time)."""
-    original = name
-    while isinstance(node, (Calc, Deduplicate)):
+    found = _traced(node, name, (Calc, Deduplicate))
+    return found[1] if found is not None and found[1] != name else None
+
+
+def bound_of(node: Node, name: str) -> str | None:
+    """The window bound (__wstart / __wend) a column is, passed on unchanged by projections."""
+    found = _traced(node, name, (Calc,))
+    if found is None or not isinstance(found[0], WindowAssign):
+        return None
+    return found[1] if found[1] in (WINDOW_START, WINDOW_END) else None
+
+
+def _traced(node: Node, name: str, through: tuple[type, ...]) -> tuple[Node, str] | None:
+    """Where a column comes from, passed on unchanged by the `through` nodes: the first other
+    node and the column's name there; None when a projection computes it."""
+    while isinstance(node, through):
         if isinstance(node, Calc):
             expression = dict(node.projections).get(name)
             if not (isinstance(expression, exp.Column) and not expression.table):
                 return None
             name = expression.name
-        node = node.input
-    return name if name != original else None
-
-
-def bound_of(node: Node, name: str) -> str | None:
-    """The window bound (__wstart / __wend) a column is, passed on unchanged by projections."""
-    while isinstance(node, Calc):
-        expression = dict(node.projections).get(name)
-        if not (isinstance(expression, exp.Column) and not expression.table):
-            return None
-        name = expression.name
-        node = node.input
-    return name if isinstance(node, WindowAssign) and name in (WINDOW_START, WINDOW_END) else None
+        node = node.input  # type: ignore[attr-defined]
+    return node, name
