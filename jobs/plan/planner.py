@@ -14,7 +14,6 @@ from jobs.plan.annotations import Annotations
 from jobs.plan.builder import build_plan
 from jobs.plan.event_time import renamed_event_time, window_times_written_out
 from jobs.plan.nodes import (
-    OverAggregate,
     SessionAggregate,
     Sink,
     TemporalJoin,
@@ -103,8 +102,6 @@ def _not_on_spark_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> str 
     nodes = [node for stage in stages for node in stage.root.walk()]
     if any(isinstance(node, TemporalJoin) for node in nodes):
         return "temporal joins (FOR SYSTEM_TIME AS OF)"
-    if any(isinstance(node, OverAggregate) for node in nodes):
-        return "OVER aggregations and LAG"
     for stage in stages:
         if stage.materialize and not any(node.stateful for node in stage.root.walk()):
             return f"the upsert materializer over a projection (sink key {', '.join(stage.sink_key)})"

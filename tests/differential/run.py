@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import shutil
 import sys
 import tempfile
 import time
@@ -53,10 +54,18 @@ class Differential:
 
     def __init__(self, oracle: FlinkOracle, workdir: Path, settings: Settings, broker: KafkaBroker | None = None):
         self.oracle, self.workdir, self.settings, self.broker = oracle, workdir, settings, broker
+        self.runs = 0
 
     def check(self, case: Case) -> tuple[Finding, dict]:
+        """Each run in a folder of its own: Delta's Spark connector keeps a table's log by its
+        path for the session, and a new table where a deleted one was would be read as the old."""
         reference = self.oracle.ask(case)
-        lockstep = run_lockstep(case, self.workdir / "lockstep", self.settings, self.broker)
+        self.runs += 1
+        folder = self.workdir / f"lockstep-{self.runs}"
+        try:
+            lockstep = run_lockstep(case, folder, self.settings, self.broker)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         return compare(case, lockstep, reference), reference
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.errors import SpecError, SqlError
+from jobs.errors import SqlError
 from jobs.plan import plan_query
 from jobs.plan.explain import explain
 from jobs.plan.nodes import Calc, OverAggregate
@@ -86,9 +86,9 @@ def test_what_flink_refuses_is_refused_in_one_line(tmp_path, sql, format, messag
     assert "\n" not in refused.value.message
 
 
-def test_the_spark_engine_refuses_over_aggregations_by_name(tmp_path):
-    with pytest.raises(SpecError, match="does not run OVER aggregations and LAG yet"):
-        plan(tmp_path, f"SELECT id, SUM(x) OVER ({WINDOW}) AS s FROM t", engine="spark")
+def test_the_spark_engine_runs_over_aggregations_on_its_keyed_state(tmp_path):
+    planned = plan(tmp_path, f"SELECT id, SUM(x) OVER ({WINDOW}) AS s FROM t", engine="spark")
+    assert any(isinstance(node, OverAggregate) for node in planned.root.walk())
 
 
 def test_a_named_window_plans_as_the_window_written_out(tmp_path):

@@ -1,6 +1,6 @@
 """OVER aggregations and LAG on the local engine: the touched partitions' live rows read from
 lockstep's state, each row with its window functions computed by Spark before and after the
-micro-batch, the difference emitted.
+micro-batch (windowed_rows.py, shared with the spark engine), the difference emitted.
 
 A row is given its values as soon as it arrives; one that comes later but goes before others in
 the window's order changes theirs (Flink, ordered by event time, holds each row until the
@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.plan.nodes import OverAggregate
 from jobs.stream.operators.driver_input import DriverInput, net_changes_on_driver
-from jobs.stream.operators.weighted_rows import Difference, Expand, NetChanges
+from jobs.stream.operators.over.windowed_rows import WindowedRows
+from jobs.stream.operators.weighted_rows import NetChanges
 from jobs.stream.state.live_state import LiveState
 from jobs.stream.state.row_counts import live_rows
 
@@ -28,11 +29,7 @@ class OverOperator:
         self.node, self.direct = node, direct
         self.state = LiveState(state_dir / "input", node.partition_keys, counted=True)
         self._net_changes = NetChanges(node.input.output_names)
-        self._expand = Expand(node.input.output_names)
-        self._selected = [f"`{c}`" for c in node.input.output_names] + [
-            f"{call.sql('spark')} AS `{name}`" for name, call in node.calls
-        ]
-        self._difference = Difference(node.output_names)
+        self._windowed = WindowedRows(node)
 
     def held_rows(self) -> int:
         """The rows its state holds now: the report's state figure."""
@@ -48,7 +45,4 @@ class OverOperator:
         before = self.state.rows_before(batch_id, touched, net.schema)
         after = live_rows(pa.concat_tables([before, net]))
         self.state.record(net, batch_id)
-        return self._difference(self._windowed(spark, after), self._windowed(spark, before))
-
-    def _windowed(self, spark: SparkSession, rows: pa.Table) -> DataFrame:
-        return self._expand(self.state.frame(spark, rows)).selectExpr(*self._selected)
+        return self._windowed.difference(self.state.frame(spark, after), self.state.frame(spark, before))
