@@ -16,7 +16,6 @@ from jobs.plan.event_time import renamed_event_time, window_times_written_out
 from jobs.plan.nodes import (
     SessionAggregate,
     Sink,
-    TemporalJoin,
     WindowAssign,
 )
 from jobs.plan.passes import PASSES
@@ -99,9 +98,6 @@ def _check_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> None:
 def _not_on_spark_engine(spec: QuerySpec, stages: tuple[StagePlan, ...]) -> str | None:
     if spec.stream.state_ttl is not None:
         return "stream.state_ttl"
-    nodes = [node for stage in stages for node in stage.root.walk()]
-    if any(isinstance(node, TemporalJoin) for node in nodes):
-        return "temporal joins (FOR SYSTEM_TIME AS OF)"
     for stage in stages:
         if stage.materialize and not any(node.stateful for node in stage.root.walk()):
             return f"the upsert materializer over a projection (sink key {', '.join(stage.sink_key)})"

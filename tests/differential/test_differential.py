@@ -55,10 +55,7 @@ def oracle(tmp_path_factory):
         yield running
 
 
-SPARK_ENGINE_REFUSES = {"temporal_join"}  # the unit tests check the refusals
-ENGINE_SAMPLE = [
-    (e, b, s) for e in ENGINES for b, s in SAMPLE_WITH_LATE if e == "local" or b not in SPARK_ENGINE_REFUSES
-]
+ENGINE_SAMPLE = [(e, b, s) for e in ENGINES for b, s in SAMPLE_WITH_LATE]  # every class runs on both engines
 
 
 @pytest.mark.slow

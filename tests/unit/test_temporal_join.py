@@ -11,7 +11,7 @@ import pytest
 
 from jobs.changelog.columns import COUNT, KIND, LIVE, SEQ
 from jobs.changelog.kinds import RowKind
-from jobs.errors import SpecError, SqlError
+from jobs.errors import SqlError
 from jobs.plan import plan_query
 from jobs.plan.explain import explain
 from jobs.plan.nodes import TemporalJoin
@@ -77,9 +77,9 @@ def test_what_is_not_a_temporal_join_flink_runs_is_refused_in_one_line(tmp_path,
     assert "\n" not in refused.value.message
 
 
-def test_the_spark_engine_refuses_a_temporal_join_by_name(tmp_path):
-    with pytest.raises(SpecError, match=r"does not run temporal joins \(FOR SYSTEM_TIME AS OF\) yet"):
-        plan(tmp_path, engine="spark")
+def test_the_spark_engine_plans_a_temporal_join_on_its_keyed_state(tmp_path):
+    planned = plan(tmp_path, engine="spark")
+    assert any(isinstance(node, TemporalJoin) for node in planned.root.walk())
 
 
 def _at(second: int) -> datetime:

@@ -9,14 +9,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, NumericType
 
 from jobs.changelog.columns import COUNT
-from jobs.plan.nodes import Join
+from jobs.plan.nodes import Join, TemporalJoin
 from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, SIDE, JoinedRows
+from jobs.stream.operators.join.point_in_time_rows import PointInTimeRows
 from jobs.stream.operators.keyed_state import LiveRowsState
 
 
 class JoinOnKeyedState:
     """A regular join: each join key's rows of both sides in one keyed state, so a change on
-    either side finds the other side's rows of its key."""
+    either side finds the other side's rows of its key. A temporal join keeps the left's rows
+    and the versioned table's history (point_in_time_rows.py) the same way."""
 
     def __init__(self, node: Join, left_types: dict[str, DataType], right_types: dict[str, DataType]):
         self.node = node
@@ -25,7 +27,7 @@ class JoinOnKeyedState:
             _join_key(left, right, left_types[left], right_types[right])
             for left, right in zip(node.left_keys, node.right_keys)
         ]
-        self._joined = JoinedRows(node)
+        self._joined = PointInTimeRows(node) if isinstance(node, TemporalJoin) else JoinedRows(node)
 
     def stream(self, spark: SparkSession, tagged: DataFrame) -> DataFrame:
         """The state over both sides' changes, tagged (joined_rows.tag_side) and unioned."""

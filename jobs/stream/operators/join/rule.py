@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
+from jobs.changelog.columns import LIVE, SEQ
 from jobs.plan.nodes import Join, TemporalJoin
 from jobs.stream.operators.driver_input import driver_input
 from jobs.stream.operators.frames import Context, Streaming
 from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, tag_side
 from jobs.stream.operators.join.on_lockstep_state import JoinOperator
 from jobs.stream.operators.join.on_spark_state import JoinOnKeyedState
+from jobs.stream.operators.join.point_in_time_rows import history_entries
 from jobs.stream.operators.join.temporal import TemporalJoinOperator
 
 
@@ -29,9 +31,18 @@ def join(node: Join, ctx: Context) -> Streaming:
 
 
 def temporal_join(node: TemporalJoin, ctx: Context) -> Streaming:
-    """Both sides' changes in one frame as for a regular join; the operator reads the versioned
-    table's changelog rows from the micro-batch's files, in order (a -U is not a version)."""
+    """Both sides' changes in one frame as for a regular join. On Spark's keyed state the
+    versioned table's changes go in as its history's rows; lockstep's operator reads them from
+    the micro-batch's files, in order (a -U is not a version)."""
     left, right = ctx.frame(node.left).frame, ctx.frame(node.right).frame
+    if ctx.on_keyed_state:
+        history = history_entries(right, node)
+        entry = (*node.right.output_names, LIVE, SEQ)
+        tagged = tag_side(left, LEFT, node.left.output_names, RIGHT, _struct_ddl(history, entry))
+        tagged = tagged.unionByName(tag_side(history, RIGHT, entry, LEFT, _struct_ddl(left, node.left.output_names)))
+        types = ({f.name: f.dataType for f in side.schema.fields} for side in (left, history))
+        joined = JoinOnKeyedState(node, *types)
+        return Streaming(joined.stream(ctx.spark, tagged), operator=joined)
     tagged = _tagged(node, left, right)
     operator = TemporalJoinOperator(node, ctx.layout.operator_state, right.schema, driver_input(node.left, left.schema))
     return Streaming(tagged, operator=operator)
