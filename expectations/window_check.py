@@ -21,14 +21,13 @@ from expectations.suites import SuiteSpec
 from expectations.suites.windows import ExpectWindowsWithoutLateEventsAgree, windows_suite
 from jobs.batch.without_late import batch_without_late
 from jobs.changelog.columns import COUNT
-from jobs.changelog.staging import staged_changelog
+from jobs.changelog.staging import staged_changelog, watermark_at
 from jobs.plan import Plan
 from jobs.plan.nodes import SessionAggregate
 from jobs.point import ConsistencyPoint, late_reads
 from jobs.runtime.delta import is_delta_table, read_snapshot
 from jobs.runtime.layout import RunLayout
 from jobs.stream.operators.session.lateness import recorded_late
-from jobs.stream.point import watermark_at
 
 WITHOUT_LATE_VIEW = "lockstep_batch_without_late"
 

@@ -200,6 +200,22 @@ def staged_changelog(layout: RunLayout, table: str) -> StagedChangelog:
     return StagedChangelog(layout.staged(table), layout.for_spark(layout.staged(table)))
 
 
+def watermark_at(staged: StagedChangelog, rows: int) -> int | None:
+    """The watermark after the last consumed segment (microseconds), for sources with event time."""
+    if not staged.event_time:
+        return None
+    done = [s for s in staged.segments() if s["first_seq"] + s["rows"] <= rows]
+    marks = [
+        m
+        for m in (
+            done[-1].get("watermark_after") if done else None,
+            staged.watermark_floor if rows == staged.total_rows else None,
+        )
+        if m is not None
+    ]
+    return max(marks) if marks else None
+
+
 def consumed_at(staged: StagedChangelog, point, table: str) -> int:
     """The rows of a staged changelog the stream consumed at a consistency point: a source's
     as the point records them; an earlier stage's feed, which its stage reads to the end, whole."""

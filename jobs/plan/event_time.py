@@ -6,7 +6,8 @@ by one of them, and its windows close by that event time's watermark.
   rows, keep it.
 - A tumbling or hopping window makes `window_time(window)` one: its end less one microsecond
   (Spark's; Flink's window_time is the end less one millisecond, the same window either way).
-- A join or a group aggregate makes it a plain timestamp, as in Flink.
+- An interval join keeps both sides' event times, its watermark held back by its bounds; a
+  regular join or a group aggregate makes it a plain timestamp, as in Flink.
 
 Every event time carries the watermark of the source it comes from: a stage's rows reach the
 next stage with the watermark the source had when the stage committed them (changelog/feed.py).
@@ -21,7 +22,7 @@ from datetime import timedelta
 from sqlglot import exp
 
 from jobs.changelog.columns import WINDOW_END, WINDOW_START
-from jobs.plan.nodes import Calc, ChangelogSource, Deduplicate, Node, WindowAggregate, WindowAssign
+from jobs.plan.nodes import Calc, ChangelogSource, Deduplicate, Join, Node, WindowAggregate, WindowAssign
 from jobs.spec.model import QuerySpec
 
 WINDOW_TIME = "window_time"
@@ -46,7 +47,29 @@ def event_times(spec: QuerySpec, node: Node) -> dict[str, EventTime]:
         return _through_calc(spec, node)
     if isinstance(node, Deduplicate):
         return {n: t for n, t in event_times(spec, node.input).items() if n in node.output_names}
+    if isinstance(node, Join) and node.time_bounds is not None:
+        return _through_interval_join(spec, node)
     return {}
+
+
+def _through_interval_join(spec: QuerySpec, join: Join) -> dict[str, EventTime]:
+    """An interval join keeps both sides' event times (Flink's too); its rows go on with the
+    join's watermark, the lower of the two sides' held back by the bounds (join_delay)."""
+    found = {}
+    outputs = iter(join.output)
+    for side in (join.left, join.right):
+        inner = event_times(spec, side)
+        for name, output in zip(side.output_names, outputs):
+            if name in inner:
+                found[output] = inner[name]
+    return found
+
+
+def join_delay(join: Join) -> timedelta:
+    """How far an interval join holds its watermark back: a row still to come on one side can
+    join a row of the other this far behind it (Flink's maximum output delay)."""
+    assert join.time_bounds is not None, "only an interval join holds its watermark back"
+    return max(-join.time_bounds.lower, join.time_bounds.upper, timedelta(0))
 
 
 def _through_calc(spec: QuerySpec, calc: Calc) -> dict[str, EventTime]:

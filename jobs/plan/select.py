@@ -25,7 +25,6 @@ from jobs.plan.nodes import (
     Calc,
     ChangelogSource,
     GroupAggregate,
-    Join,
     Node,
     SessionAggregate,
     WindowAggregate,
@@ -382,17 +381,12 @@ class SelectBuilder:
             self._check_source_time(self.input, column.plan_name, where)
         elif session:
             raise SqlError("session_window() applies to a source's event time (FROM <source>)", where=where)
-        elif event_time is None and any(isinstance(n, Join) and n.time_bounds for n in self.input.walk()):
-            raise SqlError(
-                f"window over {column.name}: a window over an interval join's rows is not run yet (Flink holds "
-                f"the join's watermark back by its bounds, which lockstep does not carry to a later stage)",
-                where=where,
-            )
         elif event_time is None:
             raise SqlError(
                 f"window over {column.name}: not an event time here. A source's event time is one, "
                 f"passed on unchanged by projections, deduplications and Top-Ns, and window_time(window) "
-                f"of an earlier window is one; a join or an aggregate makes it a plain timestamp (as in Flink)",
+                f"of an earlier window is one, and an interval join keeps them; a regular join or an aggregate "
+                f"makes it a plain timestamp (as in Flink)",
                 where=where,
             )
         assert event_time is not None, "a source's event time with a watermark is one"

@@ -58,6 +58,8 @@ class MicroBatch:
     # The staged segment files it read, per input table (Spark's checkpoint names them).
     segments: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
     timestamp_ms: int = 0  # Spark's time of the micro-batch, the same in a replay (state TTL)
+    # The lowest of the inputs' watermarks after it (an interval join's, which it holds back).
+    least_watermark: int | None = None
 
 
 class Emitter(Protocol):

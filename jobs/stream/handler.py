@@ -9,12 +9,16 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.feed_watermarks import record_watermark
+from jobs.changelog.staging import watermark_at
 from jobs.errors import RunStateError, from_worker
 from jobs.plan import StagePlan
+from jobs.plan.event_time import join_delay
+from jobs.plan.nodes import Join
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.progress import Progress, counts
 from jobs.stream.emitters import Emitter, MicroBatch
@@ -105,8 +109,9 @@ class MicroBatchHandler:
                 # noop sink computes it and keeps nothing.
                 frame.write.format("noop").mode("overwrite").save()
             self.emitter.after_sink_commit(batch)
-            if self.stage.is_intermediate and batch.watermark_after is not None:
-                record_watermark(self.layout.state, self.sink.version(), batch.watermark_after)
+            carried = self._carried_watermark(batch)
+            if self.stage.is_intermediate and carried is not None:
+                record_watermark(self.layout.state, self.sink.version(), carried)
         finally:
             if self.emitter.reads_twice:
                 frame.unpersist()
@@ -117,6 +122,16 @@ class MicroBatchHandler:
         self._record(batch, merged, time.monotonic() - started)
         if self.after_micro_batch is not None:
             self.after_micro_batch()
+
+    def _carried_watermark(self, batch: MicroBatch) -> int | None:
+        """The watermark a later stage's window sees after this micro-batch's rows: the source's,
+        or an interval join's, the lower of its sides' held back by its bounds (as Flink's)."""
+        join = next((n for n in self.stage.root.walk() if isinstance(n, Join) and n.time_bounds), None)
+        if join is None:
+            return batch.watermark_after
+        if batch.least_watermark is None:
+            return None
+        return batch.least_watermark - join_delay(join) // timedelta(microseconds=1)
 
     def _record(self, batch: MicroBatch, merged, seconds: float) -> None:
         ignored = self.sums.ignored_groups - self.totals.ignored_groups if self.sums else 0
@@ -155,11 +170,13 @@ class MicroBatchHandler:
         start = end = rows = consumed = 0
         watermark = None
         files = {}
+        marks_after: list[int | None] = []
         for index, (node, staged) in enumerate(zip(self.stage.inputs, self.staged)):
             taken = logged_files(self.layout.checkpoint, index)
             after = read_up_to(self.layout.checkpoint, index, batch_id - 1)
             up_to = read_up_to(self.layout.checkpoint, index, batch_id)
             consumed += consumed_rows(taken, up_to, staged)
+            marks_after.append(watermark_at(staged, consumed_rows(taken, up_to, staged)))
             segments = batch_segments(taken, after, up_to, staged)
             files[node.table] = tuple(staged.directory / s["file"] for s in segments)
             if not segments:
@@ -176,8 +193,17 @@ class MicroBatchHandler:
             start, end, rows = start + lo, end + hi, rows + hi - lo
             marks = [s["watermark_after"] for s in segments if s.get("watermark_after") is not None]
             watermark = max(marks + ([watermark] if watermark is not None else []), default=None)
+        least = min(marks_after) if marks_after and None not in marks_after else None  # type: ignore[type-var]
         return MicroBatch(
-            batch_id, start, end, watermark, rows, consumed, files, batch_timestamp_ms(self.layout.checkpoint, batch_id)
+            batch_id,
+            start,
+            end,
+            watermark,
+            rows,
+            consumed,
+            files,
+            batch_timestamp_ms(self.layout.checkpoint, batch_id),
+            least,
         )
 
     def record_progress(self, progress_entries) -> None:

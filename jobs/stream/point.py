@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import date
 
 from jobs.changelog.kafka_source import consumed_offsets
-from jobs.changelog.staging import StagedChangelog
+from jobs.changelog.staging import StagedChangelog, watermark_at
 from jobs.plan import Plan
 from jobs.plan.nodes import ChangelogSource
 from jobs.point import ConsistencyPoint, SourcePosition
@@ -54,19 +54,3 @@ def _position(staged: StagedChangelog, rows: int) -> SourcePosition:
     if topic is None:
         return position
     return replace(position, topic=topic, offsets=consumed_offsets(staged.manifest, rows))
-
-
-def watermark_at(staged: StagedChangelog, rows: int) -> int | None:
-    """The watermark after the last consumed segment (microseconds), for sources with event time."""
-    if not staged.event_time:
-        return None
-    done = [s for s in staged.segments() if s["first_seq"] + s["rows"] <= rows]
-    marks = [
-        m
-        for m in (
-            done[-1].get("watermark_after") if done else None,
-            staged.watermark_floor if rows == staged.total_rows else None,
-        )
-        if m is not None
-    ]
-    return max(marks) if marks else None

@@ -241,11 +241,14 @@ def window_then_operator(rng: random.Random, name: str) -> Case:
 
 def window_over_stage(rng: random.Random, name: str) -> Case:
     """A window over an earlier operator's rows, by the event time they keep: cascading windows
-    (a one-minute window's rows windowed again by window_time), or a window over a
-    deduplication by event time. A deduplication's retraction of a row whose window has closed
-    is late for the window, as in Flink; lockstep's watermark moves after every row here, so both
-    judge each retraction at the same watermark."""
-    if rng.random() < 0.5:
+    (a one-minute window's rows windowed again by window_time), a window over a deduplication by
+    event time, or a window over an interval join. A deduplication's retraction of a row whose
+    window has closed is late for the window, as in Flink; lockstep's watermark moves after every
+    row here, so both judge each retraction at the same watermark."""
+    shape = rng.random()
+    if shape >= 0.8:
+        return _window_over_interval_join(rng, name)
+    if shape < 0.4:
         size_minutes = rng.choice([2, 3])
         hopping = rng.random() < 0.3
         spark_outer = (
@@ -283,6 +286,24 @@ def window_over_stage(rng: random.Random, name: str) -> Case:
     )
     source, batch_rows = timed_source(rng, most_changes=60, one_per_batch=True)
     return _case(rng, name, "window_over_deduplicate", spark_sql, [source], flink_sql, None, batch_rows)
+
+
+def _window_over_interval_join(rng: random.Random, name: str) -> Case:
+    """An interval join's rows windowed by the left's event time, over two sources on time: the
+    join holds its watermark back by its bounds, so no joined row is late for the window."""
+    before, after = rng.choice([2, 10, 30]), rng.choice([0, 10, 30])
+    joined = "SELECT a.id, a.ts, a.v, b.v AS bv FROM a JOIN b ON a.k = b.k AND a.ts BETWEEN {bounds}"
+    spark_joined = joined.format(bounds=f"b.ts - INTERVAL {before} SECONDS AND b.ts + INTERVAL {after} SECONDS")
+    flink_joined = joined.format(bounds=f"b.ts - INTERVAL '{before}' SECOND AND b.ts + INTERVAL '{after}' SECOND")
+    calls = "COUNT(*) AS n, SUM(bv) AS sbv, MAX(v) AS mv"
+    spark_sql = f"SELECT window.start AS ws, {calls} FROM ({spark_joined}) j GROUP BY window(ts, '1 minute')"
+    flink_sql = (
+        f"WITH j AS ({flink_joined}) SELECT window_start AS ws, {calls} FROM TABLE(TUMBLE(TABLE j, "
+        "DESCRIPTOR(ts), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end"
+    )
+    changes = size(rng, 3, 400)
+    sources = [timed_side(rng, "a", changes), timed_side(rng, "b", max(3, changes // rng.randint(1, 3)))]
+    return _case(rng, name, "window_over_interval_join", spark_sql, sources, flink_sql)
 
 
 def window_rank(rng: random.Random, name: str) -> Case:

@@ -10,7 +10,7 @@ import pytest
 
 from jobs.errors import SqlError
 from jobs.plan import plan_query
-from jobs.plan.event_time import window_times_written_out
+from jobs.plan.event_time import join_delay, window_times_written_out
 from jobs.plan.nodes import Join, StageInput, WindowAssign
 from jobs.plan.window_rows import window_join_bounds
 from jobs.spec import load_spec
@@ -166,15 +166,19 @@ def test_a_window_join_joins_two_windows_rows_and_lets_go_of_closed_windows(tmp_
     assert {late.read.table for late in planned.late_windows} == {"t", "u"}  # each side's late rows
 
 
-def test_a_window_over_an_interval_join_is_refused_as_not_run_yet(tmp_path):
+def test_a_window_over_an_interval_joins_rows_closes_by_the_joins_held_back_watermark(tmp_path):
     joined = (
-        "SELECT t.id, t.ts FROM t JOIN u ON t.g = u.g AND t.ts BETWEEN u.ts - INTERVAL 10 SECONDS "
-        "AND u.ts + INTERVAL 10 SECONDS"
+        "SELECT t.id, t.ts, u.x FROM t JOIN u ON t.g = u.g AND t.ts BETWEEN u.ts - INTERVAL 10 SECONDS "
+        "AND u.ts + INTERVAL 30 SECONDS"
     )
-    with pytest.raises(SqlError, match="interval join's rows is not run yet"):
-        plan_two(
-            tmp_path, f"SELECT window.start AS ws, COUNT(*) AS n FROM ({joined}) j GROUP BY window(ts, '1 minute')"
-        )
+    planned = plan_two(
+        tmp_path, f"SELECT window.start AS ws, COUNT(*) AS n FROM ({joined}) j GROUP BY window(ts, '1 minute')"
+    )
+    first, last = planned.stages
+    join = next(n for n in first.root.walk() if isinstance(n, Join))
+    assert join_delay(join) == timedelta(seconds=30)  # a row of u can still join a row of t 30 s behind it
+    staged = next(n for n in last.root.walk() if isinstance(n, StageInput))
+    assert staged.event_time is not None and planned.sink_window_input is staged
 
 
 @pytest.mark.parametrize(
