@@ -62,7 +62,7 @@ def test_a_top_n_per_window_runs_as_a_stage_after_the_window(tmp_path):
             "GROUP BY window(j.ts, '1 minute'), g",
             "true",
             "",
-            "a join or an aggregate makes it a plain timestamp",
+            "a regular join or an aggregate makes it a plain timestamp",
         ),
         (
             "SELECT g, MAX(n) AS m FROM (SELECT g, COUNT(*) AS n FROM t "
