@@ -66,11 +66,16 @@ class MicroBatchHandler:
         sums: GroupSums | None = None,
         after_micro_batch: Callable[[], None] | None = None,
         held_rows: Callable[[], int] | None = None,
+        feeds_window: bool = False,
     ):
         self.stage, self.sink, self.emitter, self.layout, self.sums = stage, sink, emitter, layout, sums
         self.after_micro_batch = after_micro_batch
         # lockstep's own state (the local engine's keyed operators): its rows after each micro-batch.
         self.held_rows = held_rows
+        # A later stage's window reads this stage's rows by an event time: each committed version
+        # is recorded with its watermark, an interval join's held back by its bounds.
+        self.feeds_window = feeds_window
+        self.interval_join = next((n for n in stage.root.walk() if isinstance(n, Join) and n.time_bounds), None)
         self.held: dict[int, int] = {}
         self.progress, self.spark, self.totals = progress, spark, totals
         self.error: Exception | None = None
@@ -109,8 +114,8 @@ class MicroBatchHandler:
                 # noop sink computes it and keeps nothing.
                 frame.write.format("noop").mode("overwrite").save()
             self.emitter.after_sink_commit(batch)
-            carried = self._carried_watermark(batch)
-            if self.stage.is_intermediate and carried is not None:
+            carried = self._carried_watermark(batch) if self.feeds_window else None
+            if carried is not None:
                 record_watermark(self.layout.state, self.sink.version(), carried)
         finally:
             if self.emitter.reads_twice:
@@ -126,7 +131,7 @@ class MicroBatchHandler:
     def _carried_watermark(self, batch: MicroBatch) -> int | None:
         """The watermark a later stage's window sees after this micro-batch's rows: the source's,
         or an interval join's, the lower of its sides' held back by its bounds (as Flink's)."""
-        join = next((n for n in self.stage.root.walk() if isinstance(n, Join) and n.time_bounds), None)
+        join = self.interval_join
         if join is None:
             return batch.watermark_after
         if batch.least_watermark is None:
@@ -176,7 +181,8 @@ class MicroBatchHandler:
             after = read_up_to(self.layout.checkpoint, index, batch_id - 1)
             up_to = read_up_to(self.layout.checkpoint, index, batch_id)
             consumed += consumed_rows(taken, up_to, staged)
-            marks_after.append(watermark_at(staged, consumed_rows(taken, up_to, staged)))
+            if self.feeds_window and self.interval_join is not None:  # each side's, for the join's
+                marks_after.append(watermark_at(staged, consumed_rows(taken, up_to, staged)))
             segments = batch_segments(taken, after, up_to, staged)
             files[node.table] = tuple(staged.directory / s["file"] for s in segments)
             if not segments:

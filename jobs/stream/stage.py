@@ -79,8 +79,9 @@ def run_stage(
     if forget_unplanned_finds(own.checkpoint):
         progress.say("  the last run stopped between Spark's find of a segment and its micro-batch: found again")
     held_rows = getattr(streaming.operator, "held_rows", None)  # lockstep's own state's figure
+    feeds_window = any(n.event_time for later in plan.stages for n in later.stage_inputs if n.table == stage.name)
     handler = MicroBatchHandler(
-        stage, sink, emitter, own, progress, spark, totals, streaming.sums, after_micro_batch, held_rows
+        stage, sink, emitter, own, progress, spark, totals, streaming.sums, after_micro_batch, held_rows, feeds_window
     )
     progress.say("  streaming query started: micro-batches follow as Spark commits them")
     # The streaming query's session is a copy of this one taken at its start: set before it.
