@@ -206,18 +206,23 @@ def window(rng: random.Random, name: str) -> Case:
     return _case(rng, name, query_class, spark_sql, [source], flink_sql, sink, batch_rows)
 
 
+def minute_windows(hopping: bool, table: str) -> tuple[str, str]:
+    """A one-minute tumbling window, or a two-minute one hopping by a minute, over `table`'s ts:
+    Spark's window(...) call and Flink's window TVF."""
+    if hopping:
+        return "window(ts, '2 minutes', '1 minute')", (
+            f"HOP(TABLE {table}, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)"
+        )
+    return "window(ts, '1 minute')", f"TUMBLE(TABLE {table}, DESCRIPTOR(ts), INTERVAL '1' MINUTE)"
+
+
 def window_then_operator(rng: random.Random, name: str) -> Case:
     """A tumbling or hopping window's final rows going on to a Top-N per window (Flink's window
     Top-N) or to a group aggregate, which lockstep runs as a later stage. The Top-N orders by the
     group's latest id, unique in its window (Flink breaks ties by arrival), partitioned by the
     window's start and end (partitioned by its start alone, Flink keeps more than the N rows)."""
     hopping = rng.random() < 0.4
-    spark_window = "window(ts, '2 minutes', '1 minute')" if hopping else "window(ts, '1 minute')"
-    flink_table = (
-        "HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)"
-        if hopping
-        else "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE)"
-    )
+    spark_window, flink_table = minute_windows(hopping, "t")
     calls = "COUNT(*) AS n, SUM(x) AS sx, MAX(id) AS last_id"
     spark_windows = f"SELECT window.start AS ws, window.end AS we, g, {calls} FROM t GROUP BY {spark_window}, g"
     flink_windows = (
@@ -311,12 +316,7 @@ def window_rank(rng: random.Random, name: str) -> Case:
     the window TVF), over an insert-only source with late inserts. Ordered by a value unique in
     the source: Flink breaks ties by arrival."""
     hopping = rng.random() < 0.3
-    spark_window = "window(ts, '2 minutes', '1 minute')" if hopping else "window(ts, '1 minute')"
-    flink_table = (
-        "HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)"
-        if hopping
-        else "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE)"
-    )
+    spark_window, flink_table = minute_windows(hopping, "t")
     top, direction = rng.randint(1, 3), rng.choice(["DESC", "ASC"])
     partition = rng.choice(["", ", k"])
     rows = f"SELECT {spark_window}.start AS ws, {spark_window}.end AS we, id, k, v FROM t"
@@ -341,18 +341,13 @@ def window_join(rng: random.Random, name: str) -> Case:
     by the smaller of its inputs' watermarks, lockstep by each side's own: docs/sql.md)."""
     hopping = rng.random() < 0.3
     kind = rng.choice(["INNER", "LEFT", "RIGHT", "FULL"])
-    spark_window = "window(ts, '2 minutes', '1 minute')" if hopping else "window(ts, '1 minute')"
 
     def flink_rows(table: str) -> str:
-        window = (
-            f"HOP(TABLE {table}, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)"
-            if hopping
-            else f"TUMBLE(TABLE {table}, DESCRIPTOR(ts), INTERVAL '1' MINUTE)"
-        )
-        return f"SELECT window_start AS ws, window_end AS we, k, v FROM TABLE({window})"
+        return f"SELECT window_start AS ws, window_end AS we, k, v FROM TABLE({minute_windows(hopping, table)[1]})"
 
     def spark_rows(table: str) -> str:
-        return f"SELECT {spark_window}.start AS ws, {spark_window}.end AS we, k, v FROM {table}"
+        window = minute_windows(hopping, table)[0]
+        return f"SELECT {window}.start AS ws, {window}.end AS we, k, v FROM {table}"
 
     query = (
         "SELECT l.ws AS lws, l.k AS lk, l.v AS lv, r.ws AS rws, r.k AS rk, r.v AS rv FROM ({a}) l {kind} JOIN ({b}) r "

@@ -60,14 +60,20 @@ def _largest_two(orders: list[dict]) -> list[tuple[int, int]]:
     )
 
 
-def test_each_windows_largest_orders_and_a_state_that_lets_closed_windows_go(spark, tmp_path):
-    orders = _orders(late=False)
+def _run(tmp_path, orders: list[dict]):
+    """Stream, batch and check over the orders: (the outcome, the report, the sink's (id, amount))."""
     write_changelog(tmp_path / "orders", "001.json", orders)
     spec = write_spec(tmp_path, SPEC)
     result = run_both(spec, tmp_path / "runs")
     report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
-    assert report["verdict"] == "pass"
     got = sorted((row["id"], row["amount"]) for row in result.stream for _ in range(row["__count"]))
+    return result, report, got
+
+
+def test_each_windows_largest_orders_and_a_state_that_lets_closed_windows_go(spark, tmp_path):
+    orders = _orders(late=False)
+    result, report, got = _run(tmp_path, orders)
+    assert report["verdict"] == "pass"
     assert got == _largest_two(orders)
     # The report's state figure after each micro-batch: the live rows; it falls at each fold.
     held = [batch["state_rows"] for batch in report["micro_batches"]]
@@ -81,11 +87,7 @@ def test_each_windows_largest_orders_and_a_state_that_lets_closed_windows_go(spa
 
 def test_a_late_order_is_left_out_and_explains_the_difference(spark, tmp_path):
     orders = _orders(late=True)
-    write_changelog(tmp_path / "orders", "001.json", orders)
-    spec = write_spec(tmp_path, SPEC)
-    result = run_both(spec, tmp_path / "runs")
-    report = run_check(plan_query(load_spec(spec)), Settings(), result.layout).to_json()
+    _, report, got = _run(tmp_path, orders)
     assert report["verdict"] == "fail"
     assert report["late_events"] == 1 and report["late_explanation"]["explains"] == "all"
-    got = sorted((row["id"], row["amount"]) for row in result.stream for _ in range(row["__count"]))
     assert got == _largest_two([o for o in orders if o["id"] != 999])
