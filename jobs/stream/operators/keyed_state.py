@@ -44,9 +44,32 @@ BEFORE = 0  # LiveRows.BEFORE: a live row before the micro-batch (1: the micro-b
 LATE = 2  # LiveRows.LATE: a session window's change left out as late (SessionLateness.java)
 
 
+# With a watermark (with_event_time_watermark), Spark would run a micro-batch without input
+# whenever the watermark moves, only to fire timers: the next micro-batch fires them as well.
+NO_EMPTY_BATCHES = {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}
+
+
 def rows_stay_on_executors(spark: SparkSession) -> AbstractContextManager[None]:
-    """Run the block (a stage's streaming query) without broadcast joins."""
-    return settings_for(spark, dict.fromkeys(BROADCAST_THRESHOLDS, "-1"))
+    """Run the block (a stage's streaming query) without broadcast joins, and without
+    micro-batches that read nothing."""
+    return settings_for(spark, {**dict.fromkeys(BROADCAST_THRESHOLDS, "-1"), **NO_EMPTY_BATCHES})
+
+
+@dataclass(frozen=True)
+class RowExpiry:
+    """When a row leaves the state (StateExpiry.java): `expires`, microseconds, once the watermark
+    reaches it (NULL: never); `order`, for a versioned table's rows only, the version's order
+    after its time (the latest version at or before the watermark stays)."""
+
+    expires: Column
+    order: Column | None = None
+
+    def columns(self) -> list[Column]:
+        order = [] if self.order is None else [self.order.cast("bigint").alias(ORDER)]
+        return [self.expires.cast("bigint").alias(EXPIRES), *order]
+
+
+EXPIRES, ORDER = "__expires", "__order"  # RowExpiry's columns in LiveRows' value
 
 
 class LiveRowsState:
@@ -58,29 +81,43 @@ class LiveRowsState:
         self._values = [F.col(f"`{v}`") for v in values]
         before = F.sum(F.when(F.col(PHASE) == BEFORE, F.col(COPIES)).otherwise(F.lit(0)))
         self._counts = [before.alias("__before"), F.sum(COPIES).alias("__after")]
+        self._kept = self._values  # LiveRows' value columns: with an expiry, its columns too
 
     def stream(
-        self, spark: SparkSession, changes: DataFrame, keys: list[Column], session: SessionGap | None = None
+        self,
+        spark: SparkSession,
+        changes: DataFrame,
+        keys: list[Column],
+        session: SessionGap | None = None,
+        expiry: RowExpiry | None = None,
     ) -> DataFrame:
         """The streaming frame of LiveRows' output over `changes` (the values and their WEIGHT)
         grouped by `keys` (at least one: a constant for a single group). With `session`, the
-        changes also carry WATERMARK and SEQ, and the late ones come out as LATE."""
+        changes also carry WATERMARK and SEQ, and the late ones come out as LATE. With `expiry`,
+        `changes` carries Spark's watermark (with_event_time_watermark) and rows leave the state
+        as it passes them."""
         require_stream_jar(spark, "stream.engine: spark")
         names = [f"__key{i}" for i in range(len(keys))]
         extra = [] if session is None else [_micros(changes, WATERMARK).alias(WATERMARK), F.col(SEQ)]
+        expiring = [] if expiry is None else expiry.columns()
         keyed = changes.select(
             *[key.alias(name) for key, name in zip(keys, names)],
             *self._values,
+            *expiring,
             *extra,
             F.col(WEIGHT).cast("bigint").alias(COPIES),
         )
+        self._kept = [*self._values, *[F.col(c) for c in (EXPIRES, ORDER) if c in keyed.columns]]
         keyed = keyed.select(
             *[as_state_key(F.col(name), keyed.schema[name].dataType).alias(name) for name in names],
-            *self._values,
+            *self._kept,
             *[WATERMARK, SEQ][: len(extra)],
             COPIES,
         )
         live_rows: Any = spark._jvm.lockstep.stream.LiveRows  # type: ignore[union-attr]
+        if expiry is not None:
+            order = len(self.values) + 1 if expiry.order is not None else -1
+            return DataFrame(live_rows.applyExpiring(keyed._jdf, len(keys), len(self.values), order), spark)
         if session is None:
             return DataFrame(live_rows.apply(keyed._jdf, len(keys)), spark)
         time_index = self.values.index(session.time_col)
@@ -90,7 +127,7 @@ class LiveRowsState:
         """The touched keys' live rows before and after the micro-batch, each row with its
         copies as COUNT. Summed as Spark groups (-0.0 with 0.0, NULLs together), which the
         state's map of encoded rows does not."""
-        counted = live.where(F.col(PHASE) != LATE).groupBy(*self._values).agg(*self._counts)
+        counted = live.where(F.col(PHASE) != LATE).groupBy(*self._kept).agg(*self._counts)
         before = counted.where(F.col("__before") > 0).select(*self._values, F.col("__before").alias(COUNT))
         after = counted.where(F.col("__after") > 0).select(*self._values, F.col("__after").alias(COUNT))
         return before, after
@@ -105,11 +142,26 @@ class SessionGap:
 
 
 def _micros(changes: DataFrame, column: str) -> Column:
+    return event_micros(F.col(f"`{column}`"), changes.schema[column].dataType)
+
+
+def event_micros(time: Column, time_type: DataType) -> Column:
     """A timestamp as microseconds since the epoch; one without a zone read as UTC, as
-    SessionLateness.java reads the event times."""
-    if isinstance(changes.schema[column].dataType, TimestampNTZType):
-        return F.expr(f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', `{column}`)")
-    return F.unix_micros(F.col(column))
+    SessionLateness.java and the staged segments' watermarks read the event times."""
+    if isinstance(time_type, TimestampNTZType):
+        return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), time)
+    return F.unix_micros(time)
+
+
+def with_event_time_watermark(frame: DataFrame) -> DataFrame:
+    """The frame with Spark's event-time watermark on the watermark its rows were staged under
+    (WATERMARK): the highest seen so far, the least over a query's inputs, is what fires
+    LiveRows' timers. It trails lockstep's own by up to two micro-batches, so a row may stay a
+    little longer than on the local engine, never leave earlier."""
+    wm_type = frame.schema[WATERMARK].dataType
+    if isinstance(wm_type, TimestampNTZType):
+        frame = frame.withColumn(WATERMARK, F.timestamp_micros(event_micros(F.col(WATERMARK), wm_type)))
+    return frame.withWatermark(WATERMARK, "0 seconds")
 
 
 def as_state_key(key: Column, key_type: DataType) -> Column:

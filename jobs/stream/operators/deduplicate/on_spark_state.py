@@ -1,5 +1,6 @@
 """Deduplication and Top-N on the spark engine: each partition's live rows in Spark's keyed state
-(operators/keyed_state.py), ranked again when touched.
+(operators/keyed_state.py), ranked again when touched. A Top-N per window forgets a window's
+partition once the watermark reaches the window's end, as on the local engine (window_expiry.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from pyspark.sql import functions as F
 
 from jobs.plan.nodes import Deduplicate
 from jobs.stream.operators.deduplicate.ranked_rows import TopRows
-from jobs.stream.operators.keyed_state import LiveRowsState
+from jobs.stream.operators.deduplicate.window_expiry import WindowExpiry
+from jobs.stream.operators.keyed_state import LiveRowsState, RowExpiry, event_micros, with_event_time_watermark
 
 
 class DedupOnKeyedState:
@@ -19,9 +21,15 @@ class DedupOnKeyedState:
         self.node = node
         self.state = LiveRowsState(node.input.output_names)
         self._ranking = TopRows(node)
+        window = WindowExpiry.of(node)
+        self.window_end = window.window_end if window is not None else None
 
     def stream(self, spark: SparkSession, changes: DataFrame) -> DataFrame:
-        return self.state.stream(spark, changes, [F.col(f"`{k}`") for k in self.node.keys] or [F.lit(0)])
+        keys = [F.col(f"`{k}`") for k in self.node.keys] or [F.lit(0)]
+        if self.window_end is None:
+            return self.state.stream(spark, changes, keys)
+        end = event_micros(F.col(f"`{self.window_end}`"), changes.schema[self.window_end].dataType)
+        return self.state.stream(spark, with_event_time_watermark(changes), keys, expiry=RowExpiry(end))
 
     def changes(self, spark: SparkSession, live: DataFrame, batch_id: int, segments=None) -> DataFrame:
         before, after = self.state.before_after(live)

@@ -1,18 +1,25 @@
 """Regular joins on the spark engine: each join key's rows of both sides in one Spark keyed state
 (operators/keyed_state.py).
+
+State that ends, as on the local engine (expiry.py, temporal.py), by the watermark: an interval
+join's or a window join's row once no row still to come on the other side can match it; a
+temporal join's left row once its time is reached, and a version once a later one is.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, NumericType
 
-from jobs.changelog.columns import COUNT
-from jobs.plan.nodes import Join, TemporalJoin
+from jobs.changelog.columns import COUNT, SEQ
+from jobs.plan.nodes import Join, TemporalJoin, TimeBounds
+from jobs.plan.window_rows import window_join_bounds
 from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, SIDE, JoinedRows
 from jobs.stream.operators.join.point_in_time_rows import PointInTimeRows
-from jobs.stream.operators.keyed_state import LiveRowsState
+from jobs.stream.operators.keyed_state import LiveRowsState, RowExpiry, event_micros
 
 
 class JoinOnKeyedState:
@@ -28,14 +35,36 @@ class JoinOnKeyedState:
             for left, right in zip(node.left_keys, node.right_keys)
         ]
         self._joined = PointInTimeRows(node) if isinstance(node, TemporalJoin) else JoinedRows(node)
+        self.expiry = _expiry(node, left_types, right_types)
 
     def stream(self, spark: SparkSession, tagged: DataFrame) -> DataFrame:
-        """The state over both sides' changes, tagged (joined_rows.tag_side) and unioned."""
-        return self.state.stream(spark, tagged, self._keys or [F.lit(0)])
+        """The state over both sides' changes, tagged (joined_rows.tag_side) and unioned; with an
+        expiry, each side carries Spark's watermark (keyed_state.with_event_time_watermark)."""
+        return self.state.stream(spark, tagged, self._keys or [F.lit(0)], expiry=self.expiry)
 
     def changes(self, spark: SparkSession, live: DataFrame, batch_id: int, segments=None) -> DataFrame:
         before, after = self.state.before_after(live)
         return self._joined.difference(_sides(after), _sides(before))
+
+
+def _expiry(node: Join, left_types: dict[str, DataType], right_types: dict[str, DataType]) -> RowExpiry | None:
+    """When a row leaves the join's state: a temporal join's left row at its time, a version when
+    a later one is reached; an interval (or window) join's row when the other side's rows still
+    to come are past what it can match."""
+    on_left = F.col(SIDE) == LEFT
+    if isinstance(node, TemporalJoin):
+        times = _time(LEFT, node.left_time, left_types), _time(RIGHT, node.right_time, right_types)
+        return RowExpiry(F.when(on_left, times[0]).otherwise(times[1]), F.when(~on_left, F.col(RIGHT).getField(SEQ)))
+    bounds: TimeBounds | None = node.time_bounds or window_join_bounds(node)
+    if bounds is None:
+        return None
+    lower, upper = (F.lit(b // timedelta(microseconds=1)) for b in (bounds.lower, bounds.upper))
+    left = _time(LEFT, bounds.left_time, left_types) - lower
+    return RowExpiry(F.when(on_left, left).otherwise(_time(RIGHT, bounds.right_time, right_types) + upper))
+
+
+def _time(side: str, name: str, types: dict[str, DataType]) -> Column:
+    return event_micros(F.col(side).getField(name), types[name])
 
 
 def _join_key(left: str, right: str, left_type: DataType, right_type: DataType) -> Column:

@@ -4,7 +4,8 @@ the local engine).
 
 A key's versions are kept as rows of its history, one per change of the versioned table: the
 right's columns, LIVE (false for a deletion) and SEQ (the later change of a time wins); a -U is
-not a version. No version ever leaves this state (the local engine lets the superseded go).
+not a version. A superseded version leaves the state once a later one is reached by the watermark
+(on_spark_state.py's expiry).
 """
 
 from __future__ import annotations

@@ -15,16 +15,19 @@ from jobs.stream.operators.join.on_lockstep_state import JoinOperator
 from jobs.stream.operators.join.on_spark_state import JoinOnKeyedState
 from jobs.stream.operators.join.point_in_time_rows import history_entries
 from jobs.stream.operators.join.temporal import TemporalJoinOperator
+from jobs.stream.operators.keyed_state import with_event_time_watermark
 
 
 def join(node: Join, ctx: Context) -> Streaming:
     left = ctx.frame(node.left).frame
     right = ctx.frame(node.right).frame
-    tagged = _tagged(node, left, right)
     if ctx.on_keyed_state:
         types = ({f.name: f.dataType for f in side.schema.fields} for side in (left, right))
         joined = JoinOnKeyedState(node, *types)
-        return Streaming(joined.stream(ctx.spark, tagged), operator=joined)
+        if joined.expiry is not None:
+            left, right = with_event_time_watermark(left), with_event_time_watermark(right)
+        return Streaming(joined.stream(ctx.spark, _tagged(node, left, right)), operator=joined)
+    tagged = _tagged(node, left, right)
     left_direct, right_direct = driver_input(node.left, left.schema), driver_input(node.right, right.schema)
     direct = (left_direct, right_direct) if left_direct and right_direct else None
     return Streaming(tagged, operator=JoinOperator(node, ctx.layout.operator_state, direct))
@@ -36,6 +39,7 @@ def temporal_join(node: TemporalJoin, ctx: Context) -> Streaming:
     the micro-batch's files, in order (a -U is not a version)."""
     left, right = ctx.frame(node.left).frame, ctx.frame(node.right).frame
     if ctx.on_keyed_state:
+        left, right = with_event_time_watermark(left), with_event_time_watermark(right)
         history = history_entries(right, node)
         entry = (*node.right.output_names, LIVE, SEQ)
         tagged = tag_side(left, LEFT, node.left.output_names, RIGHT, _struct_ddl(history, entry))

@@ -5,12 +5,14 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.ExpiredTimerInfo;
 import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -40,6 +42,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * key's sessions before the micro-batch, ends at or before the watermark ({@link SessionLateness}).
  * A late change leaves the state as it is and comes out as phase 2 with its sequence number, so
  * that the late-events table lists exactly what the stream left out.
+ *
+ * <p>With an expiry ({@link #applyExpiring}), rows leave the state as the watermark passes them
+ * ({@link StateExpiry}): each added row registers an event-time timer, and Spark's watermark (the
+ * least of the inputs' `withWatermark`, one micro-batch behind) fires it, in this micro-batch or a
+ * later one.
  */
 public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
   public static final byte BEFORE = 0;
@@ -50,13 +57,15 @@ public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
   private final int keyWidth;
   private final int valueWidth;
   private final SessionLateness lateness;  // null: every change is applied
+  private final StateExpiry expiry;  // null: rows stay until retracted
   private transient MapState<Row, Long> live;
 
-  private LiveRows(StructType valueSchema, int keyWidth, SessionLateness lateness) {
+  private LiveRows(StructType valueSchema, int keyWidth, SessionLateness lateness, StateExpiry expiry) {
     this.valueSchema = valueSchema;
     this.keyWidth = keyWidth;
     this.valueWidth = valueSchema.size();
     this.lateness = lateness;
+    this.expiry = expiry;
   }
 
   /**
@@ -66,7 +75,18 @@ public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
   public static Dataset<Row> apply(Dataset<Row> changes, int keyWidth) {
     StructType input = changes.schema();
     requireWeight(input);
-    return run(changes, keyWidth, input.size() - keyWidth - 1, null);
+    return run(changes, keyWidth, input.size() - keyWidth - 1, null, null);
+  }
+
+  /**
+   * As {@link #apply}, with rows that leave the state as the watermark passes: the value's column
+   * at `expiresIndex` is each row's expiry in microseconds, the one at `orderIndex` (or -1) a
+   * version's order ({@link StateExpiry}). The input must carry Spark's event-time watermark.
+   */
+  public static Dataset<Row> applyExpiring(Dataset<Row> changes, int keyWidth, int expiresIndex, int orderIndex) {
+    StructType input = changes.schema();
+    requireWeight(input);
+    return run(changes, keyWidth, input.size() - keyWidth - 1, null, new StateExpiry(expiresIndex, orderIndex));
   }
 
   /**
@@ -78,7 +98,7 @@ public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
     StructType input = changes.schema();
     requireWeight(input);
     int valueWidth = input.size() - keyWidth - 3;
-    return run(changes, keyWidth, valueWidth, new SessionLateness(timeIndex, gapMicros, keyWidth + valueWidth));
+    return run(changes, keyWidth, valueWidth, new SessionLateness(timeIndex, gapMicros, keyWidth + valueWidth), null);
   }
 
   private static void requireWeight(StructType input) {
@@ -87,7 +107,8 @@ public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
     }
   }
 
-  private static Dataset<Row> run(Dataset<Row> changes, int keyWidth, int valueWidth, SessionLateness lateness) {
+  private static Dataset<Row> run(Dataset<Row> changes, int keyWidth, int valueWidth, SessionLateness lateness,
+      StateExpiry expiry) {
     StructType input = changes.schema();
     if (valueWidth < 0) {
       throw new IllegalArgumentException("LiveRows: fewer columns than keys: " + input.simpleString());
@@ -104,8 +125,8 @@ public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
     MapFunction<Row, Row> keyOf = row -> slice(row, 0, width);
     return changes
         .groupByKey(keyOf, Encoders.row(key))
-        .transformWithState(new LiveRows(value, keyWidth, lateness), TimeMode.None(), OutputMode.Append(),
-            Encoders.row(output));
+        .transformWithState(new LiveRows(value, keyWidth, lateness, expiry),
+            expiry == null ? TimeMode.None() : TimeMode.EventTime(), OutputMode.Append(), Encoders.row(output));
   }
 
   @Override
@@ -129,6 +150,7 @@ public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
       changes = lateness.onTime(changes, beforeRows, keyWidth, late -> out.add(
           output(key, slice(late, keyWidth, valueWidth), late.getLong(late.size() - 1), LATE, lateness.seqOf(late))));
     }
+    List<Row> added = new ArrayList<>();
     for (Map.Entry<Row, Long> change : netChanges(changes).entrySet()) {
       Row value = change.getKey();
       long copies = (live.containsKey(value) ? live.getValue(value) : 0L) + change.getValue();
@@ -136,10 +158,32 @@ public final class LiveRows extends StatefulProcessor<Row, Row, Row> {
         live.removeKey(value);
       } else {
         live.updateValue(value, copies);
+        added.add(value);
       }
       out.add(output(key, value, change.getValue(), CHANGE, null));
     }
+    if (expiry != null) {
+      registerTimers(expiry.timersFor(added));
+    }
     return CollectionConverters.asScala(out.iterator());
+  }
+
+  /** The rows the watermark has passed leave the state; nothing is emitted. */
+  @Override
+  public scala.collection.Iterator<Row> handleExpiredTimer(Row key, TimerValues timerValues,
+      ExpiredTimerInfo expiredTimerInfo) {
+    expiry.forget(live, timerValues.getCurrentWatermarkInMs());
+    return CollectionConverters.asScala(java.util.Collections.<Row>emptyIterator());
+  }
+
+  private void registerTimers(Set<Long> timers) {
+    Iterator<Object> registered = CollectionConverters.asJava(getHandle().listTimers());
+    while (registered.hasNext()) {
+      timers.remove((Long) registered.next());
+    }
+    for (long timer : timers) {
+      getHandle().registerTimer(timer);
+    }
   }
 
   private Map<Row, Long> netChanges(Iterator<Row> changes) {
