@@ -87,6 +87,13 @@ def measure(spec: Path, out: Path) -> dict:
     }
 
 
+def _warm_up(folder: Path, engine: str) -> None:
+    """One small run first, not counted: the first query of a Spark session also pays for the
+    session's start and the JVM's first compilations (about 20 s on the spark engine)."""
+    write_sources(folder, 1_000, 10)
+    measure(spec_file(folder, "warm_up", INTERVAL, 500, engine), folder / "runs")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000, help="rows per side (default 100,000)")
@@ -96,6 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-interval-") as tmp:
         folder = Path(tmp)
+        _warm_up(folder / "warm-up", args.engine)
         write_sources(folder, args.rows, args.keys)
         specs = {
             "interval join (state ends)": spec_file(folder, "interval", INTERVAL, args.batch, args.engine),
