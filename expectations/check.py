@@ -17,7 +17,7 @@ later judges the same consistency point. The data each suite validates:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 from pyspark.sql import DataFrame, SparkSession
@@ -50,6 +50,7 @@ from jobs.plan.nodes import GroupAggregate
 from jobs.point import ConsistencyPoint, read_point
 from jobs.runtime.delta import CHANGE_TYPE
 from jobs.runtime.layout import RunLayout
+from jobs.runtime.phases import Phases
 from jobs.runtime.progress import Progress
 from jobs.runtime.small_work import sized_for
 from jobs.runtime.spark import spark_session
@@ -80,31 +81,44 @@ def run_check(
     layout: RunLayout,
     progress: Progress | None = None,
     logical_date: date | None = None,
+    steps: dict[str, float] | None = None,
+    phases: Phases | None = None,
 ) -> Report:
     """Check the latest consistency point, or a logical date's, against the batch result in
     place (jobs/pipeline.py makes sure it was computed at that point). A past date (the stream has
     moved on) is re-checked by time travel: the sink and stage tables at that date's versions.
     The aggregation and materializer state exist only as of now, so their suites are left out
-    of such a re-check."""
+    of such a re-check. `steps`: the seconds of the steps before the check in one run, for the
+    report's step_seconds; `phases`: the check's phases timed before this (loading GX)."""
     point = read_point(layout, logical_date)  # before Spark starts: a missing point is one line at once
     spark = spark_session(settings.spark)
     with sized_for(spark, point.total_rows(), settings.spark.small_work_rows):
-        return _check(spark, plan, settings, layout, point, progress or Progress(quiet=True))
+        timed = phases or Phases()
+        timed.spark = spark
+        return _check(spark, plan, settings, layout, point, progress or Progress(quiet=True), steps, timed)
 
 
 def _check(
-    spark: SparkSession, plan: Plan, settings: Settings, layout: RunLayout, point: ConsistencyPoint, progress: Progress
+    spark: SparkSession,
+    plan: Plan,
+    settings: Settings,
+    layout: RunLayout,
+    point: ConsistencyPoint,
+    progress: Progress,
+    steps: dict[str, float] | None,
+    phases: Phases,
 ) -> Report:
-    started = time.monotonic()
+    started = time.monotonic() - phases.seconds()  # with what was timed before it
     past = point.sink_version != read_point(layout).sink_version
     progress.say(f"check {plan.spec.name}: the sink at version {point.sink_version} against the batch result")
-    sides = _sides(spark, plan, layout, point, settings)
-    feed = _change_feed(spark, plan, layout, point)
-    data = {
-        "stream_result": sides.stream,
-        "batch_result": sides.batch,
-        "change_feed": _ordered_feed(spark, feed, sides.cols).cache(),
-    }
+    with phases.timed("read both sides"):
+        sides = _sides(spark, plan, layout, point, settings)
+        feed = _change_feed(spark, plan, layout, point)
+        data = {
+            "stream_result": sides.stream,
+            "batch_result": sides.batch,
+            "change_feed": _ordered_feed(spark, feed, sides.cols).cache(),
+        }
     specs = [
         unity_suite(sides.cols, sides.batch.columns),
         batch_result_suite(sides.cols),
@@ -112,49 +126,60 @@ def _check(
     ]
     if sides.windows is not None:
         specs.append(sides.windows.suite(sides.cols))
-    materializer = None if past else _add_state_suites(spark, plan, layout, sides.cols, data, specs)
-    counts = {"stream_rows": sides.stream.count(), "batch_rows": sides.batch.count()}
-    outcomes = _validate_all(layout, specs, data, counts, settings.check.sample_rows, progress)
+    with phases.timed("state suites"):
+        materializer = None if past else _add_state_suites(spark, plan, layout, sides.cols, data, specs)
+    with phases.timed("row counts"):
+        counts = {"stream_rows": sides.stream.count(), "batch_rows": sides.batch.count()}
+    outcomes = _validate_all(layout, specs, data, counts, settings.check.sample_rows, progress, phases)
     # A past date's stage tables as they were then; the current point's as they are.
     tables = tables_for(plan.spec.sink.writer)
-    stages = compare_stages(spark, plan, layout, tables, point.stage_versions if past else None)
+    with phases.timed("stage tables"):
+        stages = compare_stages(spark, plan, layout, tables, point.stage_versions if past else None)
     evidence = Evidence(spark, plan, layout, point, sides.cols, sides.windows, stages, materializer)
-    report = Report(
-        query=plan.spec.name,
-        description=plan.spec.description,
-        verdict="pass" if all(o.success for o in outcomes) else "fail",
-        warnings=plan.warnings,
-        **counts,
-        **_difference_counts(outcomes),
-        changelog=_changelog(feed),
-        expectations=tuple(outcomes),
-        consistency_point={"sink_version": point.sink_version, "sources": point.to_json()["sources"]},
-        quarantined_rows=read_quarantine(layout.quarantine).num_rows,
-        source_anomalies=read_quarantine(layout.anomalies).num_rows,
-        rows_with_absent_fields=sum(staged_changelog(layout, t).absent_fields for t in plan.source_tables),
-        micro_batches=micro_batches(layout, point.last_batch),
-        sink={"path": "stream", "primary_key": list(plan.sink_key), "version": point.sink_version},
-        data_docs=DATA_DOCS,
-        plan=explain(plan),
-        checked_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        diagnosis=diagnose(evidence, settings.check.sample_rows, agreed=_agree_row_for_row(outcomes)),
-        differences=differences_section(sides.cols, outcomes),
-        check_seconds=round(time.monotonic() - started, 2),
-        logical_date=point.to_json()["logical_date"],
-        rechecked_by_time_travel=past,
-        windows=sides.windows.figures(spark, sides.cols, sides.open_windows) if sides.windows else None,
-        stages=stages,
-        materializer=_materializer_figures(plan, materializer),
-        lookups=_lookups(plan, layout),
-        skipped_expectations=tuple(
-            {"suite": s.name, "name": name, "reason": reason} for s in specs for name, reason in s.skipped
-        ),
-        listed_rows=listed_rows(
-            layout, sides.windows.late if sides.windows else None, settings.spark.session_time_zone
-        ),
-    )
+    with phases.timed("diagnosis and figures"):
+        report = Report(
+            query=plan.spec.name,
+            description=plan.spec.description,
+            verdict="pass" if all(o.success for o in outcomes) else "fail",
+            warnings=plan.warnings,
+            stream_rows=counts["stream_rows"],
+            batch_rows=counts["batch_rows"],
+            **_difference_counts(outcomes),
+            changelog=_changelog(feed),
+            expectations=tuple(outcomes),
+            consistency_point={"sink_version": point.sink_version, "sources": point.to_json()["sources"]},
+            quarantined_rows=read_quarantine(layout.quarantine).num_rows,
+            source_anomalies=read_quarantine(layout.anomalies).num_rows,
+            rows_with_absent_fields=sum(staged_changelog(layout, t).absent_fields for t in plan.source_tables),
+            micro_batches=micro_batches(layout, point.last_batch),
+            sink={"path": "stream", "primary_key": list(plan.sink_key), "version": point.sink_version},
+            data_docs=DATA_DOCS,
+            plan=explain(plan),
+            checked_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            diagnosis=diagnose(evidence, settings.check.sample_rows, agreed=_agree_row_for_row(outcomes)),
+            differences=differences_section(sides.cols, outcomes),
+            check_seconds=round(time.monotonic() - started, 2),
+            logical_date=point.to_json()["logical_date"],
+            rechecked_by_time_travel=past,
+            windows=sides.windows.figures(spark, sides.cols, sides.open_windows) if sides.windows else None,
+            stages=stages,
+            materializer=_materializer_figures(plan, materializer),
+            lookups=_lookups(plan, layout),
+            skipped_expectations=tuple(
+                {"suite": s.name, "name": name, "reason": reason} for s in specs for name, reason in s.skipped
+            ),
+            listed_rows=listed_rows(
+                layout, sides.windows.late if sides.windows else None, settings.spark.session_time_zone
+            ),
+            check_phases=None,  # below, once the figures are done
+            step_seconds=None,
+        )
     if sides.windows is not None:
         sides.windows.release()
+    # The page's own writing is the one part of the check that its figures leave out.
+    seconds = round(time.monotonic() - started, 2)
+    ran = None if steps is None else {**steps, "check": seconds}
+    report = replace(report, check_seconds=seconds, check_phases=phases.to_json(), step_seconds=ran)
     publish(report.to_json(), layout.root)
     progress.say(
         f"check {plan.spec.name}: {report.verdict.upper()} "
@@ -211,21 +236,29 @@ def _add_state_suites(
 
 
 def _validate_all(
-    layout: RunLayout, specs: list[SuiteSpec], data: dict, counts: dict, sample_rows: int, progress: Progress
+    layout: RunLayout,
+    specs: list[SuiteSpec],
+    data: dict,
+    counts: dict,
+    sample_rows: int,
+    progress: Progress,
+    phases: Phases,
 ) -> list[ExpectationOutcome]:
-    context = gx_context(layout.root)
+    with phases.timed("GX context"):
+        context = gx_context(layout.root)
     outcomes: list[ExpectationOutcome] = []
     pages: list = []  # the Data Docs identifiers of every suite's pages
     try:
         for spec in specs:
             if spec.expectations:  # a suite with nothing left to check here (its skips are reported)
-                validated = _validate_one(context, spec, data[spec.asset], counts, sample_rows, progress)
+                with phases.timed(f"suite {spec.name}"):
+                    validated = _validate_one(context, spec, data[spec.asset], counts, sample_rows, progress)
                 outcomes += validated.outcomes
                 pages += validated.pages
     finally:
         for frame in data.values():
             frame.unpersist()
-    with progress.waiting("  building Data Docs ..."):
+    with progress.waiting("  building Data Docs ..."), phases.timed("Data Docs"):
         build_data_docs(context, pages)
     return outcomes
 

@@ -14,6 +14,7 @@ to it, batch and check work at its consistency point.
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import date
@@ -28,6 +29,7 @@ from jobs.point import batch_is_at, read_point
 from jobs.rebuild import rebuild
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.lock import RunLock, run_lock
+from jobs.runtime.phases import Phases
 from jobs.runtime.progress import Progress
 from jobs.spec import load_settings, load_spec, with_master, with_overrides
 from jobs.spec.locations import location
@@ -136,9 +138,12 @@ class Pipeline:
     def run(self, logical_date: date | None = None) -> Report:
         """Stream, batch and check in one process (one SparkSession)."""
         with self.lock, self._errors_reported(logical_date):
+            started = time.monotonic()
             self.stream(logical_date)
+            streamed = time.monotonic()
             self.batch(logical_date)
-            return self._check(logical_date)
+            steps = {"stream": round(streamed - started, 2), "batch": round(time.monotonic() - streamed, 2)}
+            return self._check(logical_date, steps)
 
     def rebuild(self, until: date | None = None) -> list[Report]:
         """Replay every partition (up to `until`) into a fresh run folder, checking each date."""
@@ -152,7 +157,7 @@ class Pipeline:
             copy_sources(self.source_copies, self.settings, self.progress)  # rebuild lists the dates
             return rebuild(self.plan, self.layout, self.progress, self.run, until)
 
-    def _check(self, logical_date: date | None) -> Report:
+    def _check(self, logical_date: date | None, steps: dict[str, float] | None = None) -> Report:
         if not self.layout.batch.exists():
             raise RunStateError("no batch result: run `lockstep batch` first", where=str(self.layout.root))
         if not batch_is_at(self.layout, read_point(self.layout, logical_date)):
@@ -163,9 +168,10 @@ class Pipeline:
             self.batch(logical_date)
         # Imported here: Great Expectations takes seconds to import, and `lockstep stream` or
         # `batch` never needs it.
-        with self.progress.waiting("loading Great Expectations ..."):
+        phases = Phases()
+        with self.progress.waiting("loading Great Expectations ..."), phases.timed("loading Great Expectations"):
             from expectations.check import run_check
-        return run_check(self.plan, self.settings, self.layout, self.progress, logical_date)
+        return run_check(self.plan, self.settings, self.layout, self.progress, logical_date, steps, phases)
 
     @contextmanager
     def _errors_reported(self, logical_date: date | None):

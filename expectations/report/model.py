@@ -98,6 +98,10 @@ class Report:
     skipped_expectations: tuple[dict, ...] = ()  # {suite, name, reason}: what could not be checked
     # late_events, quarantined, anomalies: {"table", "total", "rows"}, the first rows of each
     listed_rows: dict | None = None
+    # Where the check's time went: {phase: {"seconds", "spark_jobs"}} (jobs/runtime/phases.py)
+    check_phases: dict | None = None
+    # `lockstep run`'s steps, {"stream", "batch", "check"}: seconds each, when one run made them
+    step_seconds: dict | None = None
 
     @property
     def passed(self) -> bool:
@@ -145,6 +149,8 @@ class Report:
         data.update(
             {
                 "check_seconds": self.check_seconds,
+                "check_phases": self.check_phases or {},
+                "step_seconds": self.step_seconds or {},
                 "logical_date": self.logical_date,
                 "rechecked_by_time_travel": self.rechecked_by_time_travel,
             }

@@ -6,10 +6,22 @@ from typing import TYPE_CHECKING
 
 from jobs.point import offsets_text
 from jobs.runtime.layout import RunLayout
+from jobs.runtime.phases import phase_line
 from jobs.runtime.progress import counts
 
 if TYPE_CHECKING:  # the report package draws charts with matplotlib: not worth importing here
     from expectations.report.model import Report
+
+
+def _time_lines(report: Report) -> list[str]:
+    """Where the time went: `lockstep run`'s steps, and the check's slowest phases."""
+    lines = []
+    if report.step_seconds:
+        steps = ", ".join(f"{step} {seconds:.1f} s" for step, seconds in report.step_seconds.items())
+        lines.append(f"  time: {steps}")
+    if report.check_phases:
+        lines.append(f"  the check's time: {phase_line(report.check_phases)}")
+    return lines
 
 
 def verdict_lines(report: Report, layout: RunLayout, store_url: str | None = None) -> str:
@@ -34,6 +46,7 @@ def verdict_lines(report: Report, layout: RunLayout, store_url: str | None = Non
     lines += [f"  not checked: {s['name']} ({s['reason']})" for s in report.skipped_expectations]
     lines += _stage_lines(report)
     lines += _input_lines(report, layout)
+    lines += _time_lines(report)
     if store_url:
         lines.append(f"  report: {store_url}/report.html (figures: {store_url}/report.json)")
         lines.append(f"  working copy on this host: {layout.root}")

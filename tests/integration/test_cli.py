@@ -121,6 +121,12 @@ def test_a_nullable_field_left_out_reads_as_null_and_is_counted_in_the_report(tm
     assert "with a field left out (read as NULL): 1" in result.stdout
     report = json.loads((tmp_path / "runs" / "q" / "report.json").read_text())
     assert report["rows_with_absent_fields"] == 1
+    # Where the run's time went: its three steps, and the check's phases with their Spark jobs.
+    steps, phases = report["step_seconds"], report["check_phases"]
+    assert list(steps) == ["stream", "batch", "check"] and min(steps.values()) > 0, steps
+    assert steps["check"] == report["check_seconds"] >= sum(p["seconds"] for p in phases.values()) - 0.05
+    assert phases["suite unity"]["spark_jobs"] >= 1 and phases["loading Great Expectations"]["spark_jobs"] == 0
+    assert f"time: stream {steps['stream']:.1f} s, batch {steps['batch']:.1f} s" in result.stdout
 
 
 @pytest.mark.slow
