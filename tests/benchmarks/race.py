@@ -10,6 +10,10 @@ events. Each engine runs as one process, timed from outside, start-up included:
   JVM gets the heap lockstep's Spark driver gets (spark.driver_memory, 4g by default).
 - lockstep: `lockstep stream <spec>`: staging, the Spark Structured Streaming micro-batches and
   the Delta sink, with the spec's defaults (no stream.rows_per_batch unless --rows-per-batch).
+- lockstep's whole certification: `lockstep run <spec>` into a fresh run folder (skipped with
+  --stream-only): the stream, the batch job and the Great Expectations check, as a user runs
+  it. Its report gives each step's seconds, and the check's phases with their Spark jobs
+  (report.json's step_seconds and check_phases): the table of where the time goes.
 
 Measured per class and size: changelog rows (an update counts as two rows, -U and +U, as lockstep
 counts them), each engine's seconds and rows/s, the ratio lockstep / Flink, each engine's peak
@@ -57,6 +61,7 @@ import yaml
 from deltalake import DeltaTable
 
 from jobs.changelog.generate import TIMED_SCHEMA, order_changes
+from jobs.runtime.phases import phase_line
 from jobs.spec.load import load_settings
 from tests.benchmarks.bench_stream import DEDUP_SQL, GROUP_SQL, JOIN_SQL, LEFT_JOIN_SQL, WINDOW_SQL
 from tests.benchmarks.memory import SAMPLE_SECONDS, descendants_memory, process_memory
@@ -239,10 +244,16 @@ def lockstep_spec(folder: Path, query: QueryClass, rows_per_batch: int | None) -
 
 
 def race_one(
-    query: QueryClass, size: int, work: Path = WORK, rows_per_batch: int | None = None, check: bool = True
+    query: QueryClass,
+    size: int,
+    work: Path = WORK,
+    rows_per_batch: int | None = None,
+    check: bool = True,
+    whole_run: bool = True,
 ) -> dict:
     """Both engines over the same files of one class and size: the row of the table; with
-    `check`, then lockstep's sink against Flink's final rows (untimed)."""
+    `whole_run`, lockstep's whole `run` as well; with `check`, then lockstep's sink against
+    Flink's final rows (untimed)."""
     folder = work / f"{query.name}-{size}"
     rows = write_inputs(folder, query, size)
     row = {"class": query.name, "size": size, "rows": rows}
@@ -255,6 +266,8 @@ def race_one(
     read = row["stages"][0]["rows"] if row["stages"] else 0
     if row["lockstep"]["exit"] == 0 and read != rows:
         row["lockstep"]["note"] = f"read {read:,} of {rows:,} changelog rows"
+    if whole_run:
+        row["run"] = _announced(query, rows, "lockstep run", lambda: run_whole(folder, query, rows_per_batch))
     if check and row["flink"]["exit"] == 0 and row["lockstep"]["exit"] == 0:
         row["results"] = check_results(folder, query)
         print(f"race: {query.name} {rows:,} rows: results {row['results']}", flush=True)
@@ -343,6 +356,26 @@ def run_lockstep(folder: Path, query: QueryClass, rows_per_batch: int | None) ->
         str(runs),
     ]
     return measure(command, folder / "lockstep", dict(os.environ))
+
+
+def run_whole(folder: Path, query: QueryClass, rows_per_batch: int | None) -> dict:
+    """`lockstep run`, timed from outside as the stream step is, with its report's steps and
+    the check's phases. Exit 1 (the check failed) is a finished run; its verdict says so."""
+    runs = folder / "runs-whole"
+    shutil.rmtree(runs, ignore_errors=True)
+    spec = lockstep_spec(folder, query, rows_per_batch)
+    command = [sys.executable, "-m", "jobs.cli.main", "run", str(spec), "--out", str(runs)]
+    result = measure(command, folder / "lockstep-run", dict(os.environ))
+    report_path = runs / f"race_{query.name}" / "report.json"
+    if result["exit"] in (0, 1) and report_path.exists():
+        report = json.loads(report_path.read_text())
+        result.update(
+            exit=0,
+            verdict=report["verdict"],
+            steps=report.get("step_seconds", {}),
+            check_phases=report.get("check_phases", {}),
+        )
+    return result
 
 
 def _last_json(path: Path) -> dict:
@@ -482,11 +515,13 @@ def marginal_rates(results: list[dict]) -> list[dict]:
         if len(rows) < 2:
             continue
         flink, mine = marginal(rows[0], rows[-1], "flink"), marginal(rows[0], rows[-1], "lockstep")
+        whole = marginal(rows[0], rows[-1], "run") if all("run" in r for r in (rows[0], rows[-1])) else None
         rates.append(
             {
                 "class": name,
                 "flink_rows_per_second": flink,
                 "lockstep_rows_per_second": mine,
+                "run_rows_per_second": whole,
                 "lockstep_over_flink": flink / mine if flink and mine else None,
                 "why_missing": {
                     e: _why_no_marginal(rows[0], rows[-1], e)
@@ -549,27 +584,54 @@ def print_header(info: dict) -> None:
 def print_table(results: list[dict], rates: list[dict]) -> None:
     print(
         "\n| class | changelog rows | Flink s | lockstep s | Flink rows/s | lockstep rows/s | lockstep / Flink "
+        "| lockstep run s | lockstep run / Flink "
         "| peak MiB Flink | peak MiB lockstep | micro-batches | micro-batch s, first / last tenth "
         "| lockstep's first micro-batch done, s from the command | lockstep's sink = Flink's result |"
     )
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
     for r in results:
-        f, s = r["flink"], r["lockstep"]
+        f, s, whole = r["flink"], r["lockstep"], r.get("run")
         print(
             f"| {r['class']} | {r['rows']:,} | {_seconds(f)} | {_seconds(s)} | {_rate(r, f)} | {_rate(r, s)} | "
-            f"{_ratio(f, s)} | {_mib(f)} | {_mib(s)} | {_batch_counts(r)} | {_batch_seconds(r)} | "
+            f"{_ratio(f, s)} | {_seconds(whole) if whole else '-'} | {_ratio(f, whole) if whole else '-'} | "
+            f"{_mib(f)} | {_mib(s)} | {_batch_counts(r)} | {_batch_seconds(r)} | "
             f"{_first_batch(s)} | {_results(r)} |"
         )
+    print_where_time_goes(results)
     if rates:
-        print("\n| class | marginal rows/s Flink | marginal rows/s lockstep | lockstep / Flink per extra row |")
-        print("|---|--:|--:|--:|")
+        print(
+            "\n| class | marginal rows/s Flink | marginal rows/s lockstep | lockstep / Flink per extra row "
+            "| marginal rows/s lockstep run |"
+        )
+        print("|---|--:|--:|--:|--:|")
         for m in rates:
             ratio = f"{m['lockstep_over_flink']:.1f}x" if m["lockstep_over_flink"] else "-"
             print(
                 f"| {m['class']} | {_number(m['flink_rows_per_second'])} | "
-                f"{_number(m['lockstep_rows_per_second'])} | {ratio} |"
+                f"{_number(m['lockstep_rows_per_second'])} | {ratio} | {_number(m.get('run_rows_per_second'))} |"
             )
     _print_notes(results, rates)
+
+
+def print_where_time_goes(results: list[dict]) -> None:
+    """`lockstep run`'s seconds by step (the rest: the process's start and its summary), and the
+    check's slowest phases with their Spark jobs."""
+    runs = [r for r in results if r.get("run", {}).get("steps")]
+    if not runs:
+        return
+    print(
+        "\n| class | changelog rows | verdict | run s | stream s | batch s | check s | the rest s "
+        "| the check's slowest phases |"
+    )
+    print("|---|--:|---|--:|--:|--:|--:|--:|---|")
+    for r in runs:
+        run, steps = r["run"], r["run"]["steps"]
+        rest = run["seconds"] - sum(steps.values())
+        print(
+            f"| {r['class']} | {r['rows']:,} | {run['verdict'].upper()} | {run['seconds']:.1f} | "
+            f"{steps.get('stream', 0):.1f} | {steps.get('batch', 0):.1f} | {steps.get('check', 0):.1f} | "
+            f"{rest:.1f} | {phase_line(run['check_phases'], most=3)} |"
+        )
 
 
 def _print_notes(results: list[dict], rates: list[dict]) -> None:
@@ -578,8 +640,8 @@ def _print_notes(results: list[dict], rates: list[dict]) -> None:
     notes = [
         f"- {r['class']} {r['rows']:,} rows, {engine}: {r[engine].get('error') or r[engine].get('note')}"
         for r in results
-        for engine in ("flink", "lockstep")
-        if r[engine]["exit"] != 0 or r[engine].get("note")
+        for engine in ("flink", "lockstep", "run")
+        if engine in r and (r[engine]["exit"] != 0 or r[engine].get("note"))
     ]
     notes += [
         f"- {m['class']}, no marginal rate for {engine}: {why}"
@@ -647,7 +709,7 @@ def main() -> None:
     info = machine()
     print_header(info)
     results = [
-        race_one(CLASSES[name], size, rows_per_batch=args.rows_per_batch, check=args.check)
+        race_one(CLASSES[name], size, rows_per_batch=args.rows_per_batch, check=args.check, whole_run=args.whole_run)
         for name in args.classes
         for size in args.sizes
     ]
@@ -694,6 +756,12 @@ def _arguments() -> argparse.Namespace:
         type=int,
         default=None,
         help="set lockstep's stream.rows_per_batch (default: unset, lockstep's own sizing)",
+    )
+    parser.add_argument(
+        "--stream-only",
+        dest="whole_run",
+        action="store_false",
+        help="time lockstep's stream step alone, not also the whole `lockstep run` (stream, batch and check)",
     )
     parser.add_argument(
         "--no-check",

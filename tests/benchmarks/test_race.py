@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from tests.benchmarks.race import CLASSES, FLINK_PYTHON, check_results, marginal_rates, race_one
+from tests.benchmarks.race import CLASSES, FLINK_PYTHON, check_results, marginal_rates, print_where_time_goes, race_one
 
 pytestmark = pytest.mark.slow  # two engines' processes per size: about a minute
 
@@ -24,7 +24,8 @@ def raced(tmp_path_factory) -> tuple[Path, list[dict]]:
     # A missing oracle environment is a setup to run, not a test to skip.
     assert FLINK_PYTHON.exists(), f"{FLINK_PYTHON} is missing: run `make setup`, which creates the Flink environment"
     work = tmp_path_factory.mktemp("race")
-    return work, [race_one(CLASSES["group_aggregate"], size, work=work) for size in SIZES]
+    # lockstep's whole run at the smaller size only: what it adds is the same at both
+    return work, [race_one(CLASSES["group_aggregate"], s, work=work, whole_run=s == SIZES[0]) for s in SIZES]
 
 
 def test_both_engines_finish_every_size(raced):
@@ -84,6 +85,22 @@ def test_the_marginal_rate_is_extra_rows_over_extra_seconds(raced):
         assert (expected is None) == (engine in rates["why_missing"])
     flink, mine = rates["flink_rows_per_second"], rates["lockstep_rows_per_second"]
     assert rates["lockstep_over_flink"] == (pytest.approx(flink / mine) if flink and mine else None)
+
+
+def test_the_whole_run_is_timed_with_its_steps_and_the_checks_phases(raced, capsys):
+    _, (small, large) = raced
+    run = small["run"]
+    assert run["exit"] == 0 and run["verdict"] == "pass", run["error"]
+    assert list(run["steps"]) == ["stream", "batch", "check"]
+    assert 0 < sum(run["steps"].values()) < run["seconds"]  # the rest: the process's start
+    assert any(phase["spark_jobs"] > 0 for phase in run["check_phases"].values())
+    assert "run" not in large and marginal_rates([small, large])[0]["run_rows_per_second"] is None
+    print_where_time_goes([small, large])
+    table = capsys.readouterr().out
+    assert (
+        f"| group_aggregate | {small['rows']:,} | PASS | {run['seconds']:.1f} | {run['steps']['stream']:.1f} |" in table
+    )
+    assert f"| {large['rows']:,} |" not in table
 
 
 def _aggregate(orders: Path) -> list[tuple[int, int, int]]:
