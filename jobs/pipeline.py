@@ -27,6 +27,7 @@ from jobs.kafka.servers import with_bootstrap_servers
 from jobs.plan import Plan, plan_query
 from jobs.point import batch_is_at, read_point
 from jobs.rebuild import rebuild
+from jobs.runtime.imports import import_in_background
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.lock import RunLock, run_lock
 from jobs.runtime.phases import Phases
@@ -141,6 +142,7 @@ class Pipeline:
             started = time.monotonic()
             self.stream(logical_date)
             streamed = time.monotonic()
+            import_in_background("expectations.check")  # while the batch job waits on Spark
             self.batch(logical_date)
             steps = {"stream": round(streamed - started, 2), "batch": round(time.monotonic() - streamed, 2)}
             return self._check(logical_date, steps)
@@ -167,7 +169,7 @@ class Pipeline:
             )
             self.batch(logical_date)
         # Imported here: Great Expectations takes seconds to import, and `lockstep stream` or
-        # `batch` never needs it.
+        # `batch` never needs it. After `run`'s import in the background, this waits for it.
         phases = Phases()
         with self.progress.waiting("loading Great Expectations ..."), phases.timed("loading Great Expectations"):
             from expectations.check import run_check
