@@ -153,6 +153,12 @@ def event_micros(time: Column, time_type: DataType) -> Column:
     return F.unix_micros(time)
 
 
+def carry_watermarks(*frames: DataFrame) -> bool:
+    """Whether every input carries the watermark its rows were staged under (an event-time
+    source's, or an earlier stage's that records one)."""
+    return all(WATERMARK in frame.columns for frame in frames)
+
+
 def with_event_time_watermark(frame: DataFrame) -> DataFrame:
     """The frame with Spark's event-time watermark on the watermark its rows were staged under
     (WATERMARK): the highest seen so far, the least over a query's inputs, is what fires

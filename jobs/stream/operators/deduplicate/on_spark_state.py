@@ -11,7 +11,13 @@ from pyspark.sql import functions as F
 from jobs.plan.nodes import Deduplicate
 from jobs.stream.operators.deduplicate.ranked_rows import TopRows
 from jobs.stream.operators.deduplicate.window_expiry import WindowExpiry
-from jobs.stream.operators.keyed_state import LiveRowsState, RowExpiry, event_micros, with_event_time_watermark
+from jobs.stream.operators.keyed_state import (
+    LiveRowsState,
+    RowExpiry,
+    carry_watermarks,
+    event_micros,
+    with_event_time_watermark,
+)
 
 
 class DedupOnKeyedState:
@@ -26,7 +32,7 @@ class DedupOnKeyedState:
 
     def stream(self, spark: SparkSession, changes: DataFrame) -> DataFrame:
         keys = [F.col(f"`{k}`") for k in self.node.keys] or [F.lit(0)]
-        if self.window_end is None:
+        if self.window_end is None or not carry_watermarks(changes):
             return self.state.stream(spark, changes, keys)
         end = event_micros(F.col(f"`{self.window_end}`"), changes.schema[self.window_end].dataType)
         return self.state.stream(spark, with_event_time_watermark(changes), keys, expiry=RowExpiry(end))

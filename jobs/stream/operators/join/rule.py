@@ -15,7 +15,7 @@ from jobs.stream.operators.join.on_lockstep_state import JoinOperator
 from jobs.stream.operators.join.on_spark_state import JoinOnKeyedState
 from jobs.stream.operators.join.point_in_time_rows import history_entries
 from jobs.stream.operators.join.temporal import TemporalJoinOperator
-from jobs.stream.operators.keyed_state import with_event_time_watermark
+from jobs.stream.operators.keyed_state import carry_watermarks, with_event_time_watermark
 
 
 def join(node: Join, ctx: Context) -> Streaming:
@@ -24,8 +24,10 @@ def join(node: Join, ctx: Context) -> Streaming:
     if ctx.on_keyed_state:
         types = ({f.name: f.dataType for f in side.schema.fields} for side in (left, right))
         joined = JoinOnKeyedState(node, *types)
-        if joined.expiry is not None:
+        if joined.expiry is not None and carry_watermarks(left, right):
             left, right = with_event_time_watermark(left), with_event_time_watermark(right)
+        else:
+            joined.expiry = None  # without both sides' watermarks nothing can tell a row is done
         return Streaming(joined.stream(ctx.spark, _tagged(node, left, right)), operator=joined)
     tagged = _tagged(node, left, right)
     left_direct, right_direct = driver_input(node.left, left.schema), driver_input(node.right, right.schema)
@@ -39,13 +41,16 @@ def temporal_join(node: TemporalJoin, ctx: Context) -> Streaming:
     the micro-batch's files, in order (a -U is not a version)."""
     left, right = ctx.frame(node.left).frame, ctx.frame(node.right).frame
     if ctx.on_keyed_state:
-        left, right = with_event_time_watermark(left), with_event_time_watermark(right)
+        expiring = carry_watermarks(left, right)
+        if expiring:
+            left, right = with_event_time_watermark(left), with_event_time_watermark(right)
         history = history_entries(right, node)
         entry = (*node.right.output_names, LIVE, SEQ)
         tagged = tag_side(left, LEFT, node.left.output_names, RIGHT, _struct_ddl(history, entry))
         tagged = tagged.unionByName(tag_side(history, RIGHT, entry, LEFT, _struct_ddl(left, node.left.output_names)))
         types = ({f.name: f.dataType for f in side.schema.fields} for side in (left, history))
         joined = JoinOnKeyedState(node, *types)
+        joined.expiry = joined.expiry if expiring else None
         return Streaming(joined.stream(ctx.spark, tagged), operator=joined)
     tagged = _tagged(node, left, right)
     operator = TemporalJoinOperator(node, ctx.layout.operator_state, right.schema, driver_input(node.left, left.schema))
