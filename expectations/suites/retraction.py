@@ -13,6 +13,7 @@ from expectations.sql import STREAM_VIEW, VALIDATED, select_list
 from expectations.suites import LockstepExpectation, SuiteSpec
 
 RETRACTIONS = "('update_preimage', 'delete')"
+N = "__lockstep_copies"  # a row's copies replayed less its copies in the table
 ADDITIONS = "('insert', 'update_postimage')"
 
 
@@ -83,14 +84,22 @@ class ExpectChangeFeedReplaysToTable(LockstepExpectation):
 
     @classmethod
     def rows_query(cls, cols: Columns) -> str:
-        """A key's last change, if an addition, is its live row: that must be exactly the table."""
+        """A key's last change, if an addition, is its live row: that must be exactly the table.
+        Both sides' rows counted in one aggregation (+1 replayed, -1 in the table), each copy of
+        a row that does not cancel out listed under its side: what EXCEPT ALL both ways gives,
+        at the cost of one of them (Spark runs each EXCEPT ALL as such an aggregation)."""
+        columns = select_list(cols.all)
         replayed = (
-            f"SELECT {select_list(cols.all)} FROM {VALIDATED} WHERE __next_type IS NULL AND _change_type IN {ADDITIONS}"
+            f"SELECT {columns}, 1 AS {N} FROM {VALIDATED} WHERE __next_type IS NULL AND _change_type IN {ADDITIONS}"
         )
-        table = f"SELECT {select_list(cols.all)} FROM {STREAM_VIEW}"
+        table = f"SELECT {columns}, -1 AS {N} FROM {STREAM_VIEW}"
+        counted = (
+            f"SELECT {columns}, SUM({N}) AS {N} FROM ({replayed} UNION ALL {table}) GROUP BY {columns} "
+            f"HAVING SUM({N}) <> 0"
+        )
+        side = f"CASE WHEN {N} > 0 THEN 'only in the replayed change feed' ELSE 'only in the sink table' END"
         return (
-            f"SELECT 'only in the replayed change feed' AS side, * FROM ({replayed} EXCEPT ALL {table}) "
-            f"UNION ALL SELECT 'only in the sink table' AS side, * FROM ({table} EXCEPT ALL {replayed})"
+            f"SELECT {side} AS side, {columns} FROM ({counted}) LATERAL VIEW explode(sequence(1, abs({N}))) c AS __copy"
         )
 
 

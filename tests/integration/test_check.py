@@ -2,6 +2,7 @@
 rows to show for it, when the results or the change feed are wrong."""
 
 import json
+import random
 import shutil
 
 import pyarrow as pa
@@ -138,3 +139,35 @@ def test_an_expectations_first_rows_and_their_count_come_from_one_spark_job(spar
     assert len(rows) == 20 and all(set(r) == {"id", "g"} and r["g"] == 3 for r in rows)
     assert len(jobs) == 1
     assert first_rows_and_count(frame.where("g = 9"), 20) == ([], 0)
+
+
+def test_the_replay_rule_lists_what_except_all_both_ways_lists(spark):
+    """ExpectChangeFeedReplaysToTable counts both sides in one aggregation; on random rows with
+    copies, NULLs and -0.0 it lists each side's rows as EXCEPT ALL both ways does."""
+    from expectations.columns import Columns, Tolerance
+    from expectations.sql import STREAM_VIEW
+    from expectations.suites.retraction import ExpectChangeFeedReplaysToTable
+
+    rng = random.Random(5)
+    values = [None, 0.0, -0.0, 1.5, 2.0]
+
+    def rows(n: int) -> list[tuple]:
+        return [(rng.choice([1, 2, None]), rng.choice(values)) for _ in range(n)]
+
+    kinds, nexts = ["insert", "update_postimage", "delete"], [None, "insert"]
+    feed = [(k, x, rng.choice(kinds), rng.choice(nexts)) for k, x in rows(60)]
+    spark.createDataFrame(feed, "k INT, x DOUBLE, _change_type STRING, __next_type STRING").createOrReplaceTempView(
+        "fed"
+    )
+    spark.createDataFrame(rows(40), "k INT, x DOUBLE").createOrReplaceTempView(STREAM_VIEW)
+    cols = Columns(("k",), ("x",), frozenset({"x"}), Tolerance(0.0, 0.0))
+    listed = spark.sql(ExpectChangeFeedReplaysToTable.rows_query(cols).replace("{batch}", "fed")).collect()
+    replayed = "SELECT k, x FROM fed WHERE __next_type IS NULL AND _change_type IN ('insert', 'update_postimage')"
+    table = f"SELECT k, x FROM {STREAM_VIEW}"
+    expected = spark.sql(
+        f"SELECT 'only in the replayed change feed' AS side, * FROM ({replayed} EXCEPT ALL {table}) "
+        f"UNION ALL SELECT 'only in the sink table' AS side, * FROM ({table} EXCEPT ALL {replayed})"
+    ).collect()
+    assert expected  # the random rows do differ, both ways
+    assert {r.side for r in expected} == {"only in the replayed change feed", "only in the sink table"}
+    assert sorted(map(tuple, listed), key=repr) == sorted(map(tuple, expected), key=repr)
