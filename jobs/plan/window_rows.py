@@ -47,6 +47,12 @@ def check_window_rows(spec: QuerySpec, root: Sink) -> None:
         )
 
 
+def state_bounds(join: Join) -> TimeBounds | None:
+    """The bounds a join's state ends by, on either engine: an interval join's, or a window
+    join's; None for a join that keeps its rows."""
+    return join.time_bounds or window_join_bounds(join)
+
+
 def window_join_bounds(join: Join) -> TimeBounds | None:
     """A window join's rows as an interval join's of zero width on the windows' ends: a row of
     one side can meet no row still to come once the other side's watermark reaches its window's

@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 from typing import Protocol
 
-import pyarrow.parquet as pq
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.runtime.arrow_frames import frame_through_file
 from jobs.runtime.delta import change_feed_frame, read_change_feed, read_snapshot, read_with_connector
 from jobs.runtime.delta_connector import require_connector
 
@@ -48,10 +48,7 @@ class DeltaRsTables:
         return read_snapshot(spark, path, version)
 
     def change_feed(self, spark: SparkSession, path: Path, last_version: int, scratch: Path) -> DataFrame:
-        # Handed to Spark as a Parquet file: createDataFrame from Arrow is far slower at this size.
-        scratch.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(read_change_feed(path, 0, last_version), scratch)
-        return spark.read.parquet(str(scratch))
+        return frame_through_file(spark, read_change_feed(path, 0, last_version), scratch)
 
     def overwrite(self, result: DataFrame, path: Path, metadata: dict) -> int:
         table = result.toArrow()

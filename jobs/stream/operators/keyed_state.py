@@ -44,7 +44,7 @@ BEFORE = 0  # LiveRows.BEFORE: a live row before the micro-batch (1: the micro-b
 LATE = 2  # LiveRows.LATE: a session window's change left out as late (SessionLateness.java)
 
 
-# With a watermark (with_event_time_watermark), Spark would run a micro-batch without input
+# With a watermark (watermarked), Spark would run a micro-batch without input
 # whenever the watermark moves, only to fire timers: the next micro-batch fires them as well.
 NO_EMPTY_BATCHES = {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}
 
@@ -94,7 +94,7 @@ class LiveRowsState:
         """The streaming frame of LiveRows' output over `changes` (the values and their WEIGHT)
         grouped by `keys` (at least one: a constant for a single group). With `session`, the
         changes also carry WATERMARK and SEQ, and the late ones come out as LATE. With `expiry`,
-        `changes` carries Spark's watermark (with_event_time_watermark) and rows leave the state
+        `changes` carries Spark's watermark (watermarked) and rows leave the state
         as it passes them."""
         require_stream_jar(spark, "stream.engine: spark")
         names = [f"__key{i}" for i in range(len(keys))]
@@ -153,17 +153,19 @@ def event_micros(time: Column, time_type: DataType) -> Column:
     return F.unix_micros(time)
 
 
-def carry_watermarks(*frames: DataFrame) -> bool:
-    """Whether every input carries the watermark its rows were staged under (an event-time
-    source's, or an earlier stage's that records one)."""
-    return all(WATERMARK in frame.columns for frame in frames)
+def watermarked(*frames: DataFrame) -> tuple[DataFrame, ...] | None:
+    """The inputs, each with Spark's event-time watermark on the watermark its rows were staged
+    under (WATERMARK); None when one does not carry it (then nothing tells when a row is done,
+    and the operator keeps its rows). Spark's watermark, the highest seen so far and the least
+    over a query's inputs, is what fires LiveRows' timers. It trails lockstep's own by up to two
+    micro-batches, so a row may stay a little longer than on the local engine, never leave
+    earlier."""
+    if not all(WATERMARK in frame.columns for frame in frames):
+        return None
+    return tuple(_with_event_time_watermark(frame) for frame in frames)
 
 
-def with_event_time_watermark(frame: DataFrame) -> DataFrame:
-    """The frame with Spark's event-time watermark on the watermark its rows were staged under
-    (WATERMARK): the highest seen so far, the least over a query's inputs, is what fires
-    LiveRows' timers. It trails lockstep's own by up to two micro-batches, so a row may stay a
-    little longer than on the local engine, never leave earlier."""
+def _with_event_time_watermark(frame: DataFrame) -> DataFrame:
     wm_type = frame.schema[WATERMARK].dataType
     if isinstance(wm_type, TimestampNTZType):
         frame = frame.withColumn(WATERMARK, F.timestamp_micros(event_micros(F.col(WATERMARK), wm_type)))

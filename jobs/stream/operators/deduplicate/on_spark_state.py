@@ -11,13 +11,7 @@ from pyspark.sql import functions as F
 from jobs.plan.nodes import Deduplicate
 from jobs.stream.operators.deduplicate.ranked_rows import TopRows
 from jobs.stream.operators.deduplicate.window_expiry import WindowExpiry
-from jobs.stream.operators.keyed_state import (
-    LiveRowsState,
-    RowExpiry,
-    carry_watermarks,
-    event_micros,
-    with_event_time_watermark,
-)
+from jobs.stream.operators.keyed_state import LiveRowsState, RowExpiry, event_micros, watermarked
 
 
 class DedupOnKeyedState:
@@ -32,10 +26,10 @@ class DedupOnKeyedState:
 
     def stream(self, spark: SparkSession, changes: DataFrame) -> DataFrame:
         keys = [F.col(f"`{k}`") for k in self.node.keys] or [F.lit(0)]
-        if self.window_end is None or not carry_watermarks(changes):
+        if self.window_end is None or (marked := watermarked(changes)) is None:
             return self.state.stream(spark, changes, keys)
         end = event_micros(F.col(f"`{self.window_end}`"), changes.schema[self.window_end].dataType)
-        return self.state.stream(spark, with_event_time_watermark(changes), keys, expiry=RowExpiry(end))
+        return self.state.stream(spark, marked[0], keys, expiry=RowExpiry(end))
 
     def changes(self, spark: SparkSession, live: DataFrame, batch_id: int, segments=None) -> DataFrame:
         before, after = self.state.before_after(live)

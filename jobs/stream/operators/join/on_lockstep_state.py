@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.changelog.schema import all_nullable
 from jobs.plan.nodes import Join
-from jobs.plan.window_rows import window_join_bounds
+from jobs.plan.window_rows import state_bounds
 from jobs.stream.operators.driver_input import DriverInput, net_changes_on_driver
 from jobs.stream.operators.join.expiry import IntervalExpiry, forgotten
 from jobs.stream.operators.join.join_rows import joined, joins_on_driver
@@ -30,7 +30,7 @@ class JoinOperator:
     def __init__(self, node: Join, state_dir: Path, direct: tuple[DriverInput, DriverInput] | None = None):
         self.node, self.direct = node, direct
         self.left_cols, self.right_cols = node.left.output_names, node.right.output_names
-        bounds = node.time_bounds or window_join_bounds(node)  # an interval join's, or a window join's
+        bounds = state_bounds(node)
         self.expiry = IntervalExpiry(node, bounds) if bounds is not None else None
         folds = (self.expiry.fold_left, self.expiry.fold_right) if self.expiry else (None, None)
         self.left_state = LiveState(state_dir / "left", node.left_keys, compact_fold=folds[0], counted=True)

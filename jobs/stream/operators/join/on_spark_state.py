@@ -16,7 +16,7 @@ from pyspark.sql.types import DataType, NumericType
 
 from jobs.changelog.columns import COUNT, SEQ
 from jobs.plan.nodes import Join, TemporalJoin, TimeBounds
-from jobs.plan.window_rows import window_join_bounds
+from jobs.plan.window_rows import state_bounds
 from jobs.stream.operators.join.joined_rows import LEFT, RIGHT, SIDE, JoinedRows
 from jobs.stream.operators.join.point_in_time_rows import PointInTimeRows
 from jobs.stream.operators.keyed_state import LiveRowsState, RowExpiry, event_micros
@@ -27,7 +27,11 @@ class JoinOnKeyedState:
     either side finds the other side's rows of its key. A temporal join keeps the left's rows
     and the versioned table's history (point_in_time_rows.py) the same way."""
 
-    def __init__(self, node: Join, left_types: dict[str, DataType], right_types: dict[str, DataType]):
+    def __init__(
+        self, node: Join, left_types: dict[str, DataType], right_types: dict[str, DataType], expiring: bool = False
+    ):
+        """expiring: both sides carry Spark's watermark (keyed_state.watermarked), so rows can
+        leave the state as it passes them."""
         self.node = node
         self.state = LiveRowsState((SIDE, LEFT, RIGHT))
         self._keys = [
@@ -35,11 +39,11 @@ class JoinOnKeyedState:
             for left, right in zip(node.left_keys, node.right_keys)
         ]
         self._joined = PointInTimeRows(node) if isinstance(node, TemporalJoin) else JoinedRows(node)
-        self.expiry = _expiry(node, left_types, right_types)
+        self.expiry = _expiry(node, left_types, right_types) if expiring else None
 
     def stream(self, spark: SparkSession, tagged: DataFrame) -> DataFrame:
         """The state over both sides' changes, tagged (joined_rows.tag_side) and unioned; with an
-        expiry, each side carries Spark's watermark (keyed_state.with_event_time_watermark)."""
+        expiry, each side carries Spark's watermark (keyed_state.watermarked)."""
         return self.state.stream(spark, tagged, self._keys or [F.lit(0)], expiry=self.expiry)
 
     def changes(self, spark: SparkSession, live: DataFrame, batch_id: int, segments=None) -> DataFrame:
@@ -55,7 +59,7 @@ def _expiry(node: Join, left_types: dict[str, DataType], right_types: dict[str, 
     if isinstance(node, TemporalJoin):
         times = _time(LEFT, node.left_time, left_types), _time(RIGHT, node.right_time, right_types)
         return RowExpiry(F.when(on_left, times[0]).otherwise(times[1]), F.when(~on_left, F.col(RIGHT).getField(SEQ)))
-    bounds: TimeBounds | None = node.time_bounds or window_join_bounds(node)
+    bounds: TimeBounds | None = state_bounds(node)
     if bounds is None:
         return None
     lower, upper = (F.lit(b // timedelta(microseconds=1)) for b in (bounds.lower, bounds.upper))
