@@ -20,12 +20,14 @@ import time
 from dataclasses import dataclass, replace
 from datetime import date
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DoubleType, FloatType
 
 from expectations.columns import Columns, Tolerance
 from expectations.diagnosis import Evidence, diagnose
 from expectations.differences import differences_section
+from expectations.feed_order import order_feed
 from expectations.listed_rows import listed_rows
 from expectations.report.model import ExpectationOutcome, Report
 from expectations.report.publish import publish
@@ -48,6 +50,7 @@ from jobs.plan import Plan, StagePlan
 from jobs.plan.explain import explain
 from jobs.plan.nodes import GroupAggregate
 from jobs.point import ConsistencyPoint, read_point
+from jobs.runtime.arrow_frames import frame_through_file
 from jobs.runtime.delta import CHANGE_TYPE
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.phases import Phases
@@ -113,12 +116,8 @@ def _check(
     progress.say(f"check {plan.spec.name}: the sink at version {point.sink_version} against the batch result")
     with phases.timed("read both sides"):
         sides = _sides(spark, plan, layout, point, settings)
-        feed = _change_feed(spark, plan, layout, point)
-        data = {
-            "stream_result": sides.stream,
-            "batch_result": sides.batch,
-            "change_feed": _ordered_feed(spark, feed, sides.cols).cache(),
-        }
+        feed = _ordered_change_feed(spark, plan, layout, point, sides.cols)
+        data = {"stream_result": sides.stream, "batch_result": sides.batch, "change_feed": feed}
     specs = [
         unity_suite(sides.cols, sides.batch.columns),
         batch_result_suite(sides.cols),
@@ -274,16 +273,23 @@ def _validate_one(
     return validated
 
 
-def _change_feed(spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint) -> DataFrame:
-    """The sink's change feed up to the consistency point, read as its writer reads it."""
+def _ordered_change_feed(
+    spark: SparkSession, plan: Plan, layout: RunLayout, point: ConsistencyPoint, cols: Columns
+) -> DataFrame:
+    """The sink's change feed up to the consistency point, read as its writer reads it, with each
+    change's previous and next of its key: ordered in Arrow when the writer reads the feed into
+    the driver (feed_order.py), else by Spark's window (ordered_feed). Each rule reads it once:
+    an ordered file is scanned again per rule (cheaper than caching its nested images), the
+    window's result is cached rather than computed per rule."""
     scratch = layout.state / "check" / "change_feed.parquet"
-    return tables_for(plan.spec.sink.writer).change_feed(spark, layout.stream, point.sink_version, scratch)
-
-
-def _ordered_feed(spark: SparkSession, feed: DataFrame, cols: Columns) -> DataFrame:
-    """The change feed with each key's previous and next change."""
+    feed = tables_for(plan.spec.sink.writer).change_feed(spark, layout.stream, point.sink_version)
+    if isinstance(feed, pa.Table):
+        ordered = order_feed(feed, cols)
+        if ordered is not None:
+            return frame_through_file(spark, ordered, scratch)
+        feed = frame_through_file(spark, feed, scratch)
     feed.createOrReplaceTempView(FEED_VIEW)
-    return spark.sql(ordered_feed(cols, FEED_VIEW))
+    return spark.sql(ordered_feed(cols, FEED_VIEW)).cache()
 
 
 def _columns(plan: Plan, stream: DataFrame, settings: Settings) -> Columns:

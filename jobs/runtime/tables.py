@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 from typing import Protocol
 
+import pyarrow as pa
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.runtime.arrow_frames import frame_through_file
 from jobs.runtime.delta import change_feed_frame, read_change_feed, read_snapshot, read_with_connector
 from jobs.runtime.delta_connector import require_connector
 
@@ -30,8 +30,9 @@ class WholeTables(Protocol):
     def read(self, spark: SparkSession, path: Path, version: int | None = None) -> DataFrame:
         """The table at `version` (the latest without one)."""
 
-    def change_feed(self, spark: SparkSession, path: Path, last_version: int, scratch: Path) -> DataFrame:
-        """The table's change data feed up to `last_version`; `scratch`: a file it may write."""
+    def change_feed(self, spark: SparkSession, path: Path, last_version: int) -> pa.Table | DataFrame:
+        """The table's change data feed up to `last_version`: an Arrow table when the writer
+        reads it into the driver, else a DataFrame read on the executors."""
 
     def overwrite(self, result: DataFrame, path: Path, metadata: dict) -> int:
         """Replace the table with `result`, `metadata` in the commit; its row count."""
@@ -47,8 +48,8 @@ class DeltaRsTables:
     def read(self, spark: SparkSession, path: Path, version: int | None = None) -> DataFrame:
         return read_snapshot(spark, path, version)
 
-    def change_feed(self, spark: SparkSession, path: Path, last_version: int, scratch: Path) -> DataFrame:
-        return frame_through_file(spark, read_change_feed(path, 0, last_version), scratch)
+    def change_feed(self, spark: SparkSession, path: Path, last_version: int) -> pa.Table:
+        return read_change_feed(path, 0, last_version)
 
     def overwrite(self, result: DataFrame, path: Path, metadata: dict) -> int:
         table = result.toArrow()
@@ -68,7 +69,7 @@ class DeltaSparkTables:
     def read(self, spark: SparkSession, path: Path, version: int | None = None) -> DataFrame:
         return read_with_connector(spark, path, version)
 
-    def change_feed(self, spark: SparkSession, path: Path, last_version: int, scratch: Path) -> DataFrame:
+    def change_feed(self, spark: SparkSession, path: Path, last_version: int) -> DataFrame:
         return change_feed_frame(spark, path, 0, last_version)
 
     def overwrite(self, result: DataFrame, path: Path, metadata: dict) -> int:

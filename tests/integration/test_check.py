@@ -171,3 +171,50 @@ def test_the_replay_rule_lists_what_except_all_both_ways_lists(spark):
     assert expected  # the random rows do differ, both ways
     assert {r.side for r in expected} == {"only in the replayed change feed", "only in the sink table"}
     assert sorted(map(tuple, listed), key=repr) == sorted(map(tuple, expected), key=repr)
+
+
+@pytest.mark.parametrize("key", [("k", "f"), ()], ids=["keyed", "keyless"])
+def test_the_feed_ordered_in_arrow_is_the_feed_sparks_window_orders(spark, key):
+    """order_feed (the delta-rs writer's feed, ordered in the driver) gives each change the
+    previous and next change of its key that ordered_feed's window gives, on random feeds whose
+    keys have NULLs, NaN and both zeros; each change is unique in its key's (commit, rank) order,
+    where Spark's own order is defined."""
+    import math
+
+    from expectations.columns import Columns, Tolerance
+    from expectations.feed_order import order_feed
+    from expectations.suites.retraction import ordered_feed
+    from jobs.runtime.arrow_frames import frame_of
+
+    rng = random.Random(11)
+    kinds = ["insert", "update_preimage", "update_postimage", "delete"]
+    seen, changes = set(), []
+    for _ in range(400):
+        k, f = rng.choice([1, 2, None]), rng.choice([0.0, -0.0, math.nan, 2.5, None])
+        kind, version = rng.choice(kinds), rng.randrange(6 if key else 300)
+        grouped_as = None if f is None else "nan" if math.isnan(f) else f + 0.0  # -0.0 + 0.0 is 0.0
+        place = (k, grouped_as, version, kind in ("update_preimage", "delete"))[0 if key else 2 :]
+        if place not in seen:
+            seen.add(place)
+            changes.append((k, f, rng.choice([1, 2, None]), kind, version))
+    feed = pa.table(
+        list(zip(*changes)),
+        schema=pa.schema(
+            [
+                ("k", pa.int32()),
+                ("f", pa.float64()),
+                ("x", pa.int64()),
+                ("_change_type", pa.string()),
+                ("_commit_version", pa.int64()),
+            ]
+        ),
+    )
+    cols = Columns(key, tuple(c for c in ("k", "f", "x") if c not in key), frozenset({"f"}), Tolerance(0.0, 0.0))
+    frame_of(spark, feed).createOrReplaceTempView("unordered_feed")
+    columns = "k, f, x, _change_type, _commit_version, __prev_type, __prev_version, __next_type, __prev_image"
+    by_window = spark.sql(f"SELECT {columns} FROM ({ordered_feed(cols, 'unordered_feed')})").collect()
+    in_arrow = order_feed(feed, cols).select([c.strip() for c in columns.split(",")]).to_pylist()
+    assert sum(r["__prev_type"] is not None for r in by_window) > 100  # keys with many changes
+    assert sorted(repr(tuple(r.asDict(recursive=True).values())) for r in by_window) == sorted(
+        repr(tuple(r.values())) for r in in_arrow
+    )
