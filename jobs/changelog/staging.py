@@ -155,6 +155,17 @@ class StagedChangelog:
         """Where the end of a bounded input left the watermark (microseconds), if it did."""
         return self.manifest.get("watermark_floor")
 
+    def live_rows_at(self, consumed: int) -> Any | None:
+        """Where Spark reads the live rows staging left (live.py), when they are the source as of
+        `consumed` changelog rows: every staged row consumed, and every one of them obeying the
+        protocol, so that they are exactly the multiset the changelog's weights leave. None
+        otherwise (a point inside the staged rows, rows kept although they break the protocol,
+        a manifest from before they were counted)."""
+        live = self.manifest["live_state"]
+        if live is None or consumed != self.total_rows or self.manifest.get("protocol_breaks") != 0:
+            return None
+        return self.spark_directory / live
+
     def segment_ddl(self) -> str:
         """The Spark schema of a segment file."""
         ddl = f"{self.schema.spark_ddl()}, `{KIND}` TINYINT, `{LINE}` INT, `{SEQ}` BIGINT, `{FILE}` STRING"
@@ -498,10 +509,18 @@ def _prepare_generation(
         quarantined=manifest["quarantined"] + len(result.quarantined),
         absent_fields=manifest.get("absent_fields", 0) + result.absent_fields,
         tombstones=manifest.get("tombstones", 0) + result.tombstones,
+        protocol_breaks=_protocol_breaks(manifest, len(result.anomalies)),
     )
     previous = manifest["live_state"]
     prepared = {"source": result.source, "manifest": following, "segments": segments, "previous_live": previous}
     _write_json_atomically(pending / GENERATION, prepared)
+
+
+def _protocol_breaks(manifest: dict, kept: int) -> int | None:
+    """Staged rows that break the changelog protocol (kept by `on_bad_rows: keep`), over every
+    generation; None once a generation staged before the manifest counted them."""
+    before = manifest.get("protocol_breaks", 0 if manifest["generation"] == 0 else None)
+    return None if before is None else before + kept
 
 
 def commit_staged(directory: Path, quarantine: Path, anomalies: Path | None) -> None:
