@@ -116,7 +116,7 @@ def _write_parts(table: pa.Table, columns: list[str], parts: int, wanted: Iterab
 
 
 def _write(table: pa.Table, path: Path) -> Path:
-    pq.write_table(table, path)
+    pq.write_table(table, path, use_dictionary=False)  # mostly distinct keys: see segments.py
     return path
 
 
