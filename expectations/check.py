@@ -31,7 +31,7 @@ from expectations.feed_order import order_feed
 from expectations.listed_rows import listed_rows
 from expectations.report.model import ExpectationOutcome, Report
 from expectations.report.publish import publish
-from expectations.sql import BATCH_VIEW, FEED_VIEW, PAIRED_VIEW, STREAM_COMPARED_VIEW, STREAM_VIEW, paired_by_key
+from expectations.sql import BATCH_VIEW, FEED_VIEW, STREAM_COMPARED_VIEW, STREAM_VIEW
 from expectations.stages import compare_stages
 from expectations.suites import SuiteSpec
 from expectations.suites.batch_result import batch_result_suite
@@ -75,7 +75,6 @@ class Sides:
     batch: DataFrame
     cols: Columns
     windows: WindowCheck | None
-    paired: DataFrame  # the two sides joined by key (sql.paired_by_key), cached
     open_windows: int = 0
 
 
@@ -131,7 +130,6 @@ def _check(
     with phases.timed("row counts"):
         counts = {"stream_rows": sides.stream.count(), "batch_rows": sides.batch.count()}
     outcomes = _validate_all(layout, specs, data, counts, settings.check.sample_rows, progress, phases)
-    sides.paired.unpersist()
     # A past date's stage tables as they were then; the current point's as they are.
     tables = tables_for(plan.spec.sink.writer)
     with phases.timed("stage tables"):
@@ -204,10 +202,14 @@ def _sides(spark: SparkSession, plan: Plan, layout: RunLayout, point: Consistenc
     batch.createOrReplaceTempView(BATCH_VIEW)
     sink.createOrReplaceTempView(STREAM_VIEW)
     stream.createOrReplaceTempView(STREAM_COMPARED_VIEW)
-    cols = _columns(plan, sink, settings)
-    paired = spark.sql(paired_by_key(cols)).cache()
-    paired.createOrReplaceTempView(PAIRED_VIEW)
-    return Sides(sink, stream, batch, cols, windows, paired, open_windows.count() if open_windows is not None else 0)
+    return Sides(
+        sink,
+        stream,
+        batch,
+        _columns(plan, sink, settings),
+        windows,
+        open_windows.count() if open_windows is not None else 0,
+    )
 
 
 def _add_state_suites(

@@ -16,7 +16,6 @@ BATCH_VIEW = "lockstep_batch_result"
 STREAM_VIEW = "lockstep_stream_table"  # the sink at the point
 STREAM_COMPARED_VIEW = "lockstep_stream_compared"  # the sink and, with emit: final, the windows still open
 FEED_VIEW = "lockstep_change_feed"
-PAIRED_VIEW = "lockstep_paired_by_key"  # paired_by_key() over the two compared sides
 LATE_WINDOWS_VIEW = "lockstep_late_windows"
 MATERIALIZER_VIEW = "lockstep_materializer_state"
 
@@ -36,16 +35,6 @@ def key_match(key, left: str, right: str) -> str:
 
 def all_equal(cols: Columns, left: str = "s", right: str = "b") -> str:
     return " AND ".join(cols.equal_sql(v, left, right) for v in cols.values) or "TRUE"
-
-
-def paired_by_key(cols: Columns) -> str:
-    """The compared stream result beside the batch result, joined by key: each side's row as one
-    struct column (s, b), NULL where that side has no row of the key. Unity's three comparisons
-    read it, so the two sides are joined once, not once per comparison."""
-    return (
-        f"SELECT s, b FROM (SELECT struct(*) AS s FROM {STREAM_COMPARED_VIEW}) "
-        f"FULL OUTER JOIN (SELECT struct(*) AS b FROM {BATCH_VIEW}) ON {key_match(cols.key, 's', 'b')}"
-    )
 
 
 def differing_rows(cols: Columns, stream: str, batch: str) -> str:

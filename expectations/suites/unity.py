@@ -1,15 +1,11 @@
-"""unity: on the stream's result table, the same rows as the batch result, key by key.
-
-The row count, the columns and the key's uniqueness are judged on the validated stream result;
-the three comparisons (missing, extra, mismatched rows) on the two sides paired by key
-(sql.paired_by_key, cached by check.py), which one join gives all three."""
+"""unity: on the stream's result table, the same rows as the batch result, key by key."""
 
 from __future__ import annotations
 
 import great_expectations.expectations as gxe
 
 from expectations.columns import Columns
-from expectations.sql import PAIRED_VIEW, VALIDATED, all_equal, duplicate_keys, select_list
+from expectations.sql import BATCH_VIEW, VALIDATED, all_equal, duplicate_keys, key_match, select_list
 from expectations.suites import LockstepExpectation, SuiteSpec
 
 MISMATCH_SUFFIXES = ("__stream", "__batch")  # a mismatched row's value column, per side
@@ -28,7 +24,7 @@ class ExpectNoRowsMissingFromStream(LockstepExpectation):
 
     @classmethod
     def rows_query(cls, cols: Columns) -> str:
-        return f"SELECT b.* FROM {PAIRED_VIEW} WHERE s IS NULL"
+        return f"SELECT b.* FROM {BATCH_VIEW} b LEFT ANTI JOIN {VALIDATED} s ON {key_match(cols.key, 'b', 's')}"
 
 
 class ExpectNoExtraRowsInStream(LockstepExpectation):
@@ -36,7 +32,7 @@ class ExpectNoExtraRowsInStream(LockstepExpectation):
 
     @classmethod
     def rows_query(cls, cols: Columns) -> str:
-        return f"SELECT s.* FROM {PAIRED_VIEW} WHERE b IS NULL"
+        return f"SELECT s.* FROM {VALIDATED} s LEFT ANTI JOIN {BATCH_VIEW} b ON {key_match(cols.key, 's', 'b')}"
 
 
 class ExpectNoMismatchedValues(LockstepExpectation):
@@ -52,7 +48,8 @@ class ExpectNoMismatchedValues(LockstepExpectation):
         key = select_list(cols.key, "s")
         head = f"{key}, " if key else ""
         return (
-            f"SELECT {head}{sides} FROM {PAIRED_VIEW} WHERE s IS NOT NULL AND b IS NOT NULL AND NOT ({all_equal(cols)})"
+            f"SELECT {head}{sides} FROM {VALIDATED} s JOIN {BATCH_VIEW} b "
+            f"ON {key_match(cols.key, 's', 'b')} WHERE NOT ({all_equal(cols)})"
         )
 
 
