@@ -56,8 +56,9 @@ def _same_key_as_previous(keys: list[pa.ChunkedArray], rows: int) -> np.ndarray:
     """Per row of the sorted key columns, whether the row before it has the same key (the
     first: no; with no key column, every other row)."""
     same = np.ones(rows, dtype=bool)
-    if rows:
-        same[0] = False
+    if rows == 0:
+        return same
+    same[0] = False
     for key in keys:
         column = _flat(key)
         same[1:] &= _equal_as_partition_keys(column.slice(1), column.slice(0, len(column) - 1))
@@ -76,6 +77,6 @@ def _neighbours(same: np.ndarray) -> tuple[pa.Array, pa.Array]:
     rows = len(same)
     index = np.arange(rows, dtype=np.int64)
     previous = pa.array(index - 1, mask=~same)
-    next_same = np.append(same[1:], False)
+    next_same = np.append(same[1:], False) if rows else same
     following = pa.array(index + 1, mask=~next_same)
     return previous, following

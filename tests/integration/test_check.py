@@ -218,3 +218,5 @@ def test_the_feed_ordered_in_arrow_is_the_feed_sparks_window_orders(spark, key):
     assert sorted(repr(tuple(r.asDict(recursive=True).values())) for r in by_window) == sorted(
         repr(tuple(r.values())) for r in in_arrow
     )
+    for rows in (0, 1):  # a sink that never changed, or once
+        assert order_feed(feed.slice(0, rows), cols).column("__prev_type").to_pylist() == [None] * rows
