@@ -155,16 +155,17 @@ class StagedChangelog:
         """Where the end of a bounded input left the watermark (microseconds), if it did."""
         return self.manifest.get("watermark_floor")
 
-    def live_rows_at(self, consumed: int) -> Any | None:
+    def live_rows_at(self, consumed: int) -> Path | None:
         """Where Spark reads the live rows staging left (live.py), when they are the source as of
         `consumed` changelog rows: every staged row consumed, and every one of them obeying the
         protocol, so that they are exactly the multiset the changelog's weights leave. None
         otherwise (a point inside the staged rows, rows kept although they break the protocol,
-        a manifest from before they were counted)."""
+        a manifest from before they were counted, a run folder on an object store, where only
+        the segments are at their own keys for Spark: jobs/store/mirror.py)."""
         live = self.manifest["live_state"]
         if live is None or consumed != self.total_rows or self.manifest.get("protocol_breaks") != 0:
             return None
-        return self.spark_directory / live
+        return self.directory / live if self.spark_directory == self.directory else None
 
     def segment_ddl(self) -> str:
         """The Spark schema of a segment file."""

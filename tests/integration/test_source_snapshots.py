@@ -75,10 +75,13 @@ def test_the_live_rows_staging_kept_are_the_snapshot_the_weights_give(spark, tmp
     assert snapshot == _rows(summed)
 
 
-def test_a_point_inside_the_staged_rows_or_a_kept_protocol_break_sums_the_changes(spark, tmp_path):
+def test_a_point_inside_the_staged_rows_a_store_or_a_kept_protocol_break_sums_the_changes(spark, tmp_path):
     changes = [change("+I", 1, 1, 5), change("+I", 2, 1, 7), change("-D", 1, 1, 5)]
     staged = _staged(tmp_path / "inside", changes, keyed=True)
-    assert staged.live_rows_at(2) is None
+    assert staged.live_rows_at(2) is None and staged.live_rows_at(3) is not None
+    # A run folder on a store: Spark reads the segments at their keys, the live rows are not there.
+    on_store = StagedChangelog(staged.directory, spark_directory="s3a://runs/q/_state/staged/orders")
+    assert on_store.live_rows_at(3) is None
     assert _rows(source_snapshot(spark, staged, 2)) == Counter({(1, 1, 5): 1, (2, 1, 7): 1})
     # A delete of a row never inserted, kept: the live rows would drop order 3, the weights
     # leave 3's insert and delete cancelled and the earlier delete below zero.
