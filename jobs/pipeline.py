@@ -27,7 +27,7 @@ from jobs.kafka.servers import with_bootstrap_servers
 from jobs.plan import Plan, plan_query
 from jobs.point import batch_is_at, read_point
 from jobs.rebuild import rebuild
-from jobs.runtime.imports import import_in_background
+from jobs.runtime.imports import import_in_background, wait_for_background_imports
 from jobs.runtime.layout import RunLayout
 from jobs.runtime.lock import RunLock, run_lock
 from jobs.runtime.phases import Phases
@@ -172,6 +172,7 @@ class Pipeline:
         # `batch` never needs it. After `run`'s import in the background, this waits for it.
         phases = Phases()
         with self.progress.waiting("loading Great Expectations ..."), phases.timed("loading Great Expectations"):
+            wait_for_background_imports()
             from expectations.check import run_check
         return run_check(self.plan, self.settings, self.layout, self.progress, logical_date, steps, phases)
 
@@ -182,6 +183,7 @@ class Pipeline:
         try:
             yield
         except Exception as exc:
+            wait_for_background_imports()  # run's import of the check may still be loading the package
             from expectations.report.publish import publish_error  # not on a stream's path: see _check
 
             publish_error(

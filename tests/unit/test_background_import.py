@@ -27,3 +27,20 @@ def test_a_failing_import_in_the_background_raises_at_the_later_import(tmp_path,
     import_in_background("broken_module").join()
     with pytest.raises(ValueError, match="broken on purpose"):
         importlib.import_module("broken_module")
+
+
+def test_importing_a_module_the_background_import_needs_waits_for_it_instead_of_deadlocking(tmp_path, monkeypatch):
+    """first imports second and second imports first, each after a pause: imported from two
+    threads at once, each holds one module's lock and Python raises _DeadlockError in one."""
+    from jobs.runtime.imports import wait_for_background_imports
+
+    (tmp_path / "first_half.py").write_text("import time\ntime.sleep(0.3)\nimport second_half\nNAME = 'first'\n")
+    (tmp_path / "second_half.py").write_text("import time\ntime.sleep(0.3)\nimport first_half\nNAME = 'second'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("first_half", "second_half"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    thread = import_in_background("first_half")
+    wait_for_background_imports()
+    assert not thread.is_alive()
+    assert importlib.import_module("second_half").NAME == "second"
+    assert sys.modules["first_half"].NAME == "first"
