@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from expectations.columns import Columns
+from jobs.changelog.kinds import CDF_RETRACTIONS
 from jobs.runtime.delta import CHANGE_TYPE, COMMIT_VERSION
 
-RETRACTION_TYPES = pa.array(["update_preimage", "delete"])
 IMAGE, RANK = "__image", "__rank"
 PREV_TYPE, PREV_IMAGE, PREV_VERSION, NEXT_TYPE = "__prev_type", "__prev_image", "__prev_version", "__next_type"
 
@@ -32,7 +32,7 @@ def order_feed(feed: pa.Table, cols: Columns) -> pa.Table | None:
     column's type does not sort in Arrow."""
     if any(pa.types.is_nested(feed.schema.field(k).type) for k in cols.key):
         return None
-    rank = pc.if_else(pc.is_in(feed[CHANGE_TYPE], value_set=RETRACTION_TYPES), 0, 1).cast(pa.int32())
+    rank = pc.if_else(pc.is_in(feed[CHANGE_TYPE], value_set=pa.array(CDF_RETRACTIONS)), 0, 1).cast(pa.int32())
     image = pa.StructArray.from_arrays([_flat(feed[c]) for c in cols.all], names=list(cols.all))
     keys = [feed[k] for k in cols.key]
     by = pa.table(keys + [feed[COMMIT_VERSION], rank], names=[f"k{i}" for i in range(len(keys))] + ["v", "r"])

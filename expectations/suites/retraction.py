@@ -11,8 +11,9 @@ from __future__ import annotations
 from expectations.columns import Columns
 from expectations.sql import STREAM_VIEW, VALIDATED, select_list
 from expectations.suites import LockstepExpectation, SuiteSpec
+from jobs.changelog.kinds import CDF_RETRACTIONS
 
-RETRACTIONS = "('update_preimage', 'delete')"
+RETRACTIONS = "(" + ", ".join(f"'{name}'" for name in CDF_RETRACTIONS) + ")"
 N = "__lockstep_copies"  # a row's copies replayed less its copies in the table
 ADDITIONS = "('insert', 'update_postimage')"
 

@@ -51,6 +51,7 @@ CDF_CHANGE_TYPES = {
     "update_postimage": RowKind.UPDATE_AFTER,
     "delete": RowKind.DELETE,
 }
+CDF_RETRACTIONS = tuple(name for name, kind in CDF_CHANGE_TYPES.items() if kind.is_retraction)
 
 
 class ChangelogMode(frozenset):
