@@ -92,6 +92,43 @@ def test_debezium_rows_missing_their_image_are_bad(tmp_path):
     ]
 
 
+def _wrapped(envelope: dict) -> dict:
+    return {"schema": {"type": "struct", "optional": False}, "payload": envelope}
+
+
+@pytest.mark.parametrize("with_wrapped_line", [False, True])
+def test_debezium_reads_a_payload_only_where_the_line_has_no_op_of_its_own(tmp_path, with_wrapped_line):
+    """A line with its own op is not wrapped: a payload beside it is ignored like Debezium's
+    other fields, whether or not another line of the block is wrapped (and read again)."""
+    image = {"order_id": 1, "pId": 1, "income": 5}
+    decoy = {"before": None, "after": {**image, "income": 99}, "op": "c"}
+    lines = [{"before": None, "after": image, "op": "c", "payload": decoy}]
+    if with_wrapped_line:
+        lines.append(_wrapped({"before": image, "after": {**image, "income": 7}, "op": "u"}))
+    parsed = parse_file(write(tmp_path, lines), "debezium-json", SCHEMA)
+    assert parsed.bad == ()
+    expected = [(0, 1), (1, 2), (2, 2)] if with_wrapped_line else [(0, 1)]
+    assert kinds_and_lines(parsed) == expected
+    assert parsed.rows.column("income").to_pylist() == ([5, 5, 7] if with_wrapped_line else [5])
+
+
+def test_debezium_wrapped_and_plain_envelopes_mix_in_line_order(tmp_path):
+    image = {"order_id": 1, "pId": 1, "income": 5}
+    path = write(
+        tmp_path,
+        [
+            _wrapped({"before": None, "after": image, "op": "c"}),
+            {"before": image, "after": {**image, "income": 9}, "op": "u"},
+            _wrapped({"before": {**image, "income": 9}, "after": None, "op": "d"}),
+            _wrapped({"before": None, "after": None, "op": "d"}),
+        ],
+    )
+    parsed = parse_file(path, "debezium-json", SCHEMA)
+    assert kinds_and_lines(parsed) == [(0, 1), (1, 2), (2, 2), (3, 3)]
+    assert parsed.rows.column("income").to_pylist() == [5, 5, 9, 9]
+    assert [(b.line, b.reason) for b in parsed.bad] == [(4, "op 'd' needs a 'before' image")]
+
+
 def test_plain_json_rows_are_all_inserts(tmp_path):
     path = write(tmp_path, [{"order_id": 1, "pId": 1, "income": 5}, {"order_id": 2, "pId": 2, "income": 6}])
     assert kinds_and_lines(parse_file(path, "json", SCHEMA)) == [(0, 1), (0, 2)]
