@@ -33,7 +33,12 @@ in the joins, as tests/benchmarks/bench_stream.py explains).
     python -m tests.benchmarks.race                    # all classes, default sizes (10-20 min)
     python -m tests.benchmarks.race --small            # sizes 20000,60000: a quick look
     python -m tests.benchmarks.race --sizes 50000,150000 --classes group_aggregate,window
-        [--rows-per-batch N]
+        [--rows-per-batch N] [--engine spark]
+
+With --engine spark, lockstep's steps run the spark engine (the stateful operators in Spark's
+keyed state on the executors) on a standalone cluster of two one-core workers that the race
+starts on 127.0.0.1 and stops at its end (tests/support/standalone_cluster.py), with the same
+files and the same Flink run beside it; the figures go to state/race/race-spark.json.
 
 Sizes are logical events per source (the orders changelog of 300,000 events has about 375,000
 rows). Prints the date, the machine and one table; writes the figures to state/race/race.json.
@@ -67,6 +72,7 @@ from tests.benchmarks.bench_stream import DEDUP_SQL, GROUP_SQL, JOIN_SQL, LEFT_J
 from tests.benchmarks.memory import SAMPLE_SECONDS, descendants_memory, process_memory
 from tests.benchmarks.workloads import ORDER_EVENTS_SCHEMA, PRODUCTS_SCHEMA, order_events, product_changes
 from tests.differential.compare import column_difference, row_difference
+from tests.support.standalone_cluster import StandaloneCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "state" / "race"
@@ -85,6 +91,21 @@ JOIN_AGGREGATE_SQL = (
     "SELECT p.name, SUM(o.income) AS total, COUNT(*) AS n FROM orders o JOIN products p "
     "ON o.pId = p.pId GROUP BY p.name"
 )
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Where lockstep's steps run: its own operators on the settings' master (local), or the
+    spark engine on a cluster's master."""
+
+    name: str = "local"
+    master: str | None = None
+
+    def arguments(self) -> list[str]:
+        return [] if self.master is None else ["--engine", self.name, "--master", self.master]
+
+
+LOCAL = Engine()
 
 
 # -- the query classes --------------------------------------------------------------------------
@@ -250,6 +271,7 @@ def race_one(
     rows_per_batch: int | None = None,
     check: bool = True,
     whole_run: bool = True,
+    engine: Engine = LOCAL,
 ) -> dict:
     """Both engines over the same files of one class and size: the row of the table; with
     `whole_run`, lockstep's whole `run` as well; with `check`, then lockstep's sink against
@@ -258,7 +280,7 @@ def race_one(
     rows = write_inputs(folder, query, size)
     row = {"class": query.name, "size": size, "rows": rows}
     row["flink"] = _announced(query, rows, "flink", lambda: run_flink(folder, query))
-    row["lockstep"] = _announced(query, rows, "lockstep", lambda: run_lockstep(folder, query, rows_per_batch))
+    row["lockstep"] = _announced(query, rows, "lockstep", lambda: run_lockstep(folder, query, rows_per_batch, engine))
     row["stages"] = micro_batches(folder / "runs" / f"race_{query.name}")
     row["lockstep"]["first_batch_seconds"] = first_batch_seconds(
         folder / "runs" / f"race_{query.name}", row["lockstep"]
@@ -267,7 +289,7 @@ def race_one(
     if row["lockstep"]["exit"] == 0 and read != rows:
         row["lockstep"]["note"] = f"read {read:,} of {rows:,} changelog rows"
     if whole_run:
-        row["run"] = _announced(query, rows, "lockstep run", lambda: run_whole(folder, query, rows_per_batch))
+        row["run"] = _announced(query, rows, "lockstep run", lambda: run_whole(folder, query, rows_per_batch, engine))
     if check and row["flink"]["exit"] == 0 and row["lockstep"]["exit"] == 0:
         row["results"] = check_results(folder, query)
         print(f"race: {query.name} {rows:,} rows: results {row['results']}", flush=True)
@@ -343,7 +365,7 @@ def flink_jvm_args() -> str:
     return os.environ.get("JVM_ARGS") or f"-Xmx{load_settings().spark.driver_memory}"
 
 
-def run_lockstep(folder: Path, query: QueryClass, rows_per_batch: int | None) -> dict:
+def run_lockstep(folder: Path, query: QueryClass, rows_per_batch: int | None, engine: Engine = LOCAL) -> dict:
     runs = folder / "runs"
     shutil.rmtree(runs, ignore_errors=True)  # the stream is incremental: a rerun would read nothing
     command = [
@@ -354,17 +376,18 @@ def run_lockstep(folder: Path, query: QueryClass, rows_per_batch: int | None) ->
         str(lockstep_spec(folder, query, rows_per_batch)),
         "--out",
         str(runs),
+        *engine.arguments(),
     ]
     return measure(command, folder / "lockstep", dict(os.environ))
 
 
-def run_whole(folder: Path, query: QueryClass, rows_per_batch: int | None) -> dict:
+def run_whole(folder: Path, query: QueryClass, rows_per_batch: int | None, engine: Engine = LOCAL) -> dict:
     """`lockstep run`, timed from outside as the stream step is, with its report's steps and
     the check's phases. Exit 1 (the check failed) is a finished run; its verdict says so."""
     runs = folder / "runs-whole"
     shutil.rmtree(runs, ignore_errors=True)
     spec = lockstep_spec(folder, query, rows_per_batch)
-    command = [sys.executable, "-m", "jobs.cli.main", "run", str(spec), "--out", str(runs)]
+    command = [sys.executable, "-m", "jobs.cli.main", "run", str(spec), "--out", str(runs), *engine.arguments()]
     result = measure(command, folder / "lockstep-run", dict(os.environ))
     report_path = runs / f"race_{query.name}" / "report.json"
     if result["exit"] in (0, 1) and report_path.exists():
@@ -568,7 +591,7 @@ def _flink_version() -> str:
     return found[0].name.removeprefix("apache_flink-").removesuffix(".dist-info") if found else "missing"
 
 
-def print_header(info: dict) -> None:
+def print_header(info: dict, engine: Engine = LOCAL) -> None:
     print(
         f"race on {info['date']}: {info['host']}, {info['cores']} cores ({info['cpu']}), "
         f"{info['memory_gib']:g} GiB memory",
@@ -576,9 +599,15 @@ def print_header(info: dict) -> None:
     )
     print(
         f"Flink {info['flink']} (PyFlink, streaming, parallelism 2, {info['flink_jvm_args']}, blackhole sink) "
-        f"against lockstep stream (Spark {info['spark_master']}, Delta sink), whole processes timed",
+        f"against lockstep stream ({_engine_words(info, engine)}, Delta sink), whole processes timed",
         flush=True,
     )
+
+
+def _engine_words(info: dict, engine: Engine) -> str:
+    if engine.master is None:
+        return f"Spark {info['spark_master']}"
+    return f"the {engine.name} engine on a standalone cluster {engine.master}, two one-core workers"
 
 
 def print_table(results: list[dict], rates: list[dict]) -> None:
@@ -707,9 +736,26 @@ def _number(value: float | None) -> str:
 def main() -> None:
     args = _arguments()
     info = machine()
-    print_header(info)
+    if args.engine == "spark":
+        with StandaloneCluster(WORK / "cluster", workers=2) as cluster:
+            results = _race(args, info, Engine("spark", cluster.url))
+    else:
+        results = _race(args, info, LOCAL)
+    if any(_results(r) == "NO" for r in results):
+        sys.exit("race: lockstep's sink differs from Flink's result (see the notes above)")
+
+
+def _race(args: argparse.Namespace, info: dict, engine: Engine) -> list[dict]:
+    print_header(info, engine)
     results = [
-        race_one(CLASSES[name], size, rows_per_batch=args.rows_per_batch, check=args.check, whole_run=args.whole_run)
+        race_one(
+            CLASSES[name],
+            size,
+            rows_per_batch=args.rows_per_batch,
+            check=args.check,
+            whole_run=args.whole_run,
+            engine=engine,
+        )
         for name in args.classes
         for size in args.sizes
     ]
@@ -717,16 +763,17 @@ def main() -> None:
     WORK.mkdir(parents=True, exist_ok=True)
     report = {
         "machine": info,
+        "engine": {"name": engine.name, "master": engine.master or info["spark_master"]},
         "sizes": args.sizes,
         "rows_per_batch": args.rows_per_batch,
         "results": results,
         "marginal": rates,
     }
-    (WORK / "race.json").write_text(json.dumps(report, indent=1))
+    figures = WORK / ("race.json" if engine.master is None else f"race-{engine.name}.json")
+    figures.write_text(json.dumps(report, indent=1))
     print_table(results, rates)
-    print(f"\nfigures: {WORK / 'race.json'}")
-    if any(_results(r) == "NO" for r in results):
-        sys.exit("race: lockstep's sink differs from Flink's result (see the notes above)")
+    print(f"\nfigures: {figures}")
+    return results
 
 
 def _arguments() -> argparse.Namespace:
@@ -756,6 +803,13 @@ def _arguments() -> argparse.Namespace:
         type=int,
         default=None,
         help="set lockstep's stream.rows_per_batch (default: unset, lockstep's own sizing)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=["local", "spark"],
+        default="local",
+        help="lockstep's engine: local (its own operators on the settings' master; the default) or spark "
+        "(Spark's keyed state, on a standalone cluster of two one-core workers the race starts)",
     )
     parser.add_argument(
         "--stream-only",

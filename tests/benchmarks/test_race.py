@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from tests.benchmarks.race import CLASSES, FLINK_PYTHON, check_results, marginal_rates, print_where_time_goes, race_one
+from jobs.cli.main import _parser
+from tests.benchmarks.race import (
+    CLASSES,
+    FLINK_PYTHON,
+    LOCAL,
+    Engine,
+    check_results,
+    marginal_rates,
+    print_where_time_goes,
+    race_one,
+)
 
 pytestmark = pytest.mark.slow  # two engines' processes per size: about a minute
 
@@ -117,3 +127,11 @@ def _aggregate(orders: Path) -> list[tuple[int, int, int]]:
         groups[order["pId"]][0] += order["income"]
         groups[order["pId"]][1] += 1
     return sorted((p, total, count) for p, (total, count) in groups.items())
+
+
+def test_the_spark_engine_is_asked_for_in_arguments_that_lockstep_stream_and_run_take():
+    engine = Engine("spark", "spark://127.0.0.1:7077")
+    for step in ("stream", "run"):
+        args = _parser().parse_args([step, "q.yaml", *engine.arguments()])
+        assert (args.engine, args.master) == ("spark", "spark://127.0.0.1:7077")
+        assert _parser().parse_args([step, "q.yaml", *LOCAL.arguments()]).master is None
