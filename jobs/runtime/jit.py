@@ -6,12 +6,14 @@ Spark's for the first seconds of every run, and most of a small run is those fir
 plans are new (Spark generates Java for each), so little code gets hot enough to pay back C2.
 With C1 alone (`-XX:TieredStopAtLevel=1`) a short run finishes sooner and a long one later: on 2
 cores, alternated against the default, a small query's `lockstep run` took about a fifth less
-time, the race's 1.5 M-row file a little less, and its 6 M-row file about the same, with the
-micro-batches' JVM work a fifth slower once warm.
+time, the race's 1.5 M-row file a little less; its 6 M-row file (650 MiB) 21.9-23.4 s against
+23.8-25.1 s, the JVM's compiler threads' CPU 12 s to 2 s; a 15 M-row file (1.6 GiB) the same,
+59.2 and 56.6 s against 57.3 and 56.4 s, its check's new plans slower and its stream faster.
+Once warm, the micro-batches' JVM work is a fifth slower.
 
 So a step that streams (the CLI's steps, whose JVM starts as soon as the spec has planned, and
 an Airflow stream task) asks for C1 alone when its sources' files total less than
-`spark.quick_jit_below_mib` (default 256 MiB); a session started without that knowledge (a batch
+`spark.quick_jit_below_mib` (default 1024 MiB); a session started without that knowledge (a batch
 or check task alone, the test suite's one session) keeps the JVM's default.
 """
 

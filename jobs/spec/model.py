@@ -370,7 +370,7 @@ class SparkSettings(Strict):
     small_work_rows: int = Field(default=10_000, ge=0)
     """A micro-batch, batch job or check over fewer input rows runs without whole-stage code
     generation and adaptive execution, which cost more than the work on a few rows; 0: never."""
-    quick_jit_below_mib: int = Field(default=256, ge=0)
+    quick_jit_below_mib: int = Field(default=1024, ge=0)
     """A stream step whose sources' files total fewer MiB starts the driver JVM with its quick
     compiler alone: seconds sooner on small input, slower once warm; 0: never."""
     extra: dict[str, str] = {}
