@@ -224,6 +224,54 @@ def test_a_long_value_loads_and_a_message_quotes_only_its_start(tmp_path):
     assert line == 3 and "does not fit BIGINT" in reason and len(reason) < 200 and "3,000,002 characters" in reason
 
 
+# Debezium lines as a model reads them, one at a time: which change rows each gives, or why it is bad.
+_OPS = st.sampled_from(["c", "r", "u", "d", "x", None])
+
+
+def _modelled(op, before, after) -> tuple[list[tuple[int, int]], str | None]:
+    """(kind, income) per change row of one line, or the line's reason to be bad."""
+    if op not in ("c", "r", "u", "d"):
+        return [], f"unknown op {op!r} (expected one of c, r, u, d)" if op is not None else "missing op"
+    if op in ("u", "d") and before is None:
+        return [], f"op '{op}' needs a 'before' image"
+    if op in ("c", "r", "u") and after is None:
+        return [], f"op '{op}' needs an 'after' image"
+    kinds = {"c": [(0, after)], "r": [(0, after)], "u": [(1, before), (2, after)], "d": [(3, before)]}[op]
+    return [(kind, image) for kind, image in kinds], None
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lines=st.lists(
+        st.tuples(
+            _OPS, st.one_of(st.none(), st.integers(0, 9)), st.one_of(st.none(), st.integers(0, 9)), st.booleans()
+        ),
+        max_size=25,
+    )
+)
+def test_debezium_lines_become_the_change_rows_a_line_by_line_reading_gives(lines, tmp_path_factory):
+    """Any mix of ops (unknown and missing ones too), present and missing images, wrapped and
+    bare envelopes: the rows, their kinds and line numbers, and the bad lines with their reasons."""
+    texts, expected_rows, expected_bad = [], [], []
+    for number, (op, before, after, wrapped) in enumerate(lines, start=1):
+        image = {
+            k: None if v is None else {"order_id": number, "pId": 1, "income": v}
+            for k, v in (("before", before), ("after", after))
+        }
+        envelope = {**image, **({"op": op} if op is not None else {})}
+        texts.append(json.dumps(_wrapped(envelope) if wrapped and op is not None else envelope))
+        rows, reason = _modelled(op, before, after)
+        expected_rows += [(kind, number, income) for kind, income in rows]
+        expected_bad += [(number, reason)] if reason else []
+    path = tmp_path_factory.mktemp("debezium") / "f.json"
+    path.write_text("\n".join(texts) + "\n")
+    parsed = parse_file(path, "debezium-json", SCHEMA)
+    rows = parsed.rows
+    found = zip(rows.column("__kind").to_pylist(), rows.column("__line").to_pylist(), rows.column("income").to_pylist())
+    assert list(found) == expected_rows
+    assert [(b.line, b.reason) for b in parsed.bad] == expected_bad
+
+
 # Blank lines (by bytes.strip(): spaces, tabs, CR, VT, FF) are skipped and every row keeps its own
 # line number, whether Arrow reads the file at once or it is taken apart line by line (a bad line
 # elsewhere in the file, or a blank line Arrow itself would not skip).
