@@ -370,11 +370,8 @@ class _DebeziumJson(_Reader):
         plain = self._read_as(pa.schema([self.json_schema.field(side) for side in self.SIDES]), data, longest_line)
         if plain.column("op").null_count:
             return self._read_as(self.json_schema, data, longest_line)
-        return plain.append_column(self.json_schema.field("payload"), pa.nulls(plain.num_rows, self._payload_type))
-
-    @property
-    def _payload_type(self) -> pa.DataType:
-        return self.json_schema.field("payload").type
+        payload = self.json_schema.field("payload")
+        return plain.append_column(payload, pa.nulls(plain.num_rows, payload.type))
 
     def fields_of(self, line: bytes) -> set[str]:
         value = json.loads(line)
@@ -415,10 +412,7 @@ class _DebeziumJson(_Reader):
         if payload.null_count == len(payload):
             return table.select([*self.SIDES, LINE])
         wrapped = pc.and_(pc.is_valid(payload), pc.is_null(table.column("op")))
-        sides = {
-            side: pc.if_else(wrapped, pc.struct_field(table.column("payload"), side), table.column(side))
-            for side in self.SIDES
-        }
+        sides = {side: pc.if_else(wrapped, pc.struct_field(payload, side), table.column(side)) for side in self.SIDES}
         return pa.table({**sides, LINE: table.column(LINE)})
 
     def _expand(self, table: pa.Table) -> pa.Table:
